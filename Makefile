@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make run` and `make test`. Both bootstrap .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test check lint unit fast bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/aat serve
+
+lint: $(STAMP)
+	$(BIN)/ruff check webplatform dashboard tests bench
+	$(BIN)/ruff format --check webplatform dashboard tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+# The inner loop: everything but the browser and multi-process tests.
+fast: $(STAMP)
+	$(BIN)/pytest -m "not browser and not slow" -x
+
+test: lint
+	$(BIN)/aat check
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,80 @@
+"""The answer every run-style call gets, on every surface.
+
+One shape, one `status` per outcome, so a denial is never confused with an expiry, a
+failure or success (SPEC §5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    """Every outcome a caller can see; the values are a contract with MCP clients."""
+
+    # The tool ran and exited 0; `result` holds its JSON.
+    succeeded = "succeeded"
+    # The tool ran and did not succeed (exit code, usage error, non-JSON output).
+    failed = "failed"
+    # The tool ran past its timeout and was killed.
+    timed_out = "timed_out"
+    # The worker running it died; the job is never re-run by itself.
+    lost = "lost"
+    # A queued job that was cancelled before it ran.
+    cancelled = "cancelled"
+    # An operator said no.
+    denied = "denied"
+    # Nobody decided in time: a refusal, never an approval.
+    expired = "expired"
+    # Queued and still waiting for an operator; the caller stopped waiting, the job did not.
+    pending_approval = "pending_approval"
+    # Approved, waiting for a worker.
+    approved = "approved"
+    # Started, not finished.
+    running = "running"
+    # `run_tool` was asked for an irreversible action: use the `*_confirmed` tool.
+    approval_required = "approval_required"
+    # Irreversible calls are switched off (`AAT_MCP_DENY_IRREVERSIBLE=1`).
+    refused = "refused"
+    # The call itself was wrong: unknown tool, action or argument, wrong type, missing argument.
+    invalid = "invalid"
+
+
+IN_PROGRESS = frozenset({Status.pending_approval, Status.approved, Status.running})
+NOT_ERRORS = IN_PROGRESS | {Status.succeeded}
+
+
+@dataclass
+class Answer:
+    """A run-style result. `to_dict()` drops the fields that do not apply."""
+
+    status: Status
+    job: int | None = None
+    tool: str | None = None
+    action: str | None = None
+    result: Any = None
+    error: str | None = None
+    exit_code: int | None = None
+    stderr_tail: str | None = None
+    reason: str | None = None
+    decided_by: str | None = None
+    approval_url: str | None = None
+    expires_at: str | None = None
+    next: str | None = None
+    warning: str | None = None
+    use: str | None = None
+    schema: Any = None
+    did_you_mean: list[str] | dict[str, list[str]] | None = None
+
+    @property
+    def is_error(self) -> bool:
+        """True for every outcome but success and the in-progress states."""
+        return self.status not in NOT_ERRORS
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict without empty fields; `status` first."""
+        out = {k: v for k, v in asdict(self).items() if v is not None}
+        out["status"] = self.status.value
+        return out

@@ -1,0 +1,60 @@
+"""Settings, read in one place from `AAT_*` environment variables and command-line flags.
+
+Settings are built by `get_settings()` (or `Settings(...)` in tests), never at import time,
+so every test can point `AAT_HOME` at its own temporary folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+EXAMPLES_ROOT = Path(__file__).parent / "examples"
+
+
+class Settings(BaseSettings):
+    """Everything aat can be configured with; each field is `AAT_<NAME>` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="AAT_", extra="ignore")
+
+    home: Path = Field(default_factory=lambda: Path("~/.local/share/aat").expanduser())
+    # `:`-separated folders; empty means the example registry shipped with the package.
+    registry: str = ""
+    db_url: str = ""
+    approval_ttl_s: float = 900.0
+    approval_wait_s: float = 50.0
+    worker_lease_s: float = 10.0
+    capabilities_max_bytes: int = 40_000
+    result_max_bytes: int = 20_000
+    mcp_deny_irreversible: bool = False
+    dashboard_url: str = "http://127.0.0.1:8000"
+    # Extra Host names the dashboard answers to, comma-separated (`aat.example.org:8443`).
+    allowed_hosts: str = ""
+    mcp_token: str = ""
+    retention_days: int = 30
+    heartbeat_s: float = 2.0
+
+    @property
+    def registry_roots(self) -> list[Path]:
+        """The registry folders in search order."""
+        if not self.registry.strip():
+            return [EXAMPLES_ROOT]
+        return [Path(p).expanduser() for p in self.registry.split(":") if p.strip()]
+
+    @property
+    def database_url(self) -> str:
+        """`AAT_DB_URL`, or the SQLite file under `AAT_HOME`."""
+        return self.db_url or f"sqlite:///{self.home / 'aat.db'}"
+
+    @property
+    def extra_allowed_hosts(self) -> list[str]:
+        """Host names from `AAT_ALLOWED_HOSTS`."""
+        return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]
+
+
+def get_settings(**overrides: object) -> Settings:
+    """Build settings from the environment, with command-line flags as overrides."""
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    return Settings(**clean)  # type: ignore[arg-type]

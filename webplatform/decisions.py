@@ -1,0 +1,65 @@
+"""Operator decisions on queued jobs. Only the dashboard imports this module.
+
+An import-linter contract keeps the MCP bridge and the command line away from it, so no
+agent-facing tool and no CLI command can approve anything.
+"""
+
+from __future__ import annotations
+
+import json
+
+from webplatform import jobs
+from webplatform.answers import Answer, Status
+from webplatform.services import Actor, Platform, job_answer, request_run
+from webplatform.registry.model import RunnableKind as RunnableKindLiteral
+from webplatform.store.models import Job
+
+
+def approve(
+    *, platform: Platform, job_id: int, operator: str, digest: str, address: str | None
+) -> Job:
+    """Approve a pending job for exactly the arguments whose digest the operator saw.
+
+    Raises `jobs.StaleState` (someone else decided), `jobs.ApprovalExpired`,
+    `jobs.DigestMismatch` or `jobs.JobNotFound`; the caller shows them as messages.
+    """
+    with platform.session() as session:
+        return jobs.approve(
+            session=session, job_id=job_id, operator=operator, digest=digest, address=address
+        )
+
+
+def deny(
+    *, platform: Platform, job_id: int, operator: str, reason: str | None, address: str | None
+) -> Job:
+    """Deny a pending job; the reason reaches the agent that asked."""
+    with platform.session() as session:
+        return jobs.deny(
+            session=session,
+            job_id=job_id,
+            operator=operator,
+            reason=(reason or "").strip()[:500] or None,
+            address=address,
+        )
+
+
+def rerun(*, platform: Platform, job_id: int, actor: Actor) -> Answer:
+    """Ask again for a finished job's exact call: a new job, with a new approval if irreversible."""
+    with platform.session() as session:
+        job = jobs.get_job(session=session, job_id=job_id)
+        if job is None:
+            return Answer(Status.invalid, error=f"no job {job_id}")
+        kind: RunnableKindLiteral = "agent" if job.kind == "agent" else "tool"
+        name, action, args = job.name, job.action, json.loads(job.args_json)
+    return request_run(
+        platform=platform,
+        kind=kind,
+        name=name,
+        action=action,
+        args=args,
+        actor=actor,
+        confirmed=True,
+    )
+
+
+__all__ = ["approve", "deny", "rerun", "job_answer"]

@@ -1,0 +1,114 @@
+"""The registry's nouns: tools, agents, their actions and arguments, skills, load errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Kind = Literal["tool", "agent", "skill"]
+RunnableKind = Literal["tool", "agent"]
+ArgType = Literal["string", "integer", "number", "boolean", "array", "object"]
+Runtime = Literal["python", "bash", "node", "exec"]
+
+ARG_TYPES: tuple[ArgType, ...] = ("string", "integer", "number", "boolean", "array", "object")
+RUNTIMES: tuple[Runtime, ...] = ("python", "bash", "node", "exec")
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One argument of an action; `name` is kept verbatim (`workspace-id` stays hyphenated)."""
+
+    name: str
+    type: ArgType
+    required: bool = False
+    description: str = ""
+    default: Any = None
+    enum: tuple[Any, ...] | None = None
+    secret: bool = False
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """One action of a tool, with the manifest's own reversibility flags (the gate decides)."""
+
+    name: str
+    description: str = ""
+    read_only: bool = False
+    # None: the manifest did not say. Only `False` has an effect (stricter); see gate.py.
+    reversible: bool | None = None
+    timeout_s: float | None = None
+    args: tuple[ArgSpec, ...] = ()
+    output_schema: str | None = None
+
+    def arg(self, name: str) -> ArgSpec | None:
+        """The argument called exactly `name`, or None."""
+        return next((a for a in self.args if a.name == name), None)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A loaded, valid tool or agent manifest."""
+
+    kind: RunnableKind
+    name: str
+    description: str
+    version: str
+    runtime: Runtime
+    entrypoint: str
+    folder: Path
+    manifest_path: Path
+    secrets: tuple[str, ...] = ()
+    actions: tuple[ActionSpec, ...] = ()
+
+    def action(self, name: str) -> ActionSpec | None:
+        """The action called exactly `name`, or None."""
+        return next((a for a in self.actions if a.name == name), None)
+
+    @property
+    def entrypoint_path(self) -> Path:
+        """Absolute path of the script (validated to stay inside `folder`)."""
+        return self.folder / self.entrypoint
+
+
+@dataclass(frozen=True)
+class SkillSpec:
+    """A skill: markdown with YAML front matter (name, description)."""
+
+    name: str
+    description: str
+    path: Path
+    body: str
+
+
+@dataclass(frozen=True)
+class ManifestError:
+    """A manifest or skill that did not load. `message` says what is wrong and how to fix it."""
+
+    kind: Kind
+    name: str
+    path: Path
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Registry:
+    """A snapshot of every registry root: what loaded and what did not."""
+
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+    agents: dict[str, ToolSpec] = field(default_factory=dict)
+    skills: dict[str, SkillSpec] = field(default_factory=dict)
+    errors: tuple[ManifestError, ...] = ()
+
+    def runnable(self, kind: RunnableKind, name: str) -> ToolSpec | None:
+        """The tool or agent called `name`, or None."""
+        return (self.tools if kind == "tool" else self.agents).get(name)
+
+    def runnables(self, kind: RunnableKind) -> dict[str, ToolSpec]:
+        """All tools or all agents, by name."""
+        return self.tools if kind == "tool" else self.agents

@@ -1,0 +1,46 @@
+"""Closest-name suggestions that survive word order and plurals.
+
+`credential-list` finds `list-credentials`: names are compared as sets of singularised
+words first, and only then by edit similarity.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+
+_SPLIT = re.compile(r"[-_.\s/]+")
+
+
+def singular(word: str) -> str:
+    """A crude English singular, enough to match `sheets` with `sheet` and `entries` with `entry`."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def word_set(name: str) -> frozenset[str]:
+    """The singularised, lower-cased words of a name split on `-`, `_`, `.`, `/` and spaces."""
+    return frozenset(singular(w) for w in _SPLIT.split(name.lower()) if w)
+
+
+def _score(query: str, candidate: str) -> float:
+    q, c = word_set(query), word_set(candidate)
+    if q and q == c:
+        return 2.0
+    overlap = len(q & c) / len(q | c) if q | c else 0.0
+    ratio = difflib.SequenceMatcher(None, query.lower(), candidate.lower()).ratio()
+    return max(overlap + 0.5 if overlap >= 0.5 else 0.0, ratio)
+
+
+def did_you_mean(query: str, candidates: Iterable[str], *, limit: int = 3) -> list[str]:
+    """Up to `limit` candidates closest to `query`, best first; empty when nothing is close."""
+    scored = [(_score(query, c), c) for c in set(candidates) if c != query]
+    good = [(s, c) for s, c in scored if s >= 0.6]
+    good.sort(key=lambda sc: (-sc[0], sc[1]))
+    return [c for _, c in good[:limit]]

@@ -1,0 +1,173 @@
+"""Argument validation shared by every surface: MCP calls, the dashboard's run form, `aat run`.
+
+One set of rules, so an agent, an operator and a script all get the same answer for the
+same call. Errors name the argument, what was wrong and what would be right.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from webplatform.registry.model import ActionSpec, ArgSpec
+from webplatform.suggest import did_you_mean
+
+SECRET_MASK = "***"
+
+_JSON_TYPE = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a JSON array",
+    "object": "a JSON object",
+}
+
+
+@dataclass
+class ArgErrors:
+    """Why a call's arguments were refused: one line per problem, plus suggestions."""
+
+    problems: list[str] = field(default_factory=list)
+    did_you_mean: dict[str, list[str]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.problems)
+
+    @property
+    def line(self) -> str:
+        """All problems on one line."""
+        return "; ".join(self.problems)
+
+
+def describe_arg(arg: ArgSpec) -> dict[str, Any]:
+    """An argument as a JSON-ready dict, name verbatim."""
+    out: dict[str, Any] = {"name": arg.name, "type": arg.type, "required": arg.required}
+    if arg.description:
+        out["description"] = arg.description
+    if arg.default is not None:
+        out["default"] = arg.default
+    if arg.enum is not None:
+        out["enum"] = list(arg.enum)
+    if arg.secret:
+        out["secret"] = True
+    return out
+
+
+def _type_ok(arg: ArgSpec, value: Any) -> bool:
+    if arg.type == "string":
+        return isinstance(value, str)
+    if arg.type == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if arg.type == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if arg.type == "boolean":
+        return isinstance(value, bool)
+    if arg.type == "array":
+        return isinstance(value, list)
+    return isinstance(value, dict)
+
+
+def validate_args(action: ActionSpec, args: Any) -> tuple[dict[str, Any], ArgErrors]:
+    """Check `args` against the action's schema; returns the arguments and any problems.
+
+    Nothing is coerced here: JSON callers must send JSON types. Text callers (forms, the
+    command line) go through `parse_text_args` first.
+    """
+    errors = ArgErrors()
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        errors.problems.append(
+            f"args must be a JSON object of argument name to value, got {type(args).__name__}"
+        )
+        return {}, errors
+    known = [a.name for a in action.args]
+    for name in args:
+        if action.arg(name) is None:
+            near = did_you_mean(name, known)
+            errors.did_you_mean[name] = near
+            hint = f" (did you mean {', '.join(repr(n) for n in near)}?)" if near else ""
+            valid = ", ".join(known) if known else "none"
+            errors.problems.append(f"unknown argument {name!r}{hint}; valid arguments: {valid}")
+    for arg in action.args:
+        if arg.name not in args or args[arg.name] is None:
+            if arg.required:
+                errors.problems.append(f"missing required argument {arg.name!r} ({arg.type})")
+            continue
+        value = args[arg.name]
+        if not _type_ok(arg, value):
+            errors.problems.append(
+                f"argument {arg.name!r} must be {_JSON_TYPE[arg.type]}, "
+                f"got {json.dumps(value, ensure_ascii=False)[:60]}"
+            )
+        elif arg.enum is not None and value not in arg.enum:
+            choices = ", ".join(json.dumps(e, ensure_ascii=False) for e in arg.enum)
+            errors.problems.append(f"argument {arg.name!r} must be one of {choices}")
+    clean = {k: v for k, v in args.items() if v is not None}
+    return clean, errors
+
+
+def parse_text_args(action: ActionSpec, raw: dict[str, str]) -> tuple[dict[str, Any], ArgErrors]:
+    """Turn text values (form fields, `--name value`) into typed values, then validate them.
+
+    Empty optional fields are dropped; unknown names are kept so `validate_args` names them.
+    """
+    errors = ArgErrors()
+    typed: dict[str, Any] = {}
+    for name, text in raw.items():
+        arg = action.arg(name)
+        if arg is None:
+            typed[name] = text
+            continue
+        if text == "" and not arg.required:
+            continue
+        try:
+            typed[name] = _from_text(arg, text)
+        except ValueError as exc:
+            errors.problems.append(f"argument {name!r} {exc}")
+    clean, more = validate_args(action, typed)
+    errors.problems.extend(more.problems)
+    errors.did_you_mean.update(more.did_you_mean)
+    return clean, errors
+
+
+def _from_text(arg: ArgSpec, text: str) -> Any:
+    if arg.type == "string":
+        return text
+    if arg.type == "boolean":
+        lowered = text.strip().lower()
+        if lowered in ("true", "1", "yes", "on"):
+            return True
+        if lowered in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"must be true or false, got {text!r}")
+    if arg.type == "integer":
+        try:
+            return int(text.strip())
+        except ValueError:
+            raise ValueError(f"must be an integer, got {text!r}") from None
+    if arg.type == "number":
+        try:
+            return float(text.strip()) if any(c in text for c in ".eE") else int(text.strip())
+        except ValueError:
+            raise ValueError(f"must be a number, got {text!r}") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"must be {_JSON_TYPE[arg.type]} in JSON ({exc.msg})") from None
+    return value
+
+
+def mask_secrets(action: ActionSpec, args: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `args` with every secret argument's value replaced by a mask."""
+    return {
+        k: (SECRET_MASK if (a := action.arg(k)) is not None and a.secret else v)
+        for k, v in args.items()
+    }
+
+
+def has_secret_args(action: ActionSpec, args: dict[str, Any]) -> bool:
+    """True when the call passes a value for an argument marked `secret`."""
+    return any((a := action.arg(k)) is not None and a.secret for k in args)
