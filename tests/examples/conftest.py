@@ -1,0 +1,38 @@
+"""Run the shipped example registry through the real runner, one real subprocess per call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from example_support import RunExample, load_example
+
+from webplatform import runner
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "aat-home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def run_example(home: Path) -> RunExample:
+    """`run_example("xlsx", "read-sheet", {...})` -> RunResult; kind="agent" for agents."""
+
+    def run(
+        name: str,
+        action: str,
+        args: dict[str, Any] | None = None,
+        *,
+        kind: str = "tool",
+        **kw: Any,
+    ) -> runner.RunResult:
+        tool = load_example(kind, name)
+        spec = tool.action(action)
+        assert spec is not None, f"{name} has no action {action}"
+        return runner.run(tool, spec, args or {}, home=home, secrets={}, **kw)
+
+    return run
