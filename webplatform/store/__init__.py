@@ -1,0 +1,39 @@
+"""Storage: the tables, the engine and sessions, migrations, operators and their passwords.
+
+This package (with the data functions in `webplatform.jobs`) is the only place SQL is issued.
+"""
+
+from webplatform.store.engine import make_engine, migrate, session_scope, transact
+from webplatform.store.models import (
+    TERMINAL_STATES,
+    AuditEvent,
+    Heartbeat,
+    Job,
+    JobState,
+    JobSummary,
+    Meta,
+    Operator,
+    OperatorPublic,
+    OperatorSession,
+    Surface,
+    utcnow,
+)
+
+__all__ = [
+    "TERMINAL_STATES",
+    "AuditEvent",
+    "Heartbeat",
+    "Job",
+    "JobState",
+    "JobSummary",
+    "Meta",
+    "Operator",
+    "OperatorPublic",
+    "OperatorSession",
+    "Surface",
+    "make_engine",
+    "migrate",
+    "session_scope",
+    "transact",
+    "utcnow",
+]

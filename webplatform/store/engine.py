@@ -1,0 +1,191 @@
+"""The engine and sessions: SQLite under AAT_HOME by default, PostgreSQL via AAT_DB_URL.
+
+`make_engine(settings)` prepares the database (owner-only file, WAL, migrations) so every
+process that opens it, concurrently or not, sees the same schema. `transact(engine, fn)`
+is the way to write: it retries SQLite's "database is locked" so users never see it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session
+
+from webplatform.config import Settings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_MS = 10_000
+# Any fixed 64-bit number works; it only has to be the same in every aat process.
+PG_MIGRATION_LOCK = 0x0AA7_0001
+_WRITE_OPTION = "aat_write"
+
+
+def make_engine(settings: Settings) -> Engine:
+    """An engine for `settings.database_url`, with the schema migrated to the latest version."""
+    url = make_url(settings.database_url)
+    if url.get_backend_name() == "sqlite":
+        engine = _sqlite_engine(url, settings.home)
+    else:
+        engine = create_engine(url, pool_pre_ping=True)
+    migrate(engine)
+    return engine
+
+
+def _sqlite_engine(url: URL, home: Path) -> Engine:
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    database = url.database or ""
+    if database and database != ":memory:" and not database.startswith("file:"):
+        _create_private_file(Path(database))
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+        pool_size=10,
+        max_overflow=20,
+    )
+    event.listen(engine, "connect", _sqlite_on_connect)
+    event.listen(engine, "begin", _sqlite_on_begin)
+    return engine
+
+
+def _create_private_file(path: Path) -> None:
+    """Create the database file 0600 before SQLite does, so it is never world-readable."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        # An older file (or a loose umask elsewhere) gets tightened too.
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Take BEGIN away from the sqlite3 module so `_sqlite_on_begin` decides which kind.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        # Durable enough with WAL (a power cut may lose the last commit, never corrupt).
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()
+
+
+def _sqlite_on_begin(conn: Any) -> None:
+    # A deferred transaction that reads and then writes cannot wait for the lock (SQLite
+    # answers "database is locked" at once); BEGIN IMMEDIATE takes it up front and lets
+    # busy_timeout do the waiting. Readers keep plain BEGIN so they never queue on writers.
+    write = conn.get_execution_options().get(_WRITE_OPTION, True)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+@contextlib.contextmanager
+def session_scope(engine: Engine, *, write: bool = True) -> Iterator[Session]:
+    """A session that commits when the block ends and rolls back if it raises.
+
+    Objects stay readable after the block (no expiry on commit). `write=False` is for
+    read-only work: on SQLite it does not take the write lock.
+    """
+    bind = engine if write else engine.execution_options(**{_WRITE_OPTION: False})
+    session = Session(bind, expire_on_commit=False)
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def is_locked_error(exc: BaseException) -> bool:
+    """True for SQLite's transient "database is locked" / "database is busy"."""
+    message = str(getattr(exc, "orig", exc)).lower()
+    return isinstance(exc, OperationalError) and (
+        "database is locked" in message or "database is busy" in message
+    )
+
+
+def transact(
+    engine: Engine, fn: Callable[[Session], T], *, write: bool = True, attempts: int = 6
+) -> T:
+    """Run `fn(session)` in one transaction and return its result, retrying lock timeouts.
+
+    `fn` may run more than once, so it must only touch the database (no side effects
+    outside it). Other exceptions propagate at once, after a rollback.
+    """
+    delay = 0.05
+    for attempt in range(1, attempts + 1):
+        try:
+            with session_scope(engine, write=write) as session:
+                return fn(session)
+        except OperationalError as exc:
+            if attempt == attempts or not is_locked_error(exc):
+                raise
+            log.debug("database locked (attempt %d of %d); retrying", attempt, attempts)
+            time.sleep(delay * (1 + random.random()))
+            delay *= 2
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the latest migration; safe to call from several processes at once."""
+    if engine.dialect.name == "sqlite":
+        with _sqlite_migration_lock(engine):
+            _upgrade(engine)
+    elif engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": PG_MIGRATION_LOCK})
+            conn.commit()
+            try:
+                _upgrade(engine)
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": PG_MIGRATION_LOCK})
+                conn.commit()
+    else:
+        _upgrade(engine)
+
+
+@contextlib.contextmanager
+def _sqlite_migration_lock(engine: Engine) -> Iterator[None]:
+    database = engine.url.database or ""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    # Next to the database file, which is AAT_HOME unless AAT_DB_URL points elsewhere.
+    lock_path = Path(database).parent / ".aat-migrate.lock"
+    fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _upgrade(engine: Engine) -> None:
+    # Imported here: alembic is only needed when a process opens the database.
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")

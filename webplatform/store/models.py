@@ -1,0 +1,260 @@
+"""The tables: jobs, their audit trail, operators and their sessions, heartbeats, settings.
+
+Only `webplatform.store` and the data functions built on it (`webplatform.jobs`) issue SQL;
+everything else passes these objects around.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import Enum, StrEnum
+from typing import Any
+
+from sqlalchemy import DateTime, Dialect, Index, String, Text
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC (the only kind of timestamp aat stores)."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that goes in as UTC and always comes back timezone-aware UTC.
+
+    SQLite has no timezone type, so values are stored there as naive UTC text (which also
+    keeps them comparable as strings); PostgreSQL stores `timestamptz`. Naive datetimes are
+    refused on the way in: guessing their zone is how off-by-hours bugs start.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Normalise to UTC; naive on SQLite so text comparisons stay correct."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: pass a timezone-aware UTC datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(
+        self,
+        value: datetime | None,
+        dialect: Dialect,  # noqa: ARG002
+    ) -> datetime | None:
+        """Attach UTC to SQLite's naive values; convert PostgreSQL's to UTC."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class JobState(StrEnum):
+    """Where a job is in its life. Only `webplatform.jobs.LEGAL_MOVES` may change it."""
+
+    # Irreversible call waiting for an operator's decision in the dashboard.
+    pending_approval = "pending_approval"
+    # An operator approved this exact call (digest); waiting for a worker to claim it.
+    approved = "approved"
+    # A worker (or the requester, for a reversible call) is running the subprocess now.
+    running = "running"
+    # The subprocess exited 0 and printed its JSON result.
+    succeeded = "succeeded"
+    # The subprocess failed, was a usage error, or could not be started (see `error`).
+    failed = "failed"
+    # The runner killed the subprocess after its timeout.
+    timed_out = "timed_out"
+    # Someone withdrew the job before it finished; it will not run (again).
+    cancelled = "cancelled"
+    # Its worker stopped renewing the lease mid-run; the outcome is unknown, never re-run.
+    lost = "lost"
+    # An operator refused the call (with an optional reason for the agent).
+    denied = "denied"
+    # Nobody decided within AAT_APPROVAL_TTL_S; a refusal, never an approval.
+    expired = "expired"
+
+
+TERMINAL_STATES: frozenset[JobState] = frozenset(
+    {
+        JobState.succeeded,
+        JobState.failed,
+        JobState.timed_out,
+        JobState.cancelled,
+        JobState.lost,
+        JobState.denied,
+        JobState.expired,
+    }
+)
+
+
+class Surface(StrEnum):
+    """Which door a job came in through."""
+
+    mcp_stdio = "mcp-stdio"
+    mcp_http = "mcp-http"
+    dashboard = "dashboard"
+    cli = "cli"
+
+
+class EnumText(TypeDecorator[Enum]):
+    """A str Enum stored as its plain value (no native ENUM type to migrate on PostgreSQL)."""
+
+    impl = String(32)
+    cache_ok = True
+
+    def __init__(self, enum_type: type[Enum]) -> None:
+        super().__init__()
+        self.enum_type = enum_type
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:  # noqa: ARG002
+        """Store the enum's value; plain strings are checked against the enum."""
+        return None if value is None else str(self.enum_type(value).value)
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> Enum | None:  # noqa: ARG002
+        """Hand back the enum member."""
+        return None if value is None else self.enum_type(value)
+
+
+class JobBase(SQLModel):
+    """What a job is: the exact call and who asked for it."""
+
+    kind: str = Field(sa_type=String(16))  # "tool" | "agent"
+    name: str = Field(sa_type=String(200))
+    action: str = Field(sa_type=String(200))
+    # Canonical JSON of the arguments, secrets already masked by the caller.
+    args_json: str = Field(sa_type=Text)
+    # sha256 over canonical JSON of kind, name, action and the stored (masked) args.
+    args_digest: str = Field(sa_type=String(64))
+    irreversible: bool = False
+    state: JobState = Field(sa_type=EnumText(JobState))
+    surface: Surface = Field(sa_type=EnumText(Surface))
+    client: str | None = Field(default=None, sa_type=String(200))
+    requested_by: str | None = Field(default=None, sa_type=String(200))
+
+
+class Job(JobBase, table=True):
+    """One execution from any surface, with its whole life on one row."""
+
+    __tablename__ = "job"
+    __table_args__ = (
+        Index("ix_job_state_created_at", "state", "created_at"),
+        Index("ix_job_state_id", "state", "id"),
+        Index("ix_job_name_id", "name", "id"),
+        Index("ix_job_surface_id", "surface", "id"),
+        Index("ix_job_created_at", "created_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    decided_by: str | None = Field(default=None, sa_type=String(200))
+    decided_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    decided_from: str | None = Field(default=None, sa_type=String(200))
+    reason: str | None = Field(default=None, sa_type=Text)
+    worker_id: str | None = Field(default=None, sa_type=String(200))
+    lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    exit_code: int | None = None
+    result_json: str | None = Field(default=None, sa_type=Text)
+    stdout: str | None = Field(default=None, sa_type=Text)
+    stderr: str | None = Field(default=None, sa_type=Text)
+    error: str | None = Field(default=None, sa_type=Text)
+    rerun_of: int | None = None
+
+
+class JobSummary(SQLModel):
+    """A job as listed in history: no arguments, result or output, so pages stay light."""
+
+    id: int
+    kind: str
+    name: str
+    action: str
+    irreversible: bool
+    state: JobState
+    surface: Surface
+    client: str | None = None
+    requested_by: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    decided_by: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+
+
+class AuditEvent(SQLModel, table=True):
+    """Who did what, when, from where. Decision events outlive the jobs they decided.
+
+    `job_id` has no foreign key on purpose: retention deletes old jobs but keeps decisions.
+    """
+
+    __tablename__ = "audit_event"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int | None = Field(default=None, index=True)
+    at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    actor: str = Field(sa_type=String(200))
+    event: str = Field(sa_type=String(40))
+    from_state: str | None = Field(default=None, sa_type=String(32))
+    to_state: str | None = Field(default=None, sa_type=String(32))
+    detail: str | None = Field(default=None, sa_type=Text)
+    address: str | None = Field(default=None, sa_type=String(200))
+
+
+class Operator(SQLModel, table=True):
+    """A human who may approve. Only an argon2id hash of the password is kept."""
+
+    __tablename__ = "operator"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_type=String(64), unique=True)
+    password_hash: str = Field(sa_type=String(255))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class OperatorPublic(SQLModel):
+    """An operator as shown anywhere: never the hash."""
+
+    id: int
+    name: str
+    created_at: datetime
+
+
+class OperatorSession(SQLModel, table=True):
+    """A logged-in browser. Keyed by sha256 of the cookie token: a leaked table logs no one in."""
+
+    __tablename__ = "operator_session"
+
+    token_hash: str = Field(sa_type=String(64), primary_key=True)
+    operator: str = Field(sa_type=String(64), index=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime)
+    last_seen_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class Heartbeat(SQLModel, table=True):
+    """A running dashboard, worker or MCP bridge, so a queued call can tell nobody is there."""
+
+    __tablename__ = "heartbeat"
+    __table_args__ = (Index("ix_heartbeat_role_seen_at", "role", "seen_at"),)
+
+    id: str = Field(sa_type=String(200), primary_key=True)
+    role: str = Field(sa_type=String(16))  # "dashboard" | "worker" | "mcp"
+    host: str = Field(sa_type=String(200))
+    pid: int
+    seen_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class Meta(SQLModel, table=True):
+    """Small named values, e.g. the hashed one-time setup token."""
+
+    __tablename__ = "meta"
+
+    key: str = Field(sa_type=String(100), primary_key=True)
+    value: str = Field(sa_type=Text)
