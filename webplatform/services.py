@@ -377,3 +377,30 @@ def wait_for_job(
             on_wait(elapsed)
         time.sleep(min(poll_s, max(0.0, timeout_s - elapsed)))
     return job_answer(platform=platform, job_id=job_id)
+
+
+def pending_for(
+    *, platform: Platform, surface: Surface | None = None, client: str | None = None
+) -> list[dict[str, Any]]:
+    """Jobs waiting for an operator that came in through `surface` from `client`, oldest first.
+
+    `None` matches any surface or client. Reading changes nothing (the MCP bridge's
+    level-triggered approvals resource is built on this).
+    """
+    with platform.session() as session:
+        waiting = jobs.pending_approvals(session=session, limit=500)
+        return [
+            {
+                "job": job.id,
+                "kind": job.kind,
+                "tool": job.name,
+                "action": job.action,
+                "args": json.loads(job.args_json),
+                "requested_at": job.created_at.isoformat(),
+                "expires_at": job.expires_at.isoformat() if job.expires_at else None,
+                "approval_url": approval_url(platform.settings, job.id or 0),
+            }
+            for job in waiting
+            if (surface is None or Surface(job.surface) is surface)
+            and (client is None or job.client == client)
+        ]

@@ -1,0 +1,108 @@
+"""The read-only resource of this client's jobs waiting for approval, and its change hints.
+
+Reading it is level-triggered: it shows the queue as it is now and changes nothing. A watcher
+re-reads the queue every second and, when it changes (a job decided, expired or added), tells
+subscribers: modern clients through `subscriptions/listen`, legacy ones that sent
+`resources/subscribe` through `notifications/resources/updated`. Notifications are hints: a
+client that misses one loses nothing, the next read shows the truth.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
+
+from webplatform.services import Platform, pending_for
+from webplatform.store.models import Surface
+
+from .naming import PENDING_APPROVALS_URI
+
+logger = logging.getLogger(__name__)
+
+WATCH_EVERY_S = 1.0
+
+
+def pending_body(*, platform: Platform, surface: Surface, client: str | None) -> str:
+    """The resource's JSON text: jobs this client asked for that wait for an operator."""
+    jobs = pending_for(platform=platform, surface=surface, client=client)
+    body: dict[str, Any] = {
+        "client": client,
+        "count": len(jobs),
+        "jobs": jobs,
+        "next": "an operator decides each in the dashboard; call job_status with a job id "
+        "(and wait_s) for its outcome",
+    }
+    return json.dumps(body, ensure_ascii=False)
+
+
+def _connection_key(session: ServerSession) -> int:
+    # Each request gets its own session proxy; the initialize params are one object per
+    # connection, so they identify it across subscribe and unsubscribe.
+    params = session.client_params
+    return id(params) if params is not None else id(session)
+
+
+class ApprovalWatcher:
+    """Tells subscribers when the approval queue of this surface changes."""
+
+    def __init__(self, platform: Platform, surface: Surface) -> None:
+        self.platform = platform
+        self.surface = surface
+        self.bus = InMemorySubscriptionBus()
+        # Legacy `resources/subscribe` sessions; a session that fails to send is dropped.
+        self._legacy: dict[int, ServerSession] = {}
+
+    def subscribe_legacy(self, session: ServerSession) -> None:
+        """Remember a handshake-era session that subscribed to the resource."""
+        self._legacy[_connection_key(session)] = session
+
+    def unsubscribe_legacy(self, session: ServerSession) -> None:
+        """Forget a handshake-era subscriber."""
+        self._legacy.pop(_connection_key(session), None)
+
+    async def notify(self) -> None:
+        """Send one update hint to every subscriber of the resource."""
+        await self.bus.publish(ResourceUpdated(uri=PENDING_APPROVALS_URI))
+        for key, session in list(self._legacy.items()):
+            try:
+                await session.send_resource_updated(PENDING_APPROVALS_URI)
+            except Exception:  # a gone client must not stop the others' hints
+                logger.debug("dropping a legacy subscriber that could not be notified")
+                self._legacy.pop(key, None)
+
+    def _waiting_ids(self) -> frozenset[int]:
+        jobs = pending_for(platform=self.platform, surface=self.surface)
+        return frozenset(int(j["job"]) for j in jobs)
+
+    async def watch(self) -> None:
+        """Poll the queue forever; notify on every change."""
+        seen: frozenset[int] | None = None
+        while True:
+            now: frozenset[int] | None
+            try:
+                now = await anyio.to_thread.run_sync(self._waiting_ids)
+            except Exception:  # a database hiccup must not end the watcher
+                logger.warning("could not read the approval queue", exc_info=True)
+                now = seen
+            if seen is not None and now is not None and now != seen:
+                await self.notify()
+            seen = now
+            await anyio.sleep(WATCH_EVERY_S)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run the watcher for as long as the context is entered."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.watch)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()

@@ -1,0 +1,117 @@
+"""The bridge over streamable HTTP, for `aat serve` to mount at `/mcp`.
+
+`create_mcp_app(platform)` returns the ASGI app and the lifespan the host app must enter (the
+SDK's session manager lives in it). Mount the app with a plain route, e.g.
+`app.router.routes.append(Route("/mcp", endpoint=mcp_app))`, so `/mcp` itself answers without a
+redirect. Both protocol eras are served on the same path: legacy clients open a session with
+`initialize`, modern ones send self-contained requests carrying `MCP-Protocol-Version`.
+
+Host and Origin are checked against DNS rebinding (loopback names on any port, plus
+`AAT_ALLOWED_HOSTS`). A bearer token (`AAT_MCP_TOKEN`) is required whenever one is set, and
+always when the server listens beyond loopback; without a token such requests are refused.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from webplatform.config import Settings
+from webplatform.services import Platform
+from webplatform.store.models import Surface
+
+from .server import build_server
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """Host/Origin allow-lists: loopback names with any port, plus `AAT_ALLOWED_HOSTS`."""
+    extra = settings.extra_allowed_hosts
+    hosts = [*LOOPBACK_NAMES, *(f"{h}:*" for h in LOOPBACK_NAMES), *extra]
+    origins = [f"{scheme}://{h}" for scheme in ("http", "https") for h in hosts]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and loopback addresses (`127.0.0.1`, `::1`, `[::1]`)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class BearerGate:
+    """Requires `Authorization: Bearer <AAT_MCP_TOKEN>` when a token is set or beyond loopback."""
+
+    def __init__(self, app: ASGIApp, *, token: str, require: bool | None) -> None:
+        self.app = app
+        self.token = token
+        self.require = require
+
+    def _needed(self, scope: Scope) -> bool:
+        if self.require is not None:
+            return self.require or bool(self.token)
+        server = scope.get("server")
+        bound = str(server[0]) if server else "127.0.0.1"
+        return bool(self.token) or not is_loopback(bound)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass authorised requests through; answer the others 401/403."""
+        if scope["type"] != "http" or not self._needed(scope):
+            await self.app(scope, receive, send)
+            return
+        if not self.token:
+            response = JSONResponse(
+                {"error": "this /mcp listens beyond loopback: set AAT_MCP_TOKEN to use it"},
+                status_code=403,
+            )
+            await response(scope, receive, send)
+            return
+        given = Headers(scope=scope).get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            value.strip().encode(), self.token.encode()
+        ):
+            response = JSONResponse(
+                {
+                    "error": "missing or wrong bearer token: "
+                    "send Authorization: Bearer $AAT_MCP_TOKEN"
+                },
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="aat"'},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def create_mcp_app(
+    platform: Platform, *, require_token: bool | None = None
+) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
+    """The streamable-HTTP MCP app and the lifespan the host app must enter while serving it.
+
+    `require_token=None` (default) requires the bearer token when `AAT_MCP_TOKEN` is set or the
+    socket is bound beyond loopback; `True` always requires it; `False` only when one is set.
+    """
+    server = build_server(platform, surface=Surface.mcp_http)
+    # Builds the session manager; its own Starlette wrapper is not used, so the app does not
+    # care which path it is mounted on.
+    server.streamable_http_app(transport_security=transport_security(platform.settings))
+    manager = server.session_manager
+    app = BearerGate(
+        StreamableHTTPASGIApp(manager), token=platform.settings.mcp_token, require=require_token
+    )
+    return app, manager.run

@@ -1,0 +1,130 @@
+"""The bridge's fixed names: the seven MCP tools, their arguments, the resource and `_meta` keys.
+
+These names are contracts with MCP clients (SPEC section 5); clients add their own prefix
+(`aat_run_tool`). Keep them here, in one place, so the schemas, the server and the tests
+agree on every spelling.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+CAPABILITIES: Final = "capabilities"
+RUN_TOOL: Final = "run_tool"
+RUN_AGENT: Final = "run_agent"
+RUN_TOOL_CONFIRMED: Final = "run_tool_confirmed"
+RUN_AGENT_CONFIRMED: Final = "run_agent_confirmed"
+GET_SKILL: Final = "get_skill"
+JOB_STATUS: Final = "job_status"
+
+TOOL_NAMES: Final[tuple[str, ...]] = (
+    CAPABILITIES,
+    RUN_TOOL,
+    RUN_AGENT,
+    RUN_TOOL_CONFIRMED,
+    RUN_AGENT_CONFIRMED,
+    GET_SKILL,
+    JOB_STATUS,
+)
+
+# `server/discover` result `_meta` key: sha256 (hex) over the canonical JSON of the `tools`
+# array exactly as `tools/list` returns it, so a client or gateway can check its copy.
+TOOLS_DIGEST_META_KEY: Final = "aat/toolsDigest"
+
+# The level-triggered resource: this client's jobs waiting for an operator.
+PENDING_APPROVALS_URI: Final = "aat://approvals/pending"
+
+# Registry names as manifests allow them; anything else (`../x`, spaces) cannot name anything.
+NAME_PATTERN: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+KINDS: Final[tuple[str, ...]] = ("tool", "agent", "skill")
+
+_STR: Final[dict[str, Any]] = {"type": "string"}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def _run_schema(kind: str) -> dict[str, Any]:
+    return _schema(
+        {
+            kind: {**_STR, "description": f"the {kind}'s name, as listed by capabilities"},
+            "action": {
+                **_STR,
+                "description": f"the action to run; may be left out when the {kind} has one action",
+            },
+            "args": {
+                "type": "object",
+                "description": (
+                    "argument name -> value, names verbatim as capabilities shows them "
+                    '(e.g. {"max-results": 10})'
+                ),
+                "additionalProperties": True,
+            },
+        },
+        [kind],
+    )
+
+
+INPUT_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
+    CAPABILITIES: _schema(
+        {
+            "kind": {"type": "string", "enum": list(KINDS), "description": "limit to one kind"},
+            "name": {**_STR, "description": "a tool, agent or skill name: its full schema"},
+            "action": {**_STR, "description": "with name: one action's args and call shape"},
+            "search": {**_STR, "description": "words to find in action names and descriptions"},
+        },
+        [],
+    ),
+    RUN_TOOL: _run_schema("tool"),
+    RUN_AGENT: _run_schema("agent"),
+    RUN_TOOL_CONFIRMED: _run_schema("tool"),
+    RUN_AGENT_CONFIRMED: _run_schema("agent"),
+    GET_SKILL: _schema({"name": {**_STR, "description": "the skill's name"}}, ["name"]),
+    JOB_STATUS: _schema(
+        {
+            "job": {"type": "integer", "description": "the job id from a run result"},
+            "wait_s": {
+                "type": "number",
+                "minimum": 0,
+                "description": "wait up to this many seconds for the job to change (capped)",
+            },
+        },
+        ["job"],
+    ),
+}
+
+DESCRIPTIONS: Final[dict[str, str]] = {
+    CAPABILITIES: (
+        "Discover what aat can run, narrowest first: {} lists every tool, agent and skill; "
+        "{search} finds actions; {name, action} gives one action's arguments and the exact call "
+        "to copy; {name} gives a whole schema (or an action index when it is large)."
+    ),
+    RUN_TOOL: (
+        "Run a reversible tool action now and return its JSON result. An irreversible action is "
+        "refused with status approval_required: call run_tool_confirmed instead."
+    ),
+    RUN_AGENT: (
+        "Run a reversible agent action now. An irreversible one is refused with status "
+        "approval_required: call run_agent_confirmed instead."
+    ),
+    RUN_TOOL_CONFIRMED: (
+        "Run a tool action that may be irreversible. Reversible: runs now. Irreversible: queued "
+        "for a human operator's approval in the dashboard; waits a while (sending progress), "
+        "then answers with the outcome or status pending_approval and a job id for job_status."
+    ),
+    RUN_AGENT_CONFIRMED: (
+        "Same as run_tool_confirmed, for agents: irreversible actions wait for an operator."
+    ),
+    GET_SKILL: "Read a skill: its markdown instructions.",
+    JOB_STATUS: (
+        "The state of a job and, once finished, its result. With wait_s, waits up to that many "
+        "seconds for a change (approval, denial, completion) before answering."
+    ),
+}
+
+
+def valid_name(name: str) -> bool:
+    """True when `name` could name a registry entry (no paths, no spaces, lower-case)."""
+    return bool(NAME_PATTERN.match(name))

@@ -1,0 +1,437 @@
+"""The MCP bridge: seven tools on `MCPServer`, every run through `webplatform.services`.
+
+Protocol handling (eras, transports, JSON-RPC) is the SDK's; this module only maps MCP calls
+onto the platform and the platform's answers back onto MCP results. A tool problem (unknown
+tool, bad arguments, refusal, failed run) is always a result with `isError` and a JSON body,
+never a protocol error.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import anyio.to_thread
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resources import FunctionResource
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import (
+    CallToolResult,
+    EmptyResult,
+    ListToolsResult,
+    SubscribeRequestParams,
+    ToolAnnotations,
+    UnsubscribeRequestParams,
+)
+from mcp_types import methods as wire_methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+import webplatform
+from webplatform.answers import IN_PROGRESS, Answer, Status
+from webplatform.canonical import canonical_json, sha256_hex
+from webplatform.registry.model import ActionSpec, RunnableKind
+from webplatform.services import Actor, Platform, request_run
+from webplatform.store.models import Surface
+from webplatform.suggest import did_you_mean
+
+from . import naming, waiting
+from .approvals import ApprovalWatcher, pending_body
+from .discovery import discover
+from .results import answer_result, plain_result, tool_result
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "aat runs local command-line tools for you. Start with capabilities {} and narrow down; "
+    "copy argument names exactly. Reversible actions run with run_tool; irreversible ones need "
+    "run_tool_confirmed and a human operator's approval in the dashboard: when a call answers "
+    "pending_approval, tell the user and poll job_status with the job id."
+)
+
+_READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+# Reversible runs may still create things, so they are neither read-only nor idempotent.
+_REVERSIBLE_RUN = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+)
+_IRREVERSIBLE_RUN = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+)
+ANNOTATIONS: dict[str, ToolAnnotations] = {
+    naming.CAPABILITIES: _READ_ONLY,
+    naming.GET_SKILL: _READ_ONLY,
+    naming.JOB_STATUS: _READ_ONLY,
+    naming.RUN_TOOL: _REVERSIBLE_RUN,
+    naming.RUN_AGENT: _REVERSIBLE_RUN,
+    naming.RUN_TOOL_CONFIRMED: _IRREVERSIBLE_RUN,
+    naming.RUN_AGENT_CONFIRMED: _IRREVERSIBLE_RUN,
+}
+
+# The client the current request came from, for the approvals resource (its read function
+# takes no context; the middleware sets this around `resources/read`).
+_current_client: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "aat_mcp_client", default=None
+)
+
+ToolFn = Callable[[Context], Coroutine[Any, Any, CallToolResult]]
+
+
+def client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The MCP client's self-declared name (`clientInfo.name`), in either protocol era."""
+    params = ctx.session.client_params
+    return params.client_info.name if params is not None and params.client_info else None
+
+
+def _address(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    client = getattr(ctx.request, "client", None)
+    host = getattr(client, "host", None)
+    return host if isinstance(host, str) else None
+
+
+def _raw_arguments(ctx: Context) -> dict[str, Any]:
+    params = ctx.request_context.params or {}
+    arguments = params.get("arguments")
+    return dict(arguments) if isinstance(arguments, dict) else {}
+
+
+def _unknown_keys(tool: str, raw: dict[str, Any]) -> Answer | None:
+    allowed = list(naming.INPUT_SCHEMAS[tool]["properties"])
+    unknown = [k for k in raw if k not in allowed]
+    if not unknown:
+        return None
+    near = {k: did_you_mean(k, allowed) for k in unknown}
+    return Answer(
+        Status.invalid,
+        error=(
+            f"{tool} takes {', '.join(allowed)}; "
+            f"unknown argument(s) {', '.join(map(repr, unknown))}"
+            + (" (tool arguments go inside args)" if tool.startswith("run_") else "")
+        ),
+        schema=naming.INPUT_SCHEMAS[tool],
+        did_you_mean=near,
+    )
+
+
+class Bridge:
+    """The seven tools for one process and surface."""
+
+    def __init__(self, platform: Platform, surface: Surface, watcher: ApprovalWatcher) -> None:
+        self.platform = platform
+        self.surface = surface
+        self.watcher = watcher
+
+    @property
+    def _max_bytes(self) -> int:
+        return self.platform.settings.result_max_bytes
+
+    def _invalid(self, answer: Answer) -> CallToolResult:
+        return answer_result(answer, max_bytes=self._max_bytes)
+
+    async def capabilities(self, ctx: Context) -> CallToolResult:
+        """`capabilities {kind?, name?, action?, search?}`."""
+        raw = _raw_arguments(ctx)
+        if (problem := _unknown_keys(naming.CAPABILITIES, raw)) is not None:
+            return self._invalid(problem)
+        registry = await anyio.to_thread.run_sync(self.platform.registry)
+        max_bytes = self.platform.settings.capabilities_max_bytes
+        body = discover(registry, max_bytes=max_bytes, **raw)
+        return plain_result(body, max_bytes=max(max_bytes, self._max_bytes) + 2_000)
+
+    async def get_skill(self, ctx: Context) -> CallToolResult:
+        """`get_skill {name}`: the skill's markdown."""
+        raw = _raw_arguments(ctx)
+        if (problem := _unknown_keys(naming.GET_SKILL, raw)) is not None:
+            return self._invalid(problem)
+        name = raw.get("name")
+        registry = await anyio.to_thread.run_sync(self.platform.registry)
+        skill = registry.skills.get(name) if isinstance(name, str) else None
+        if skill is None:
+            near = did_you_mean(name, list(registry.skills)) if isinstance(name, str) else []
+            shown = name if isinstance(name, str) else json.dumps(name)[:60]
+            return self._invalid(
+                Answer(
+                    Status.invalid,
+                    error=f"no skill named {shown!r}; skills: {', '.join(sorted(registry.skills))}",
+                    did_you_mean=near,
+                )
+            )
+        body = {"name": skill.name, "description": skill.description, "markdown": skill.body}
+        result = tool_result(body, is_error=False)
+        result.content[0].text = skill.body  # type: ignore[union-attr]
+        return result
+
+    async def job_status(self, ctx: Context) -> CallToolResult:
+        """`job_status {job, wait_s?}`: the job's answer, after waiting for a change if asked."""
+        raw = _raw_arguments(ctx)
+        if (problem := _unknown_keys(naming.JOB_STATUS, raw)) is not None:
+            return self._invalid(problem)
+        job, wait_s = raw.get("job"), raw.get("wait_s", 0)
+        if isinstance(job, str) and job.strip().isdigit():
+            job = int(job)
+        if not isinstance(job, int) or isinstance(job, bool):
+            return self._invalid(
+                Answer(
+                    Status.invalid,
+                    error="job must be the integer job id from a run result",
+                    schema=naming.INPUT_SCHEMAS[naming.JOB_STATUS],
+                )
+            )
+        if wait_s is None:
+            wait_s = 0
+        if not isinstance(wait_s, int | float) or isinstance(wait_s, bool) or wait_s < 0:
+            return self._invalid(
+                Answer(
+                    Status.invalid,
+                    error="wait_s must be a number of seconds, 0 or more",
+                    schema=naming.INPUT_SCHEMAS[naming.JOB_STATUS],
+                )
+            )
+        limit = min(float(wait_s), self.platform.settings.approval_wait_s)
+        answer = await waiting.wait_for_job(
+            platform=self.platform,
+            job_id=job,
+            timeout_s=limit,
+            progress=_progress(ctx),
+            until_change=True,
+        )
+        return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
+
+    def _action_of(self, answer: Answer) -> ActionSpec | None:
+        if not answer.tool or not answer.action:
+            return None
+        registry = self.platform.registry()
+        spec = registry.tools.get(answer.tool) or registry.agents.get(answer.tool)
+        return spec.action(answer.action) if spec else None
+
+    def runner(self, kind: RunnableKind, *, confirmed: bool) -> ToolFn:
+        """The `run_*` or `run_*_confirmed` tool function for `kind`."""
+        tool = f"run_{kind}_confirmed" if confirmed else f"run_{kind}"
+
+        async def run(ctx: Context) -> CallToolResult:
+            return await self._run(ctx, tool=tool, kind=kind, confirmed=confirmed)
+
+        return run
+
+    async def _run(
+        self, ctx: Context, *, tool: str, kind: RunnableKind, confirmed: bool
+    ) -> CallToolResult:
+        raw = _raw_arguments(ctx)
+        if (problem := _unknown_keys(tool, raw)) is not None:
+            return self._invalid(problem)
+        name, action, args = raw.get(kind), raw.get("action"), raw.get("args")
+        problem = _check_call(tool, kind, name, action)
+        if problem is not None:
+            return self._invalid(problem)
+        if isinstance(args, str):
+            # Some clients send objects as JSON text; accept that, report anything else.
+            with suppress(ValueError):
+                args = json.loads(args)
+        assert isinstance(name, str)  # checked by _check_call
+        rc = ctx.request_context
+        actor = Actor(surface=self.surface, client=client_name(rc), address=_address(rc))
+        progress = _progress(ctx)
+        answer = await waiting.in_thread(
+            lambda: request_run(
+                platform=self.platform,
+                kind=kind,
+                name=name,
+                action=action,
+                args=args,
+                actor=actor,
+                confirmed=confirmed,
+            ),
+            progress=progress,
+            what=f"running {name}",
+        )
+        if answer.job is not None and answer.status in IN_PROGRESS:
+            if answer.status is Status.pending_approval:
+                await self.watcher.notify()
+            answer = await waiting.wait_for_job(
+                platform=self.platform,
+                job_id=answer.job,
+                timeout_s=self.platform.settings.approval_wait_s,
+                progress=progress,
+            )
+        return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
+
+
+def _check_call(tool: str, kind: str, name: Any, action: Any) -> Answer | None:
+    schema = naming.INPUT_SCHEMAS[tool]
+    if not isinstance(name, str) or not name:
+        return Answer(
+            Status.invalid,
+            error=f"{tool} needs {kind}: the {kind}'s name (a string)",
+            schema=schema,
+        )
+    if not naming.valid_name(name):
+        return Answer(
+            Status.invalid,
+            tool=name[:100],
+            error=f"{name[:100]!r} is not a {kind} name (lower-case letters, digits and -); "
+            f"call capabilities to list every {kind}",
+            schema=schema,
+        )
+    if action is not None and not isinstance(action, str):
+        return Answer(Status.invalid, tool=name, error="action must be a string", schema=schema)
+    return None
+
+
+def _progress(ctx: Context) -> waiting.Progress:
+    async def send(elapsed: float, total: float | None, message: str) -> None:
+        try:
+            await ctx.report_progress(elapsed, total, message)
+        except Exception:  # progress is a courtesy; a closed stream must not end the wait
+            logger.debug("could not send progress", exc_info=True)
+
+    return send
+
+
+def tools_digest(tools: list[dict[str, Any]]) -> str:
+    """sha256 (hex) over the canonical JSON of a `tools` array as sent on the wire."""
+    return sha256_hex(canonical_json(tools))
+
+
+def _wire(version: str, result: CallToolResult) -> dict[str, Any]:
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if version in MODERN_PROTOCOL_VERSIONS:
+        dumped["resultType"] = "complete"
+    return dumped
+
+
+def _middleware(server: MCPServer) -> Callable[..., Any]:
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params or {}
+        if ctx.method == "tools/call":
+            name = params.get("name")
+            if isinstance(name, str) and name not in naming.TOOL_NAMES:
+                answer = Answer(
+                    Status.invalid,
+                    error=f"no MCP tool {name[:100]!r}; tools: {', '.join(naming.TOOL_NAMES)}",
+                    did_you_mean=did_you_mean(name[:200], naming.TOOL_NAMES),
+                )
+                return _wire(ctx.protocol_version, answer_result(answer, max_bytes=20_000))
+        if ctx.method == "resources/read":
+            token = _current_client.set(client_name(ctx))
+            try:
+                return await call_next(ctx)
+            finally:
+                _current_client.reset(token)
+        result = await call_next(ctx)
+        if ctx.method == "server/discover" and isinstance(result, dict):
+            meta = dict(result.get("_meta") or {})
+            meta[naming.TOOLS_DIGEST_META_KEY] = await wire_tools_digest(
+                server, ctx.protocol_version
+            )
+            result = {**result, "_meta": meta}
+        return result
+
+    return middleware
+
+
+async def wire_tools_digest(server: MCPServer, version: str) -> str:
+    """The tools digest for `version`: over `tools/list`'s `tools` exactly as that era sends it."""
+    listed = ListToolsResult(tools=await server.list_tools())
+    wire = wire_methods.serialize_server_result(
+        "tools/list", version, listed.model_dump(by_alias=True, mode="json", exclude_none=True)
+    )
+    tools: list[dict[str, Any]] = wire["tools"]
+    return tools_digest(tools)
+
+
+def _tool(fn: ToolFn, name: str) -> Tool:
+    tool = Tool.from_function(
+        fn,
+        name=name,
+        description=naming.DESCRIPTIONS[name],
+        annotations=ANNOTATIONS[name],
+        structured_output=False,
+    )
+    # The function reads its raw arguments itself (so a wrong type is answered, not rejected
+    # by the SDK); the schema clients see is the hand-written one.
+    tool.parameters = naming.INPUT_SCHEMAS[name]
+    return tool
+
+
+def build_server(platform: Platform, *, surface: Surface) -> MCPServer:
+    """The MCP server for `platform`, its jobs recorded as coming from `surface`."""
+    watcher = ApprovalWatcher(platform, surface)
+    bridge = Bridge(platform, surface, watcher)
+    tools = [
+        _tool(bridge.capabilities, naming.CAPABILITIES),
+        _tool(bridge.runner("tool", confirmed=False), naming.RUN_TOOL),
+        _tool(bridge.runner("agent", confirmed=False), naming.RUN_AGENT),
+        _tool(bridge.runner("tool", confirmed=True), naming.RUN_TOOL_CONFIRMED),
+        _tool(bridge.runner("agent", confirmed=True), naming.RUN_AGENT_CONFIRMED),
+        _tool(bridge.get_skill, naming.GET_SKILL),
+        _tool(bridge.job_status, naming.JOB_STATUS),
+    ]
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
+        async with watcher.running():
+            yield {}
+
+    server: MCPServer[Any] = MCPServer(
+        "aat",
+        version=webplatform.__version__,
+        instructions=INSTRUCTIONS,
+        tools=tools,
+        subscriptions=watcher.bus,
+        lifespan=lifespan,
+    )
+    server.middleware.append(_middleware(server))
+
+    async def read_pending() -> str:
+        client = _current_client.get()
+        return await anyio.to_thread.run_sync(
+            lambda: pending_body(platform=platform, surface=surface, client=client)
+        )
+
+    server.add_resource(
+        FunctionResource(
+            uri=naming.PENDING_APPROVALS_URI,
+            name="pending-approvals",
+            title="Jobs waiting for approval",
+            description=(
+                "This client's calls waiting for an operator's approval (read-only; subscribe "
+                "for a hint when one is decided)."
+            ),
+            mime_type="application/json",
+            fn=read_pending,
+        )
+    )
+    _serve_legacy_subscriptions(server, watcher)
+    return server
+
+
+def _serve_legacy_subscriptions(server: MCPServer, watcher: ApprovalWatcher) -> None:
+    """`resources/subscribe` for handshake-era clients (MCPServer serves only the modern listen)."""
+
+    async def subscribe(
+        ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
+    ) -> EmptyResult:
+        if str(params.uri) == naming.PENDING_APPROVALS_URI:
+            watcher.subscribe_legacy(ctx.session)
+        return EmptyResult()
+
+    async def unsubscribe(
+        ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
+    ) -> EmptyResult:
+        del params  # one resource: unsubscribing means from it
+        watcher.unsubscribe_legacy(ctx.session)
+        return EmptyResult()
+
+    # MCPServer has no public hook for these two handshake-era methods; the low-level server
+    # it wraps does.
+    lowlevel = server._lowlevel_server
+    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+
+
+__all__ = ["ANNOTATIONS", "build_server", "client_name", "tools_digest", "wire_tools_digest"]

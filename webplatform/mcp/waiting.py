@@ -1,0 +1,83 @@
+"""Waiting without blocking the event loop: runs and polls in worker threads, progress meanwhile.
+
+A queued irreversible call waits for the operator for up to `AAT_APPROVAL_WAIT_S`, sending MCP
+progress notifications every few seconds so a client that resets its timeout on progress keeps
+the call open. Stopping a wait (timeout, client gone) never stops the job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from webplatform.answers import Answer
+from webplatform.services import IN_PROGRESS_STATES, Platform, job_answer, job_state
+
+PROGRESS_EVERY_S = 3.0
+POLL_S = 0.2
+
+T = TypeVar("T")
+# (elapsed_s, total_s or None, message): sends one progress notification (a no-op when the
+# client asked for none).
+Progress = Callable[[float, float | None, str], Awaitable[None]]
+
+
+async def in_thread(fn: Callable[[], T], *, progress: Progress, what: str) -> T:
+    """Run blocking `fn` in a worker thread, reporting progress every few seconds meanwhile.
+
+    If the caller is cancelled the thread is still awaited to the end, so a run that started
+    is finished and recorded.
+    """
+    result: list[T] = []
+    start = time.monotonic()
+
+    async def tick() -> None:
+        while True:
+            await anyio.sleep(PROGRESS_EVERY_S)
+            elapsed = time.monotonic() - start
+            await progress(elapsed, None, f"{what} ({elapsed:.0f} s)")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(tick)
+        result.append(await anyio.to_thread.run_sync(fn))
+        tg.cancel_scope.cancel()
+    return result[0]
+
+
+async def wait_for_job(
+    *,
+    platform: Platform,
+    job_id: int,
+    timeout_s: float,
+    progress: Progress,
+    until_change: bool = False,
+) -> Answer:
+    """Wait up to `timeout_s` for the job to finish (or, with `until_change`, to change state).
+
+    Polls the database in worker threads; sends progress every few seconds while it waits.
+    """
+    start = time.monotonic()
+    initial = await anyio.to_thread.run_sync(lambda: job_state(platform=platform, job_id=job_id))
+    last_progress = start
+    state = initial
+    while state is not None and state in IN_PROGRESS_STATES:
+        if until_change and state != initial:
+            break
+        now = time.monotonic()
+        elapsed = now - start
+        if elapsed >= timeout_s:
+            break
+        if now - last_progress >= PROGRESS_EVERY_S:
+            last_progress = now
+            await progress(
+                elapsed,
+                timeout_s,
+                f"job {job_id} is {state.value}; waited {elapsed:.0f} s of {timeout_s:.0f} s",
+            )
+        await anyio.sleep(min(POLL_S, max(0.0, timeout_s - elapsed)))
+        state = await anyio.to_thread.run_sync(lambda: job_state(platform=platform, job_id=job_id))
+    return await anyio.to_thread.run_sync(lambda: job_answer(platform=platform, job_id=job_id))
