@@ -1,0 +1,142 @@
+"""The dashboard application: `create_app(settings)` builds it; `aat serve` runs it.
+
+Its lifespan leaves a heartbeat (so a queued MCP call can tell whether anyone can approve),
+runs an embedded worker for approved jobs, and serves the MCP bridge at `/mcp`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+
+from dashboard import auth
+from dashboard.data import pending_count
+from dashboard.errors import install_error_pages
+from dashboard.render import Pages, build_environment
+from dashboard.routes import ROUTERS
+from dashboard.security import Guard, GuardConfig
+from webplatform import jobs
+from webplatform.config import Settings
+from webplatform.services import Platform
+
+log = logging.getLogger("aat.dashboard")
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+def create_app(
+    settings: Settings,
+    *,
+    platform: Platform | None = None,
+    embed_worker: bool = True,
+    mcp: bool = True,
+) -> FastAPI:
+    """The dashboard as an ASGI app, with `/mcp` mounted when `mcp` is true.
+
+    Nothing starts until the app's lifespan runs (the server starts it): then the heartbeat,
+    the embedded worker (`embed_worker`) and the MCP session manager start, and they stop
+    with it.
+    """
+    platform = platform or Platform(settings)
+    mcp_app, mcp_lifespan = _mcp_parts(platform) if mcp else (None, None)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        stop = threading.Event()
+        threads = [_start(f"aat-heartbeat", _heartbeat_loop, platform, stop)]
+        if embed_worker:
+            runner = _worker_runner(platform)
+            if runner is not None:
+                threads.append(_start("aat-worker", runner, platform, stop))
+        async with AsyncExitStack() as stack:
+            if mcp_lifespan is not None:
+                await stack.enter_async_context(mcp_lifespan())
+            try:
+                yield
+            finally:
+                stop.set()
+                for thread in threads:
+                    thread.join(timeout=5)
+
+    app = FastAPI(
+        title="aat dashboard", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+    )
+    app.state.platform = platform
+    app.state.settings = settings
+    app.state.pages = Pages(build_environment(), pending_count=lambda: pending_count(platform))
+    app.state.login_limiter = auth.LoginLimiter()
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    if mcp_app is not None:
+        app.mount("/mcp", mcp_app)
+    for router in ROUTERS:
+        app.include_router(router)
+    install_error_pages(app)
+
+    def find_operator(token: str) -> str | None:
+        return auth.operator_for_token(platform, token)
+
+    app.add_middleware(
+        Guard, config=GuardConfig(extra_hosts=tuple(settings.extra_allowed_hosts),
+                                  find_operator=find_operator)
+    )
+    return app
+
+
+def _start(
+    name: str, target: Callable[[Platform, threading.Event], None], platform: Platform,
+    stop: threading.Event,
+) -> threading.Thread:
+    thread = threading.Thread(target=target, args=(platform, stop), name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def _heartbeat_loop(platform: Platform, stop: threading.Event) -> None:
+    """Say "a dashboard is here" every `heartbeat_s`, and close approval windows that ran out."""
+    host, pid = socket.gethostname(), os.getpid()
+    while True:
+        try:
+            with platform.session() as session:
+                jobs.beat(session=session, process_id=platform.process_id, role="dashboard",
+                          host=host, pid=pid)
+            with platform.session() as session:
+                jobs.expire_due(session=session)
+        except Exception:  # a locked or briefly unreachable database must not kill the beat
+            log.exception("dashboard heartbeat failed; retrying")
+        if stop.wait(platform.settings.heartbeat_s):
+            return
+
+
+def _worker_runner(platform: Platform) -> Callable[[Platform, threading.Event], None] | None:
+    try:
+        from webplatform.worker import make_worker
+    except ImportError:  # the worker module lands separately; the dashboard works without it
+        log.warning("no webplatform.worker yet: approved jobs wait for `aat worker`")
+        return None
+    worker = make_worker(platform)
+
+    def run(_platform: Platform, stop: threading.Event) -> None:
+        worker.run_forever(stop)
+
+    return run
+
+
+def _mcp_parts(
+    platform: Platform,
+) -> tuple[ASGIApp | None, Callable[[], AbstractAsyncContextManager[Any]] | None]:
+    try:
+        from webplatform.mcp.http import create_mcp_app
+    except ImportError:  # the HTTP bridge lands separately; serve the pages without it
+        log.warning("no webplatform.mcp.http yet: /mcp is not served")
+        return None, None
+    mcp_app, lifespan_factory = create_mcp_app(platform)
+    return mcp_app, lifespan_factory

@@ -1,0 +1,116 @@
+"""Operator sign-in: argon2id passwords, sessions kept in the database, a login rate limit.
+
+Sessions live in the `operator_session` table (only a hash of the cookie's token is
+stored), so restarting `aat serve` logs nobody out. The cookie is HttpOnly and
+SameSite=Strict: another site can neither read it nor make the browser send it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from starlette.responses import Response
+
+from webplatform.services import Platform
+from webplatform.store import audit, operators
+from webplatform.store.engine import session_scope
+
+SESSION_COOKIE = "aat_session"
+SESSION_TTL_S = 7 * 24 * 3600.0
+# At most this many failed logins per window, per address and per user name.
+MAX_FAILURES = 5
+FAILURE_WINDOW_S = 300.0
+
+
+@dataclass
+class LoginLimiter:
+    """Counts failed logins per key in a sliding window; in memory, per dashboard process."""
+
+    max_failures: int = MAX_FAILURES
+    window_s: float = FAILURE_WINDOW_S
+    _failures: dict[str, deque[float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def retry_after(self, *keys: str) -> float:
+        """Seconds to wait before another attempt is allowed for any of `keys`; 0 if allowed."""
+        now = time.monotonic()
+        wait = 0.0
+        with self._lock:
+            for key in keys:
+                times = self._failures.get(key)
+                if not times:
+                    continue
+                while times and now - times[0] > self.window_s:
+                    times.popleft()
+                if len(times) >= self.max_failures:
+                    wait = max(wait, self.window_s - (now - times[0]))
+        return wait
+
+    def failed(self, *keys: str) -> None:
+        """Count one failed attempt against every key."""
+        now = time.monotonic()
+        with self._lock:
+            for key in keys:
+                self._failures.setdefault(key, deque()).append(now)
+
+    def succeeded(self, *keys: str) -> None:
+        """Forget the failures of these keys."""
+        with self._lock:
+            for key in keys:
+                self._failures.pop(key, None)
+
+
+def operator_for_token(platform: Platform, token: str) -> str | None:
+    """The operator a session cookie belongs to, or None (unknown or expired; removing an
+    operator deletes their sessions)."""
+    with session_scope(platform.engine, write=False) as session:
+        # No touch: the approvals page polls every second and reads must not queue on writes.
+        return operators.session_operator(session=session, token=token, touch=False)
+
+
+def log_in(*, platform: Platform, username: str, password: str, address: str | None) -> str | None:
+    """Check the password; on success open a session and return its cookie token."""
+    with platform.session() as session:
+        if not operators.authenticate(session=session, name=username, password=password):
+            audit.record_event(
+                session=session, actor=username[:200] or "?", event="login-failed",
+                address=address,
+            )
+            return None
+        token = operators.start_session(session=session, operator=username, ttl_s=SESSION_TTL_S)
+        audit.record_event(session=session, actor=username, event="login", address=address)
+        return token
+
+
+def log_out(*, platform: Platform, token: str, operator: str, address: str | None) -> None:
+    """End a session; the cookie stops working at once, everywhere."""
+    with platform.session() as session:
+        operators.end_session(session=session, token=token)
+        audit.record_event(session=session, actor=operator, event="logout", address=address)
+
+
+def start_browser_session(*, platform: Platform, operator: str) -> str:
+    """Open a session for an operator who just proved who they are (first-run setup)."""
+    with platform.session() as session:
+        return operators.start_session(session=session, operator=operator, ttl_s=SESSION_TTL_S)
+
+
+def set_session_cookie(response: Response, token: str, *, secure: bool) -> None:
+    """Attach the session cookie: HttpOnly, SameSite=Strict, whole site."""
+    response.set_cookie(
+        SESSION_COOKIE,
+        token,
+        max_age=int(SESSION_TTL_S),
+        httponly=True,
+        samesite="strict",
+        secure=secure,
+        path="/",
+    )
+
+
+def clear_session_cookie(response: Response, *, secure: bool) -> None:
+    """Tell the browser to forget the session cookie."""
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=secure)

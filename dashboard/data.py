@@ -1,0 +1,181 @@
+"""Reads for pages: what each page shows, gathered in one read-only transaction.
+
+Reads use `write=False` sessions so the approvals page, polled every second by every open
+tab, never waits behind a writer on SQLite.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from webplatform import jobs
+from webplatform.services import Platform
+from webplatform.store import dashboard_queries
+from webplatform.store.engine import session_scope
+from webplatform.store.models import AuditEvent, Job, JobState, JobSummary, Surface
+
+PAGE_SIZE = 50
+EXPORT_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class JobFilters:
+    """The job history filters, as given in the query string (all optional)."""
+
+    state: JobState | None = None
+    tool: str | None = None
+    surface: Surface | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    problems: tuple[str, ...] = ()
+
+    def query(self, **extra: Any) -> str:
+        """The filters as a query string (for paging and export links)."""
+        from urllib.parse import urlencode
+
+        pairs = {
+            "state": self.state.value if self.state else None,
+            "tool": self.tool,
+            "surface": self.surface.value if self.surface else None,
+            "since": self.since.isoformat() if self.since else None,
+            "until": self.until.isoformat() if self.until else None,
+            **extra,
+        }
+        return urlencode({k: v for k, v in pairs.items() if v not in (None, "")})
+
+
+def _parse_time(text: str | None, label: str, problems: list[str]) -> datetime | None:
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        problems.append(f"{label} must be a date or time like 2025-01-31 or 2025-01-31T14:00")
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def parse_filters(
+    *, state: str | None, tool: str | None, surface: str | None, since: str | None,
+    until: str | None,
+) -> JobFilters:
+    """Filters from query-string text; bad values are reported, not fatal."""
+    problems: list[str] = []
+    job_state = surface_value = None
+    if state:
+        try:
+            job_state = JobState(state)
+        except ValueError:
+            problems.append(f"unknown state {state!r}")
+    if surface:
+        try:
+            surface_value = Surface(surface)
+        except ValueError:
+            problems.append(f"unknown surface {surface!r}")
+    return JobFilters(
+        state=job_state,
+        tool=(tool or "").strip() or None,
+        surface=surface_value,
+        since=_parse_time(since, "since", problems),
+        until=_parse_time(until, "until", problems),
+        problems=tuple(problems),
+    )
+
+
+def job_page(
+    *, platform: Platform, filters: JobFilters, before_id: int | None, limit: int = PAGE_SIZE
+) -> list[JobSummary]:
+    """One page of job history, newest first (keyset paging on id)."""
+    with session_scope(platform.engine, write=False) as session:
+        return jobs.list_jobs(
+            session=session, state=filters.state, name=filters.tool, surface=filters.surface,
+            since=filters.since, until=filters.until, before_id=before_id, limit=limit,
+        )
+
+
+def all_jobs(*, platform: Platform, filters: JobFilters, limit: int = EXPORT_LIMIT
+             ) -> list[JobSummary]:
+    """Every job matching the filters (up to `limit`), for exports, fetched page by page."""
+    out: list[JobSummary] = []
+    before: int | None = None
+    while len(out) < limit:
+        page = job_page(platform=platform, filters=filters, before_id=before, limit=500)
+        out.extend(page)
+        if len(page) < 500:
+            break
+        before = page[-1].id
+    return out[:limit]
+
+
+def pending_count(platform: Platform) -> int:
+    """How many calls wait for an operator."""
+    with session_scope(platform.engine, write=False) as session:
+        return jobs.count_pending(session=session)
+
+
+@dataclass
+class Queue:
+    """The approvals page: what waits, and what was decided lately."""
+
+    pending: list[Job]
+    history: list[Job]
+    newest_id: int = 0
+
+
+def approval_queue(platform: Platform, *, history: int = 30) -> Queue:
+    """The pending queue (oldest first) and the recent decisions (newest first)."""
+    with session_scope(platform.engine, write=False) as session:
+        pending = jobs.pending_approvals(session=session)
+        decided = list(dashboard_queries.recent_decisions(session=session, limit=history))
+    newest = max((j.id or 0 for j in pending), default=0)
+    return Queue(pending=pending, history=decided, newest_id=newest)
+
+
+@dataclass
+class JobDetail:
+    """A job's page: the row, its audit trail, and the decoded arguments and result."""
+
+    job: Job
+    events: list[AuditEvent]
+    args: Any
+    result: Any
+    duration: timedelta | None = None
+    approved_by: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
+    """Everything about one job, or None when there is no such job."""
+    with session_scope(platform.engine, write=False) as session:
+        job = jobs.get_job(session=session, job_id=job_id)
+        if job is None:
+            return None
+        events = jobs.audit_events(session=session, job_id=job_id)
+    duration = (
+        job.finished_at - job.started_at if job.finished_at and job.started_at else None
+    )
+    approved_by = next((e.actor for e in events if e.event == "approved"), None)
+    if approved_by is None and job.irreversible and job.state not in (
+        JobState.pending_approval, JobState.denied, JobState.expired, JobState.cancelled
+    ):
+        approved_by = job.decided_by
+    return JobDetail(
+        job=job,
+        events=events,
+        args=_loads(job.args_json),
+        result=_loads(job.result_json),
+        duration=duration,
+        approved_by=approved_by,
+    )
+
+
+def _loads(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text

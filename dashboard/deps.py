@@ -1,0 +1,56 @@
+"""What routes receive: the platform, the page renderer, the operator, the caller's address.
+
+Routes declare these as `Annotated` parameters and stay thin; the values are put on
+`app.state` by `create_app` and on `request.state` by the security guard.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+
+from dashboard.render import Pages
+from webplatform.services import Actor, Platform
+from webplatform.store.models import Surface
+
+
+def get_platform(request: Request) -> Platform:
+    """The process's platform (settings, database, registry)."""
+    platform: Platform = request.app.state.platform
+    return platform
+
+
+def get_pages(request: Request) -> Pages:
+    """The template renderer."""
+    pages: Pages = request.app.state.pages
+    return pages
+
+
+def current_operator(request: Request) -> str:
+    """The logged-in operator's name; the guard has already refused anyone else."""
+    name = getattr(request.state, "operator", None)
+    if not name:
+        raise HTTPException(status_code=403, detail="log in first")
+    return str(name)
+
+
+def client_address(request: Request) -> str | None:
+    """The caller's address, for audit events."""
+    return request.client.host if request.client else None
+
+
+def dashboard_actor(request: Request) -> Actor:
+    """The logged-in operator as the requester of a run."""
+    return Actor(
+        surface=Surface.dashboard,
+        operator=current_operator(request),
+        address=client_address(request),
+    )
+
+
+PlatformDep = Annotated[Platform, Depends(get_platform)]
+PagesDep = Annotated[Pages, Depends(get_pages)]
+OperatorDep = Annotated[str, Depends(current_operator)]
+AddressDep = Annotated[str | None, Depends(client_address)]
+ActorDep = Annotated[Actor, Depends(dashboard_actor)]

@@ -1,0 +1,119 @@
+"""Pages and fragments from templates: a view renders a whole page, or one named block of
+it when htmx asks (`HX-Request`), and says so with `Vary: HX-Request`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import Request
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.responses import HTMLResponse
+
+
+def _ago(value: datetime | None, now: datetime | None = None) -> str:
+    if value is None:
+        return ""
+    seconds = int(((now or datetime.now(UTC)) - value).total_seconds())
+    return _span(seconds) + " ago" if seconds >= 0 else "in " + _span(-seconds)
+
+
+def _span(seconds: int) -> str:
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d {seconds % 86400 // 3600}h"
+
+
+def _until(value: datetime | None) -> str:
+    if value is None:
+        return ""
+    seconds = int((value - datetime.now(UTC)).total_seconds())
+    return "expired" if seconds <= 0 else _span(seconds)
+
+
+def _iso(value: datetime | None) -> str:
+    return "" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+def _fromjson(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def build_environment() -> Environment:
+    """The template environment: autoescape on for every template, strict about typos."""
+    env = Environment(
+        loader=PackageLoader("dashboard", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["ago"] = _ago
+    env.filters["until"] = _until
+    env.filters["iso"] = _iso
+    env.filters["pretty_json"] = _pretty_json
+    env.filters["span"] = _span
+    env.filters["fromjson"] = _fromjson
+    return env
+
+
+def is_htmx(request: Request) -> bool:
+    """True for an htmx request that wants a fragment (not a history restore)."""
+    return (
+        request.headers.get("hx-request") == "true"
+        and request.headers.get("hx-history-restore-request") != "true"
+    )
+
+
+class Pages:
+    """Renders templates with the context every page needs (operator, CSRF token, counts)."""
+
+    def __init__(self, env: Environment, *, pending_count: Callable[[], int]) -> None:
+        self.env = env
+        self.pending_count = pending_count
+
+    def render(
+        self,
+        request: Request,
+        template: str,
+        context: dict[str, Any],
+        *,
+        block: str | None = None,
+        status_code: int = 200,
+        headers: dict[str, str] | None = None,
+    ) -> HTMLResponse:
+        """The page, or just `block` of it when htmx asked for a fragment."""
+        full = {
+            "request": request,
+            "operator": getattr(request.state, "operator", None),
+            "csrf_token": getattr(request.state, "csrf_token", ""),
+            "path": request.url.path,
+            **context,
+        }
+        fragment = block is not None and is_htmx(request)
+        if full["operator"] and "pending_count" not in full and not fragment:
+            full["pending_count"] = self.pending_count()
+        tmpl = self.env.get_template(template)
+        if block is not None and fragment:
+            ctx = tmpl.new_context(full)
+            html = "".join(tmpl.blocks[block](ctx))
+        else:
+            html = tmpl.render(full)
+        response = HTMLResponse(html, status_code=status_code, headers=headers)
+        response.headers["vary"] = "HX-Request"
+        return response

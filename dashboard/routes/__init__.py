@@ -1,0 +1,16 @@
+"""The dashboard's pages, one module per area; each route only parses, calls, renders."""
+
+from fastapi import APIRouter
+
+from dashboard.routes import approvals, exports, health, jobs, login, overview, registry, run
+
+ROUTERS: tuple[APIRouter, ...] = (
+    health.router,
+    login.router,
+    overview.router,
+    registry.router,
+    run.router,
+    exports.router,
+    jobs.router,
+    approvals.router,
+)

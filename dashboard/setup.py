@@ -1,0 +1,106 @@
+"""First-run setup: with no operator yet, a one-time link printed to the terminal only.
+
+The link carries a random token; only its sha256 is kept (in `Meta`), it works once, and it
+stops working as soon as any operator exists. Nothing else can create the first operator
+from the browser.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import secrets
+import sys
+from typing import TextIO
+
+from webplatform.config import Settings
+from webplatform.services import Platform
+from webplatform.store import meta, operators
+
+SETUP_TOKEN_KEY = "dashboard.setup_token_sha256"
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def open_setup(platform: Platform) -> str | None:
+    """A fresh setup token when no operator exists (replacing any older one), else None."""
+    with platform.session() as session:
+        if operators.count_operators(session=session) > 0:
+            meta.delete_meta(session=session, key=SETUP_TOKEN_KEY)
+            return None
+        token = secrets.token_urlsafe(32)
+        meta.set_meta(session=session, key=SETUP_TOKEN_KEY, value=_hash(token))
+        return token
+
+
+def setup_base_url(settings: Settings, host: str | None, port: int | None) -> str:
+    """The address to print: the one being served, or `AAT_DASHBOARD_URL` for a wildcard."""
+    if host is None or port is None:
+        return settings.dashboard_url.rstrip("/")
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return f"http://{host}:{port}"
+    if address.is_unspecified:
+        return settings.dashboard_url.rstrip("/")
+    shown = f"[{address}]" if address.version == 6 else str(address)
+    return f"http://{shown}:{port}"
+
+
+def print_setup_link(
+    settings: Settings,
+    platform: Platform,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    out: TextIO | None = None,
+) -> str | None:
+    """On a first start with no operator, print the one-time setup link; return it.
+
+    Prints nothing (and returns None) when an operator already exists. The link is only
+    ever written to the terminal of the process that serves the dashboard.
+    """
+    token = open_setup(platform)
+    if token is None:
+        return None
+    link = f"{setup_base_url(settings, host, port)}/setup?token={token}"
+    stream = out or sys.stdout
+    stream.write(
+        "\nNo dashboard operator exists yet. Open this one-time link to create one:\n"
+        f"\n    {link}\n\n"
+        "(or run `aat operator add NAME --password-stdin`)\n\n"
+    )
+    stream.flush()
+    return link
+
+
+def setup_open(platform: Platform, token: str) -> bool:
+    """True when `token` is the current setup token and no operator exists yet."""
+    with platform.session() as session:
+        if operators.count_operators(session=session) > 0:
+            return False
+        stored = meta.get_meta(session=session, key=SETUP_TOKEN_KEY)
+    return stored is not None and hmac.compare_digest(stored, _hash(token))
+
+
+def complete_setup(*, platform: Platform, token: str, username: str, password: str) -> str | None:
+    """Create the first operator with the setup token; returns an error line, or None.
+
+    Checks and uses up the token in the same transaction, so it works exactly once.
+    """
+    with platform.session() as session:
+        stored = meta.get_meta(session=session, key=SETUP_TOKEN_KEY)
+        if operators.count_operators(session=session) > 0 or stored is None:
+            return "setup is already done: log in, or ask an operator to add you"
+        if not hmac.compare_digest(stored, _hash(token)):
+            return "this setup link is not valid: use the latest link `aat serve` printed"
+        try:
+            operators.add_operator(session=session, name=username, password=password,
+                                   actor="setup")
+        except operators.OperatorError as exc:
+            return str(exc)
+        meta.delete_meta(session=session, key=SETUP_TOKEN_KEY)
+    return None

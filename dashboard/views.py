@@ -1,0 +1,195 @@
+"""Plain data for templates: registry search hits, action details, the literal call shapes,
+and the run form's fields. No HTML here; templates decide how it looks.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from webplatform import gate
+from webplatform.registry import ActionSpec, ArgSpec, Registry, ToolSpec, secret_status
+from webplatform.registry.model import RunnableKind
+
+_PLACEHOLDER: dict[str, Any] = {
+    "string": "...",
+    "integer": 0,
+    "number": 0,
+    "boolean": True,
+    "array": [],
+    "object": {},
+}
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One registry search result: a tool, agent, skill, or one action of a tool or agent."""
+
+    kind: str
+    name: str
+    description: str
+    href: str
+    action: str | None = None
+    badge: str | None = None
+
+
+@dataclass(frozen=True)
+class ActionView:
+    """An action as the registry page shows it."""
+
+    spec: ActionSpec
+    badge: str
+    why: str | None
+    mcp_call: str
+    cli_line: str
+
+
+@dataclass(frozen=True)
+class ToolView:
+    """A tool or agent with its actions and whether each declared secret is present."""
+
+    spec: ToolSpec
+    actions: list[ActionView]
+    secrets: dict[str, bool] = field(default_factory=dict)
+
+
+def _example(arg: ArgSpec) -> Any:
+    if arg.default is not None:
+        return arg.default
+    if arg.enum:
+        return arg.enum[0]
+    return _PLACEHOLDER[arg.type]
+
+
+def mcp_call(kind: RunnableKind, tool: ToolSpec, action: ActionSpec) -> str:
+    """The literal MCP `tools/call` params for this action, required arguments filled in."""
+    irreversible = gate.is_irreversible(tool.name, action)
+    mcp_tool = f"run_{kind}_confirmed" if irreversible else f"run_{kind}"
+    args = {a.name: _example(a) for a in action.args if a.required}
+    call = {"name": mcp_tool, "arguments": {kind: tool.name, "action": action.name, "args": args}}
+    return json.dumps(call, indent=2, ensure_ascii=False)
+
+
+def cli_line(kind: RunnableKind, tool: ToolSpec, action: ActionSpec) -> str:
+    """The `aat run` command line for this action, required arguments as placeholders."""
+    parts = ["aat", "run", tool.name, action.name]
+    if kind == "agent":
+        parts.insert(2, "--agent")
+    for arg in action.args:
+        if not arg.required:
+            continue
+        value = _example(arg)
+        if value == _PLACEHOLDER["string"] and arg.type == "string":
+            value = arg.name.upper()
+        parts += [f"--{arg.name}", value if isinstance(value, str) else json.dumps(value)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def tool_view(kind: RunnableKind, tool: ToolSpec) -> ToolView:
+    """Everything the registry page shows about one tool or agent."""
+    actions = [
+        ActionView(
+            spec=a,
+            badge=gate.describe(tool.name, a),
+            why=gate.why_irreversible(tool.name, a),
+            mcp_call=mcp_call(kind, tool, a),
+            cli_line=cli_line(kind, tool, a),
+        )
+        for a in tool.actions
+    ]
+    return ToolView(spec=tool, actions=actions, secrets=secret_status(tool))
+
+
+def _matches(words: list[str], *texts: str) -> bool:
+    haystack = " ".join(texts).lower()
+    return all(w in haystack for w in words)
+
+
+def search(registry: Registry, query: str) -> list[SearchHit]:
+    """Tools, agents, skills and actions whose name or description contains every query word."""
+    words = query.lower().split()
+    hits: list[SearchHit] = []
+    kinds: tuple[tuple[RunnableKind, dict[str, ToolSpec]], ...] = (
+        ("tool", registry.tools),
+        ("agent", registry.agents),
+    )
+    for kind, specs in kinds:
+        for name in sorted(specs):
+            spec = specs[name]
+            href = f"/registry/{kind}/{name}"
+            if _matches(words, spec.name, spec.description):
+                hits.append(SearchHit(kind=kind, name=name, description=spec.description, href=href))
+            if not words:
+                continue
+            for action in spec.actions:
+                if _matches(words, spec.name, action.name, action.description):
+                    hits.append(
+                        SearchHit(
+                            kind=kind,
+                            name=name,
+                            action=action.name,
+                            description=action.description,
+                            href=f"{href}#action-{action.name}",
+                            badge=gate.describe(name, action),
+                        )
+                    )
+    for name in sorted(registry.skills):
+        skill = registry.skills[name]
+        if _matches(words, skill.name, skill.description):
+            hits.append(
+                SearchHit(kind="skill", name=name, description=skill.description,
+                          href=f"/skills/{name}")
+            )
+    return hits
+
+
+@dataclass(frozen=True)
+class FormField:
+    """One run-form input generated from an argument."""
+
+    arg: ArgSpec
+    widget: str  # text | select | checkbox | integer | number | json | password
+    value: str
+
+
+def form_fields(action: ActionSpec, raw: dict[str, str] | None = None) -> list[FormField]:
+    """The run form for an action; `raw` refills what the operator typed after an error."""
+    fields: list[FormField] = []
+    for arg in action.args:
+        if arg.enum is not None:
+            widget = "select"
+        elif arg.type == "boolean":
+            widget = "checkbox"
+        elif arg.type in ("integer", "number"):
+            widget = arg.type
+        elif arg.type in ("array", "object"):
+            widget = "json"
+        elif arg.secret:
+            widget = "password"
+        else:
+            widget = "text"
+        if raw is not None:
+            value = raw.get(arg.name, "")
+        elif arg.default is None:
+            value = ""
+        elif isinstance(arg.default, str):
+            value = arg.default
+        else:
+            value = json.dumps(arg.default, ensure_ascii=False)
+        fields.append(FormField(arg=arg, widget=widget, value=value))
+    return fields
+
+
+def raw_form_values(action: ActionSpec, form: dict[str, str]) -> dict[str, str]:
+    """The submitted text of each argument; empty fields are left out (so a required one is
+    reported missing), and an unticked checkbox means false."""
+    raw: dict[str, str] = {}
+    for arg in action.args:
+        key = f"arg:{arg.name}"
+        if arg.type == "boolean" and arg.enum is None:
+            raw[arg.name] = "true" if form.get(key) in ("true", "on") else "false"
+        elif form.get(key, "") != "":
+            raw[arg.name] = form[key]
+    return raw
