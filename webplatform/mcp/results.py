@@ -94,13 +94,24 @@ def cap_answer(
         body["result"] = _shrink_lists(body["result"], body, max_bytes)
         if _size(body) <= max_bytes:
             return body
-    for key in ("stderr_tail", "error"):
-        if isinstance(body.get(key), str) and _size(body) > max_bytes:
-            body[key] = body[key][-max(_PREVIEW_MIN, max_bytes // 4) :]
-    if _size(body) <= max_bytes:
-        return body
+    for limit in (max_bytes // 4, 2_000, 300, 80):
+        clipped = _clip(body, max(limit, 40))
+        if _size(clipped) <= max_bytes:
+            return clipped
+    body = _clip(body, 80)
     field = "result" if "result" in body else "schema"
     return _preview(body, field, max_bytes, note=note)
+
+
+def _clip(value: Any, limit: int) -> Any:
+    """Every string (dict keys included) cut to `limit` characters, marked with an ellipsis."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + "…"
+    if isinstance(value, dict):
+        return {_clip(str(k), limit): _clip(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clip(v, limit) for v in value]
+    return value
 
 
 def _shrink_lists(value: Any, body: dict[str, Any], max_bytes: int) -> Any:

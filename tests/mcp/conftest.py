@@ -1,0 +1,11 @@
+"""Fixtures for the MCP bridge tests (defined in mcp_helpers, shared with the test modules)."""
+
+from mcp_helpers import (  # noqa: F401
+    anyio_backend,
+    era,
+    mcp_settings,
+    platform,
+    quick_progress,
+    registry_root,
+    worker,
+)

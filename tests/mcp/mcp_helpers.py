@@ -1,0 +1,128 @@
+"""Helpers and fixtures for the MCP bridge tests: platforms, clients in both eras, a worker."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp_types import CallToolResult
+
+from webplatform import decisions, jobs, runner
+from webplatform.config import Settings
+from webplatform.mcp import build_server, waiting
+from webplatform.registry import resolve_secrets
+from webplatform.services import Platform
+from webplatform.store.models import Surface
+from webplatform.worker import Worker
+
+# The two protocol eras, as `Client(mode=...)` spells them.
+ERAS = ["legacy", "2026-07-28"]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The SDK runs on asyncio here."""
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def quick_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress every 0.3 s instead of every 3 s, so waits in tests stay short."""
+    monkeypatch.setattr(waiting, "PROGRESS_EVERY_S", 0.3)
+
+
+@pytest.fixture
+def mcp_settings(settings: Settings) -> Settings:
+    """The test's settings (own AAT_HOME) with short waits for approval paths."""
+    return settings.model_copy(update={"approval_wait_s": 2.0})
+
+
+@pytest.fixture
+def platform(mcp_settings: Settings) -> Iterator[Platform]:
+    """A platform on the test's own database and the example registry."""
+    plat = Platform(mcp_settings)
+    yield plat
+    plat.engine.dispose()
+
+
+def make_platform(settings: Settings, **changes: Any) -> Platform:
+    """A platform with changed settings (same home and database)."""
+    return Platform(settings.model_copy(update=changes))
+
+
+@pytest.fixture(params=ERAS)
+def era(request: pytest.FixtureRequest) -> str:
+    """Each test using this runs in the legacy and in the modern protocol era."""
+    return str(request.param)
+
+
+@asynccontextmanager
+async def connect(platform: Platform, era: str, **kwargs: Any) -> AsyncIterator[Client]:
+    """An in-memory SDK client on a fresh bridge for `platform`."""
+    server = build_server(platform, surface=Surface.mcp_stdio)
+    async with Client(server, mode=era, **kwargs) as client:
+        yield client
+
+
+def body(result: CallToolResult) -> dict[str, Any]:
+    """The JSON body of a tool result, checking that text and structuredContent agree."""
+    assert result.structured_content is not None
+    assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
+    return result.structured_content
+
+
+@pytest.fixture
+def worker(platform: Platform) -> Iterator[Worker]:
+    """An embedded worker thread executing approved jobs."""
+    w = Worker(
+        engine=platform.engine,
+        settings=platform.settings,
+        load_registry=platform.registry,
+        run=runner.run,
+        resolve_secrets=resolve_secrets,
+    )
+    thread, stop = w.start_thread()
+    yield w
+    stop.set()
+    thread.join(timeout=10)
+
+
+def approve(platform: Platform, job_id: int, operator: str = "olga") -> None:
+    """Approve a job as an operator in the dashboard would."""
+    with platform.session() as session:
+        job = jobs.get_job(session=session, job_id=job_id)
+        assert job is not None
+        digest = job.args_digest
+    decisions.approve(platform=platform, job_id=job_id, operator=operator, digest=digest, address=None)
+
+
+def deny(platform: Platform, job_id: int, reason: str, operator: str = "olga") -> None:
+    """Deny a job with a reason."""
+    decisions.deny(platform=platform, job_id=job_id, operator=operator, reason=reason, address=None)
+
+
+def later(delay_s: float, fn: Callable[[], None]) -> threading.Thread:
+    """Run `fn` after `delay_s` in a thread (an operator deciding while a call waits)."""
+
+    def go() -> None:
+        threading.Event().wait(delay_s)
+        fn()
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.fixture
+def registry_root(tmp_path: Path) -> Path:
+    """An empty registry root the test fills with manifests."""
+    root = tmp_path / "registry"
+    for sub in ("tools", "agents", "skills"):
+        (root / sub).mkdir(parents=True)
+    return root
