@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
@@ -27,6 +28,7 @@ from dashboard.routes import ROUTERS
 from dashboard.security import Guard, GuardConfig
 from webplatform import jobs
 from webplatform.config import Settings
+from webplatform.mcp.http import create_mcp_app
 from webplatform.services import Platform
 
 log = logging.getLogger("aat.dashboard")
@@ -52,7 +54,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         stop = threading.Event()
-        threads = [_start(f"aat-heartbeat", _heartbeat_loop, platform, stop)]
+        threads = [_start("aat-heartbeat", _heartbeat_loop, platform, stop)]
         if embed_worker:
             runner = _worker_runner(platform)
             if runner is not None:
@@ -76,7 +78,8 @@ def create_app(
     app.state.login_limiter = auth.LoginLimiter()
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     if mcp_app is not None:
-        app.mount("/mcp", mcp_app)
+        # A plain route, not a mount: `/mcp` itself must answer, without a slash redirect.
+        app.router.routes.append(Route("/mcp", endpoint=mcp_app))
     for router in ROUTERS:
         app.include_router(router)
     install_error_pages(app)
@@ -132,11 +135,5 @@ def _worker_runner(platform: Platform) -> Callable[[Platform, threading.Event], 
 
 def _mcp_parts(
     platform: Platform,
-) -> tuple[ASGIApp | None, Callable[[], AbstractAsyncContextManager[Any]] | None]:
-    try:
-        from webplatform.mcp.http import create_mcp_app
-    except ImportError:  # the HTTP bridge lands separately; serve the pages without it
-        log.warning("no webplatform.mcp.http yet: /mcp is not served")
-        return None, None
-    mcp_app, lifespan_factory = create_mcp_app(platform)
-    return mcp_app, lifespan_factory
+) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
+    return create_mcp_app(platform)

@@ -1,0 +1,43 @@
+"""A real dashboard app on a real SQLite file per test, driven over HTTP by TestClient."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from dash_helpers import BASE, add_operator, log_in
+from fastapi.testclient import TestClient
+
+from dashboard.app import create_app
+from webplatform.config import Settings
+from webplatform.services import Platform
+
+
+@pytest.fixture
+def platform(settings: Settings) -> Iterator[Platform]:
+    """The platform under test (example registry, this test's database)."""
+    p = Platform(settings)
+    yield p
+    p.engine.dispose()
+
+
+@pytest.fixture
+def app(settings: Settings, platform: Platform) -> Any:
+    """The dashboard app; no embedded worker, so approved jobs stay put for inspection."""
+    return create_app(settings, platform=platform, embed_worker=False, mcp=False)
+
+
+@pytest.fixture
+def client(app: Any) -> Iterator[TestClient]:
+    """An anonymous browser on 127.0.0.1:8000."""
+    with TestClient(app, base_url=BASE, follow_redirects=False) as c:
+        yield c
+
+
+@pytest.fixture
+def alice(platform: Platform, client: TestClient) -> TestClient:
+    """`client`, logged in as operator alice."""
+    add_operator(platform, "alice")
+    log_in(client, "alice")
+    return client

@@ -1,0 +1,48 @@
+"""Helpers for the dashboard tests: operators, logging in, CSRF tokens, queued calls."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from webplatform.answers import Answer
+from webplatform.services import Actor, Platform, request_run
+from webplatform.store import operators
+from webplatform.store.models import Surface
+
+BASE = "http://127.0.0.1:8000"
+ORIGIN = {"Origin": BASE}
+PASSWORD = "correct horse battery"
+
+
+def add_operator(platform: Platform, name: str, password: str = PASSWORD) -> None:
+    """Create an operator directly in the database."""
+    with platform.session() as session:
+        operators.add_operator(session=session, name=name, password=password)
+
+
+def log_in(client: TestClient, name: str, password: str = PASSWORD) -> None:
+    """Log `client` in through the login form."""
+    r = client.post("/login", data={"username": name, "password": password, "next": "/"},
+                    headers=ORIGIN)
+    assert r.status_code == 303, r.text
+    assert "aat_session" in r.cookies or client.cookies.get("aat_session")
+
+
+def csrf(client: TestClient, path: str = "/") -> str:
+    """The CSRF token a page carries for this session."""
+    html = client.get(path).text
+    match = re.search(r'name="csrf_token" value="([0-9a-f]+)"', html)
+    assert match, html[:500]
+    return match.group(1)
+
+
+def queue_send(platform: Platform, **args: Any) -> Answer:
+    """An MCP-like request for the irreversible outbox send-message; returns its answer."""
+    call = {"to": "bob@example.org", "subject": "hi", "body": "hello", **args}
+    return request_run(
+        platform=platform, kind="tool", name="outbox", action="send-message", args=call,
+        actor=Actor(surface=Surface.mcp_http, client="test-agent"), confirmed=True,
+    )
