@@ -29,11 +29,51 @@ def word_set(name: str) -> frozenset[str]:
     return frozenset(singular(w) for w in _SPLIT.split(name.lower()) if w)
 
 
+def _stems(word: str) -> frozenset[str]:
+    """Every form `word` could be the plural of: `buses` -> bus, `houses` -> house."""
+    out = {word, singular(word)}
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        out.add(word[:-1])
+    if len(word) > 4 and word.endswith("es"):
+        out.add(word[:-2])
+    if len(word) > 4 and word.endswith("ies"):
+        out.add(word[:-3] + "y")
+    return frozenset(out)
+
+
+def _words(name: str) -> list[frozenset[str]]:
+    return [_stems(w) for w in dict.fromkeys(_SPLIT.split(name.lower())) if w]
+
+
+def _matched(query: list[frozenset[str]], candidate: list[frozenset[str]]) -> int:
+    """How many words pair up (a word matches another when their stems meet), each used once."""
+    best = 0
+
+    def walk(i: int, used: frozenset[int], count: int) -> None:
+        nonlocal best
+        if count + len(query) - i <= best:
+            return
+        if i == len(query):
+            best = count
+            return
+        for j, stems in enumerate(candidate):
+            if j not in used and query[i] & stems:
+                walk(i + 1, used | {j}, count + 1)
+        walk(i + 1, used, count)
+
+    walk(0, frozenset(), 0)
+    return best
+
+
 def _score(query: str, candidate: str) -> float:
-    q, c = word_set(query), word_set(candidate)
-    if q and q == c:
+    q, c = _words(query), _words(candidate)
+    if len(q) > 8 or len(c) > 8:  # long names: spelling only, the pairing search stays cheap
+        return difflib.SequenceMatcher(None, query.lower(), candidate.lower()).ratio()
+    matched = _matched(q, c)
+    if q and matched == len(q) == len(c):
         return 2.0
-    overlap = len(q & c) / len(q | c) if q | c else 0.0
+    union = len(q) + len(c) - matched
+    overlap = matched / union if union else 0.0
     ratio = difflib.SequenceMatcher(None, query.lower(), candidate.lower()).ratio()
     return max(overlap + 0.5 if overlap >= 0.5 else 0.0, ratio)
 

@@ -99,7 +99,9 @@ def approve(platform: Platform, job_id: int, operator: str = "olga") -> None:
         job = jobs.get_job(session=session, job_id=job_id)
         assert job is not None
         digest = job.args_digest
-    decisions.approve(platform=platform, job_id=job_id, operator=operator, digest=digest, address=None)
+    decisions.approve(
+        platform=platform, job_id=job_id, operator=operator, digest=digest, address=None
+    )
 
 
 def deny(platform: Platform, job_id: int, reason: str, operator: str = "olga") -> None:

@@ -66,7 +66,11 @@ async def test_irreversible_via_run_tool_is_refused_naming_confirmed(
     async with connect(platform, era) as client:
         result = await client.call_tool(
             "run_tool",
-            {"tool": "outbox", "action": "send-message", "args": {"to": "a", "subject": "s", "body": "b"}},
+            {
+                "tool": "outbox",
+                "action": "send-message",
+                "args": {"to": "a", "subject": "s", "body": "b"},
+            },
         )
     answer = body(result)
     assert result.is_error is True
@@ -159,7 +163,9 @@ async def test_get_skill_returns_markdown(platform: Platform, era: str) -> None:
 
 async def test_job_status_reports_a_finished_job(platform: Platform, era: str) -> None:
     async with connect(platform, era) as client:
-        ran = body(await client.call_tool("run_tool", {"tool": "hello-world", "args": {"name": "B"}}))
+        ran = body(
+            await client.call_tool("run_tool", {"tool": "hello-world", "args": {"name": "B"}})
+        )
         status = await client.call_tool("job_status", {"job": ran["job"]})
         unknown = await client.call_tool("job_status", {"job": 999_999})
         wrong = await client.call_tool("job_status", {"job": "seven"})
