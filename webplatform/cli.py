@@ -89,7 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `aat` console script; returns the exit code."""
     logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     parser = build_parser()
     ns, extra = parser.parse_known_args(argv)
@@ -142,7 +144,10 @@ def _split_run_args(extra: list[str]) -> dict[str, str] | str:
     while i < len(extra):
         token = extra[i]
         if not token.startswith("--") or token == "--":
-            return f"expected --ARG VALUE, got {token!r} (write --name=--value for a value starting with --)"
+            return (
+                f"expected --ARG VALUE, got {token!r} "
+                "(write --name=--value for a value that starts with --)"
+            )
         name, eq, value = token[2:].partition("=")
         if eq:
             raw[name] = value
@@ -193,7 +198,10 @@ def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
         confirmed=True,
     )
     if answer.status is Status.pending_approval and answer.job is not None and not ns.no_wait:
-        print(f"queued as job {answer.job}: approve or deny it at {answer.approval_url}", file=sys.stderr)
+        print(
+            f"queued as job {answer.job}: approve or deny it at {answer.approval_url}",
+            file=sys.stderr,
+        )
         if answer.warning:
             print(f"warning: {answer.warning}", file=sys.stderr)
         try:

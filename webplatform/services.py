@@ -93,7 +93,10 @@ def resolve_call(
         return Answer(
             Status.invalid,
             tool=name,
-            error=f"{kind} {name!r} has {len(names)} actions; pass action: one of {', '.join(names)}",
+            error=(
+                f"{kind} {name!r} has {len(names)} actions; "
+                f"pass action: one of {', '.join(names)}"
+            ),
             did_you_mean=names,
         )
     act = spec.action(action)
@@ -180,8 +183,14 @@ def request_run(
                 "declare them under the tool's `secrets` and set them in the environment or keyring"
             ),
         )
-    return _queue(platform=platform, spec=spec, action=act, args=clean, actor=actor,
-                  approved=operator_approved)
+    return _queue(
+        platform=platform,
+        spec=spec,
+        action=act,
+        args=clean,
+        actor=actor,
+        approved=operator_approved,
+    )
 
 
 def _queue(
@@ -262,9 +271,9 @@ def _run_now(
             worker_id=platform.process_id,
             state=_STATE_OF_OUTCOME[outcome.outcome],
             exit_code=outcome.exit_code,
-            result_json=None if outcome.result is None else json.dumps(
-                outcome.result, ensure_ascii=False
-            ),
+            result_json=None
+            if outcome.result is None
+            else json.dumps(outcome.result, ensure_ascii=False),
             stdout=outcome.stdout,
             stderr=outcome.stderr,
             error=outcome.error,

@@ -14,7 +14,7 @@ _SPLIT = re.compile(r"[-_.\s/]+")
 
 
 def singular(word: str) -> str:
-    """A crude English singular, enough to match `sheets` with `sheet` and `entries` with `entry`."""
+    """A crude English singular: enough to match `sheets` with `sheet`, `entries` with `entry`."""
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
     if len(word) > 4 and word.endswith(("sses", "shes", "ches", "xes")):
