@@ -44,7 +44,7 @@ def test_missing_required_and_wrong_types_each_reported() -> None:
 
 def test_enum_checked() -> None:
     _, errors = validate_args(ACTION, {"path": "x", "mode": "slow"})
-    assert errors.line == "argument 'mode' must be one of \"fast\", \"full\""
+    assert errors.line == 'argument \'mode\' must be one of "fast", "full"'
 
 
 def test_args_must_be_an_object() -> None:

@@ -10,8 +10,8 @@ import json
 
 from webplatform import jobs
 from webplatform.answers import Answer, Status
-from webplatform.services import Actor, Platform, job_answer, request_run
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
+from webplatform.services import Actor, Platform, job_answer, request_run
 from webplatform.store.models import Job
 
 
