@@ -1,0 +1,151 @@
+"""Deciding on queued calls: the queue page, approve, deny, races, expiry, unknown jobs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from dash_helpers import ORIGIN, add_operator, csrf, log_in, queue_send
+from fastapi.testclient import TestClient
+
+from webplatform import jobs
+from webplatform.answers import Status
+from webplatform.services import job_answer
+from webplatform.store.models import utcnow
+
+
+def _job(platform, job_id):
+    with platform.session() as session:
+        job = jobs.get_job(session=session, job_id=job_id)
+        assert job is not None
+        return job
+
+
+def _approve(client, platform, job_id, **extra):
+    form = {"csrf_token": csrf(client), "digest": _job(platform, job_id).args_digest,
+            "return_to": "approvals", **extra}
+    return client.post(f"/jobs/{job_id}/approve", data=form, headers=ORIGIN)
+
+
+def test_queue_card_shows_the_call(platform, alice):
+    answer = queue_send(platform, subject="quarterly report")
+    job = _job(platform, answer.job)
+    html = alice.get("/approvals").text
+    assert f'data-job-id="{job.id}"' in html
+    assert "outbox send-message" in html and "quarterly report" in html
+    assert job.args_digest in html and "test-agent" in html
+    assert ">Approve</button>" in html and ">Deny</button>" in html
+    assert 'name="reason"' in html
+    assert "<title>(1) Approvals" in html
+
+
+def test_pending_count_in_every_title(platform, alice):
+    queue_send(platform)
+    queue_send(platform)
+    assert "<title>(2) Overview" in alice.get("/").text
+    assert "<title>(2) Jobs" in alice.get("/jobs").text
+
+
+def test_htmx_poll_gets_only_the_live_block(platform, alice):
+    queue_send(platform)
+    r = alice.get("/approvals", headers={"HX-Request": "true"})
+    assert r.headers["vary"] == "HX-Request"
+    assert r.text.lstrip().startswith('<section id="approvals-live"')
+    assert "<html" not in r.text
+
+
+def test_approve_then_the_double_submit_says_who_decided(platform, alice):
+    job_id = queue_send(platform).job
+    r = _approve(alice, platform, job_id)
+    assert r.status_code == 303 and r.headers["location"] == f"/approvals?done=approved&job={job_id}"
+    assert f"Approved job {job_id}." in alice.get(r.headers["location"]).text
+    job = _job(platform, job_id)
+    assert job.state.value == "approved" and job.decided_by == "alice"
+    again = _approve(alice, platform, job_id)
+    assert again.status_code == 409
+    assert "already approved by alice" in again.text
+
+
+def test_two_operators_one_wins_the_other_is_told(app, platform, alice):
+    add_operator(platform, "bob")
+    with TestClient(app, base_url="http://127.0.0.1:8000", follow_redirects=False) as bob:
+        log_in(bob, "bob")
+        job_id = queue_send(platform).job
+        bob_form = {"csrf_token": csrf(bob), "digest": _job(platform, job_id).args_digest}
+        assert _approve(alice, platform, job_id).status_code == 303
+        r = bob.post(f"/jobs/{job_id}/approve", data={**bob_form, "return_to": "job"},
+                     headers=ORIGIN)
+        assert r.status_code == 409
+        assert "already approved by alice" in r.text
+        assert f"Job {job_id}" in r.text  # the job page, with the message on it
+
+
+def test_htmx_decision_returns_the_notice_and_refreshes_the_queue(platform, alice):
+    job_id = queue_send(platform).job
+    r = alice.post(
+        f"/jobs/{job_id}/approve",
+        data={"csrf_token": csrf(alice), "digest": _job(platform, job_id).args_digest,
+              "return_to": "approvals"},
+        headers={**ORIGIN, "HX-Request": "true"},
+    )
+    assert r.status_code == 200 and f"Approved job {job_id}." in r.text
+    assert r.headers["hx-trigger"] == "queue-changed"
+    again = alice.post(
+        f"/jobs/{job_id}/approve",
+        data={"csrf_token": csrf(alice), "digest": _job(platform, job_id).args_digest},
+        headers={**ORIGIN, "HX-Request": "true"},
+    )
+    assert again.status_code == 200 and "already approved by alice" in again.text
+
+
+def test_deny_with_a_reason_reaches_the_agent(platform, alice):
+    job_id = queue_send(platform).job
+    r = alice.post(f"/jobs/{job_id}/deny", headers=ORIGIN, data={
+        "csrf_token": csrf(alice), "reason": "not to customers on Friday", "return_to": "job"})
+    assert r.status_code == 303
+    answer = job_answer(platform=platform, job_id=job_id)
+    assert answer.status is Status.denied
+    assert answer.reason == "not to customers on Friday" and answer.decided_by == "alice"
+    history = alice.get("/approvals").text
+    assert "not to customers on Friday" in history and "denied" in history
+
+
+def test_approve_after_expiry_is_a_clear_refusal(settings, platform, alice):
+    job_id = queue_send(platform).job
+    page_digest = _job(platform, job_id).args_digest
+    token = csrf(alice)
+    with platform.session() as session:
+        job = jobs.get_job(session=session, job_id=job_id)
+        assert job is not None
+        job.expires_at = utcnow() - timedelta(seconds=1)
+        session.add(job)
+    r = alice.post(f"/jobs/{job_id}/approve", headers=ORIGIN,
+                   data={"csrf_token": token, "digest": page_digest, "return_to": "job"})
+    assert r.status_code == 409
+    assert "expired" in r.text and "will not run" in r.text
+    assert _job(platform, job_id).state.value == "expired"
+    assert "expired" in alice.get("/approvals").text  # stays visible in history
+
+
+def test_approve_with_another_digest_is_refused(platform, alice):
+    job_id = queue_send(platform).job
+    r = alice.post(f"/jobs/{job_id}/approve", headers=ORIGIN,
+                   data={"csrf_token": csrf(alice), "digest": "0" * 64, "return_to": "job"})
+    assert r.status_code == 409 and "review them again" in r.text
+    assert _job(platform, job_id).state.value == "pending_approval"
+
+
+def test_unknown_job_is_a_404_page(alice):
+    r = alice.get("/jobs/999999")
+    assert r.status_code == 404 and "no job 999999" in r.text and "<html" in r.text
+    r = alice.post("/jobs/999999/approve", headers=ORIGIN,
+                   data={"csrf_token": csrf(alice), "digest": "x"})
+    assert r.status_code == 404
+    assert alice.get("/jobs/not-a-number").status_code == 400
+
+
+def test_job_page_of_a_pending_job_has_the_decision_form(platform, alice):
+    job_id = queue_send(platform).job
+    html = alice.get(f"/jobs/{job_id}").text
+    assert ">Approve</button>" in html and ">Deny</button>" in html
+    assert _job(platform, job_id).args_digest in html
+    assert "created" in html  # the timeline's first event
