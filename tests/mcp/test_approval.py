@@ -1,0 +1,176 @@
+"""The approval path: queue, wait with progress, distinct outcomes, job_status later, the resource."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client.subscriptions import ResourceUpdated
+from mcp_helpers import approve, body, connect, deny, later, make_platform
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types import ServerNotification
+
+from webplatform.config import Settings
+from webplatform.mcp.naming import PENDING_APPROVALS_URI
+from webplatform.services import Platform, pending_for
+from webplatform.worker import Worker
+
+pytestmark = pytest.mark.anyio
+
+SEND = {
+    "tool": "outbox",
+    "action": "send-message",
+    "args": {"to": "ops@example.org", "subject": "please send", "body": "hi"},
+}
+
+
+def outbox_files(platform: Platform) -> list[str]:
+    folder = platform.settings.home / "outbox"
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+async def test_approved_call_runs_once_and_returns_the_result(
+    platform: Platform, worker: Worker, era: str
+) -> None:
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    def approve_first_pending() -> None:
+        waiting = pending_for(platform=platform)
+        approve(platform, int(waiting[0]["job"]))
+
+    later(0.8, approve_first_pending)
+    async with connect(platform, era) as client:
+        result = await client.call_tool("run_tool_confirmed", SEND, progress_callback=on_progress)
+    answer = body(result)
+    assert result.is_error is False, answer
+    assert answer["status"] == "succeeded"
+    assert len(outbox_files(platform)) == 1
+    assert progress, "progress notifications while waiting"
+
+
+async def test_denied_call_carries_reason_and_decider(platform: Platform, era: str) -> None:
+    later(0.5, lambda: deny(platform, int(pending_for(platform=platform)[0]["job"]), "not today"))
+    async with connect(platform, era) as client:
+        result = await client.call_tool("run_tool_confirmed", SEND)
+    answer = body(result)
+    assert result.is_error is True
+    assert answer["status"] == "denied"
+    assert answer["reason"] == "not today" and answer["decided_by"] == "olga"
+    assert outbox_files(platform) == []
+
+
+async def test_nobody_decides_pending_then_job_status_picks_it_up(
+    platform: Platform, worker: Worker, era: str
+) -> None:
+    async with connect(platform, era) as client:
+        with anyio.fail_after(10):
+            first = await client.call_tool("run_tool_confirmed", SEND)
+        pending = body(first)
+        assert first.is_error is False
+        assert pending["status"] == "pending_approval"
+        assert pending["approval_url"].endswith(f"/jobs/{pending['job']}")
+        assert "job_status" in pending["next"]
+        quick = body(await client.call_tool("job_status", {"job": pending["job"]}))
+        assert quick["status"] == "pending_approval"
+        later(0.5, lambda: approve(platform, pending["job"]))
+        done = body(await client.call_tool("job_status", {"job": pending["job"], "wait_s": 30}))
+        while done["status"] in ("approved", "running"):
+            done = body(await client.call_tool("job_status", {"job": pending["job"], "wait_s": 5}))
+    assert done["status"] == "succeeded"
+    assert len(outbox_files(platform)) == 1
+
+
+async def test_pending_answer_warns_when_no_dashboard_is_running(
+    platform: Platform, era: str
+) -> None:
+    async with connect(platform, era) as client:
+        answer = body(await client.call_tool("run_tool_confirmed", SEND))
+    assert answer["status"] == "pending_approval"
+    assert "aat serve" in answer["warning"]
+
+
+async def test_deny_irreversible_refuses_without_queuing(mcp_settings: Settings, era: str) -> None:
+    strict = make_platform(mcp_settings, mcp_deny_irreversible=True)
+    async with connect(strict, era) as client:
+        result = await client.call_tool("run_tool_confirmed", SEND)
+        reversible = await client.call_tool(
+            "run_tool_confirmed", {"tool": "hello-world", "args": {"name": "x"}}
+        )
+    assert result.is_error is True and body(result)["status"] == "refused"
+    assert pending_for(platform=strict) == []
+    assert body(reversible)["status"] == "succeeded"
+
+
+async def test_client_gone_mid_wait_job_survives(
+    platform: Platform, worker: Worker, era: str
+) -> None:
+    async with connect(platform, era) as client:
+        with anyio.move_on_after(0.5):
+            await client.call_tool("run_tool_confirmed", SEND)
+    waiting = pending_for(platform=platform)
+    assert len(waiting) == 1
+    approve(platform, int(waiting[0]["job"]))
+    async with connect(platform, era) as client:
+        answer = body(
+            await client.call_tool("job_status", {"job": waiting[0]["job"], "wait_s": 10})
+        )
+        while answer["status"] in ("approved", "running"):
+            answer = body(await client.call_tool("job_status", {"job": answer["job"], "wait_s": 5}))
+    assert answer["status"] == "succeeded"
+    assert len(outbox_files(platform)) == 1
+
+
+async def read_pending(client: Any) -> dict[str, Any]:
+    result = await client.read_resource(PENDING_APPROVALS_URI)
+    return json.loads(result.contents[0].text)  # type: ignore[no-any-return]
+
+
+async def test_resource_lists_this_clients_waiting_jobs(platform: Platform, era: str) -> None:
+    async with connect(platform, era) as client:
+        listed = [r.uri for r in (await client.list_resources()).resources]
+        assert PENDING_APPROVALS_URI in listed
+        assert (await read_pending(client))["count"] == 0
+        job = body(await client.call_tool("run_tool_confirmed", SEND))["job"]
+        first, second = await read_pending(client), await read_pending(client)
+        assert first == second  # level-triggered: reading changes nothing
+        assert [j["job"] for j in first["jobs"]] == [job]
+        assert first["jobs"][0]["args"]["subject"] == "please send"
+        deny(platform, job, "no")
+        assert (await read_pending(client))["count"] == 0
+
+
+async def test_legacy_subscriber_is_told_when_a_job_is_decided(platform: Platform) -> None:
+    updates: list[str] = []
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, ServerNotification) and message.method == (
+            "notifications/resources/updated"
+        ):
+            updates.append(str(message.params.uri))  # type: ignore[union-attr]
+
+    async with connect(platform, "legacy", message_handler=on_message) as client:
+        job = body(await client.call_tool("run_tool_confirmed", SEND))["job"]
+        with warnings.catch_warnings():  # deprecated at 2026-07-28, the legacy era's way
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.session.subscribe_resource(PENDING_APPROVALS_URI)
+        deny(platform, job, "no")
+        with anyio.fail_after(10):
+            while not updates:
+                await anyio.sleep(0.1)
+    assert updates[0] == PENDING_APPROVALS_URI
+
+
+async def test_modern_listener_is_told_when_a_job_is_decided(platform: Platform) -> None:
+    async with connect(platform, "2026-07-28") as client:
+        job = body(await client.call_tool("run_tool_confirmed", SEND))["job"]
+        async with client.listen(resource_subscriptions=[PENDING_APPROVALS_URI]) as sub:
+            deny(platform, job, "no")
+            with anyio.fail_after(10):
+                event = await sub.__anext__()
+    assert isinstance(event, ResourceUpdated) and event.uri == PENDING_APPROVALS_URI
