@@ -1,0 +1,100 @@
+"""Job reads for pages and answers, and retention: no state moves here (see webplatform.jobs)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.orm import load_only
+from sqlmodel import Session, col, delete, func, select
+
+from webplatform.store.audit import DECISION_EVENTS
+from webplatform.store.models import (
+    TERMINAL_STATES,
+    AuditEvent,
+    Job,
+    JobState,
+    JobSummary,
+    Surface,
+)
+
+
+def get_job(*, session: Session, job_id: int) -> Job | None:
+    """The whole job row, or None."""
+    return session.get(Job, job_id, populate_existing=True)
+
+
+def list_jobs(
+    *,
+    session: Session,
+    state: JobState | None = None,
+    name: str | None = None,
+    surface: Surface | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    before_id: int | None = None,
+    limit: int = 50,
+) -> list[JobSummary]:
+    """A page of history, newest first, without arguments, results or output.
+
+    Keyset paging: pass the last id of a page as `before_id` for the next one, which
+    costs the same on page 1 and page 2000. `since` is inclusive, `until` exclusive.
+    """
+    columns = [getattr(Job, field) for field in JobSummary.model_fields]
+    stmt = select(Job).options(load_only(*columns))
+    if state is not None:
+        stmt = stmt.where(Job.state == state)
+    if name is not None:
+        stmt = stmt.where(Job.name == name)
+    if surface is not None:
+        stmt = stmt.where(Job.surface == surface)
+    if since is not None:
+        stmt = stmt.where(col(Job.created_at) >= since)
+    if until is not None:
+        stmt = stmt.where(col(Job.created_at) < until)
+    if before_id is not None:
+        stmt = stmt.where(col(Job.id) < before_id)
+    stmt = stmt.order_by(col(Job.id).desc()).limit(max(1, min(limit, 500)))
+    return [JobSummary.model_validate(job, from_attributes=True) for job in session.exec(stmt)]
+
+
+def count_pending(*, session: Session) -> int:
+    """How many jobs wait for an operator."""
+    stmt = select(func.count()).select_from(Job).where(Job.state == JobState.pending_approval)
+    return int(session.exec(stmt).one())
+
+
+def pending_approvals(*, session: Session, limit: int = 200) -> list[Job]:
+    """The approval queue, oldest first, with full arguments for the operator to review."""
+    stmt = (
+        select(Job)
+        .where(Job.state == JobState.pending_approval)
+        .order_by(col(Job.created_at), col(Job.id))
+        .limit(limit)
+    )
+    return list(session.exec(stmt).all())
+
+
+def prune_finished(*, session: Session, older_than: datetime, batch: int = 500) -> int:
+    """Delete finished jobs last changed before `older_than`, in batches; how many.
+
+    Never touches pending, approved or running jobs, and keeps decision audit events
+    (approved, denied, expired, cancelled), which name the call themselves.
+    """
+    deleted = 0
+    while True:
+        stmt = (
+            select(Job.id)
+            .where(col(Job.state).in_(list(TERMINAL_STATES)), col(Job.updated_at) < older_than)
+            .order_by(col(Job.id))
+            .limit(batch)
+        )
+        ids = list(session.exec(stmt).all())
+        if not ids:
+            return deleted
+        session.exec(
+            delete(AuditEvent).where(
+                col(AuditEvent.job_id).in_(ids), col(AuditEvent.event).not_in(DECISION_EVENTS)
+            )
+        )
+        session.exec(delete(Job).where(col(Job.id).in_(ids)))
+        deleted += len(ids)

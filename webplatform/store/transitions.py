@@ -1,0 +1,169 @@
+"""The compare-and-set at the heart of the job state machine, and its refusals.
+
+`webplatform.jobs` builds every operation (approve, claim, finish, ...) on `compare_and_set`
+and re-exports LEGAL_MOVES and the exceptions; this module is only the SQL of a move.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnElement
+from sqlmodel import Session, col, update
+
+from webplatform.store.audit import record_event
+from webplatform.store.models import TERMINAL_STATES, Job, JobState, utcnow
+
+S = JobState
+LEGAL_MOVES: dict[JobState, frozenset[JobState]] = {
+    S.pending_approval: frozenset({S.approved, S.denied, S.expired, S.cancelled}),
+    # An approved job nobody has claimed yet stays approved: expiry is only for decisions.
+    S.approved: frozenset({S.running, S.cancelled}),
+    S.running: frozenset({S.succeeded, S.failed, S.timed_out, S.cancelled, S.lost}),
+    **{state: frozenset() for state in TERMINAL_STATES},
+}
+# Columns a move may set besides `state` and `updated_at`; the call itself is immutable.
+_MOVABLE = frozenset(
+    {
+        "expires_at",
+        "decided_by",
+        "decided_at",
+        "decided_from",
+        "reason",
+        "worker_id",
+        "lease_expires_at",
+        "started_at",
+        "finished_at",
+        "exit_code",
+        "result_json",
+        "stdout",
+        "stderr",
+        "error",
+    }
+)
+_EVENT_FOR = {
+    S.running: "claimed",
+    S.succeeded: "finished",
+    S.failed: "finished",
+    S.timed_out: "finished",
+}
+
+
+class JobError(Exception):
+    """Base of every refusal from the state machine."""
+
+
+class IllegalMove(JobError):
+    """A move LEGAL_MOVES does not allow: a programming error or a forged request."""
+
+
+class JobNotFound(JobError):
+    """No job has that id."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} does not exist")
+        self.job_id = job_id
+
+
+class StaleState(JobError):
+    """The compare-and-set lost: the job was no longer in the expected state (or owner)."""
+
+    def __init__(
+        self,
+        *,
+        job_id: int,
+        expected: JobState,
+        actual: JobState,
+        decided_by: str | None,
+        message: str | None = None,
+    ) -> None:
+        if message is None:
+            message = f"job {job_id} is already {actual.value}"
+            if decided_by and actual in (S.approved, S.denied, S.cancelled):
+                message += f" by {decided_by}"
+            elif decided_by:
+                message += f" (decided by {decided_by})"
+        super().__init__(message)
+        self.job_id = job_id
+        self.expected = expected
+        self.actual = actual
+        self.decided_by = decided_by
+
+
+class DigestMismatch(JobError):
+    """The arguments are not the ones the digest (and so the approval) was made for."""
+
+
+class ApprovalExpired(JobError):
+    """The approval came after the job's approval window closed; the job is now expired."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} expired before it was approved; ask for it again")
+        self.job_id = job_id
+
+
+def fetch_job(session: Session, job_id: int) -> Job:
+    """The job as the database has it now (not a stale copy), or JobNotFound."""
+    job = session.get(Job, job_id, populate_existing=True)
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+def stale_error(job: Job, expected: JobState, message: str | None = None) -> StaleState:
+    """The StaleState for a job found in another state than `expected`."""
+    return StaleState(
+        job_id=job.id or 0,
+        expected=expected,
+        actual=job.state,
+        decided_by=job.decided_by,
+        message=message,
+    )
+
+
+def compare_and_set(
+    session: Session,
+    *,
+    job_id: int,
+    expected: JobState,
+    to: JobState,
+    actor: str,
+    address: str | None,
+    detail: str | None,
+    fields: dict[str, Any],
+    extra: tuple[ColumnElement[bool], ...] = (),
+    event: str | None = None,
+) -> Job:
+    """`UPDATE job SET state=:to, ... WHERE id=:id AND state=:expected [AND extra]`, audited.
+
+    Raises IllegalMove, JobNotFound, or StaleState when the row did not match (another
+    actor moved it first); the audit event is written in the same transaction.
+    """
+    if to not in LEGAL_MOVES[expected]:
+        raise IllegalMove(f"a job cannot move from {expected.value} to {to.value}")
+    unknown = set(fields) - _MOVABLE
+    if unknown:
+        raise TypeError(f"a move cannot set {sorted(unknown)}")
+    stmt = (
+        update(Job)
+        .where(col(Job.id) == job_id, col(Job.state) == expected, *extra)
+        .values(state=to, updated_at=utcnow(), **fields)
+        .execution_options(synchronize_session=False)
+    )
+    if session.exec(stmt).rowcount != 1:
+        job = fetch_job(session, job_id)
+        raise stale_error(
+            job, expected, None if job.state != expected else f"job {job_id} moved on"
+        )
+    job = fetch_job(session, job_id)
+    record_event(
+        session=session,
+        actor=actor,
+        event=event or _EVENT_FOR.get(to, to.value),
+        job_id=job_id,
+        from_state=expected.value,
+        to_state=to.value,
+        detail=detail,
+        address=address,
+    )
+    return job
