@@ -1,4 +1,4 @@
-"""The approval path: queue, wait with progress, distinct outcomes, job_status later, the resource."""
+"""The approval path: queue, wait with progress, distinct outcomes, job_status, the resource."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client.subscriptions import ResourceUpdated
-from mcp_helpers import approve, body, connect, deny, later, make_platform
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_helpers import approve, body, connect, deny, later, make_platform
 from mcp_types import ServerNotification
 
 from webplatform.config import Settings

@@ -45,10 +45,10 @@ def write_big_tool(root: Path) -> None:
     for i in range(ACTIONS - 2):
         lines += [
             f"  - name: get-widget-{i}",
-            f"    description: Fetch widget number {i} with all of its many properties and history.",
+            f"    description: Fetch widget number {i} with all of its properties and history.",
             "    read_only: true",
             "    args:",
-            "      - {name: workspace-id, type: string, required: true, description: The workspace}",
+            "      - {name: workspace-id, type: string, required: true, description: Workspace}",
             "      - {name: max-results, type: integer, description: At most this many results}",
         ]
     (folder / "tool.yaml").write_text("\n".join(lines) + "\n")

@@ -95,7 +95,7 @@ def cap_answer(
         if _size(body) <= max_bytes:
             return body
     for limit in (max_bytes // 4, 2_000, 300, 80):
-        clipped = _clip(body, max(limit, 40))
+        clipped: dict[str, Any] = _clip(body, max(limit, 40))
         if _size(clipped) <= max_bytes:
             return clipped
     body = _clip(body, 80)

@@ -1,0 +1,40 @@
+"""`aat config opencode|claude`: absolute command, each argv element separate, and it starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from webplatform.mcp import config_claude, config_opencode
+
+
+def test_opencode_block_shape() -> None:
+    block = config_opencode()["mcp"]["aat"]
+    assert block["type"] == "local" and block["enabled"] is True
+    command = block["command"]
+    assert Path(command[0]).is_absolute()
+    assert command[-1] == "mcp" and all(" " not in part or Path(part).exists() for part in command)
+
+
+def test_claude_block_matches_opencode() -> None:
+    server = config_claude()["mcpServers"]["aat"]
+    assert [server["command"], *server["args"]] == config_opencode()["mcp"]["aat"]["command"]
+
+
+def test_configured_command_starts_from_another_directory(tmp_path: Path) -> None:
+    command = config_opencode()["mcp"]["aat"]["command"]
+    init = (
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+        '"capabilities":{},"clientInfo":{"name":"cfg","version":"1"}}}\n'
+    )
+    proc = subprocess.run(
+        command,
+        input=init,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "AAT_HOME": str(tmp_path / "home")},
+        timeout=60,
+    )
+    assert '"protocolVersion":"2025-11-25"' in proc.stdout.replace(" ", ""), proc.stderr

@@ -1,0 +1,142 @@
+"""The streamable-HTTP bridge on a real uvicorn server: both eras, Host/Origin checks, token."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_helpers import ERAS, body, make_platform
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from webplatform.config import Settings
+from webplatform.mcp import create_mcp_app
+from webplatform.services import Platform
+
+pytestmark = pytest.mark.anyio
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve(platform: Platform) -> Iterator[str]:
+    """`create_mcp_app` mounted at /mcp in a host app, on a real uvicorn server in a thread."""
+    mcp_app, mcp_lifespan = create_mcp_app(platform)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with mcp_lifespan():
+            yield
+
+    app = Starlette(routes=[Route("/mcp", endpoint=mcp_app)], lifespan=lifespan)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def url(platform: Platform) -> Iterator[str]:
+    with serve(platform) as u:
+        yield u
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_sdk_client_over_http(url: str, mode: str) -> None:
+    async with Client(url, mode=mode) as client:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
+        ran = body(
+            await client.call_tool("run_tool", {"tool": "hello-world", "args": {"name": "H"}})
+        )
+        assert ran["result"] == {"greeting": "Hello, H!"}
+        bad = await client.call_tool("run_tool", {"tool": "hello-world", "args": {"name": [1]}})
+        assert bad.is_error is True and body(bad)["status"] == "invalid"
+
+
+async def test_progress_reaches_http_clients_while_waiting(url: str) -> None:
+    seen: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(value)
+
+    async with Client(url, mode="auto") as client:
+        assert client.session.discover_result is not None
+        result = await client.call_tool(
+            "run_tool_confirmed",
+            {"tool": "outbox", "action": "delete-messages", "args": {}},
+            progress_callback=on_progress,
+        )
+    assert body(result)["status"] == "pending_approval"
+    assert seen
+
+
+def post(url: str, payload: dict[str, Any], **headers: str) -> httpx.Response:
+    return httpx.post(url, json=payload, headers={**HEADERS, **headers}, timeout=10)
+
+
+def test_dns_rebinding_host_and_origin_are_refused(url: str) -> None:
+    assert post(url, INIT, Host="evil.example:80").status_code == 421
+    assert post(url, INIT, Origin="http://evil.example").status_code == 403
+    assert post(url, INIT, Origin="http://localhost:1234").status_code == 200
+
+
+def test_modern_unsupported_version_gets_32022_over_http(url: str) -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2099-01-01",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    response = post(
+        url,
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}},
+        **{"MCP-Protocol-Version": "2099-01-01", "Mcp-Method": "server/discover"},
+    )
+    error = response.json()["error"]
+    assert error["code"] == -32022
+    assert error["data"]["requested"] == "2099-01-01" and error["data"]["supported"]
+
+
+async def test_bearer_token_is_required_when_set(mcp_settings: Settings) -> None:
+    guarded = make_platform(mcp_settings, mcp_token="s3cret-token")
+    with serve(guarded) as url:
+        assert post(url, INIT).status_code == 401
+        assert post(url, INIT, Authorization="Bearer wrong").status_code == 401
+        http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"})
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            tools = (await client.list_tools()).tools
+    assert len(tools) == 7
