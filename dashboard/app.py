@@ -13,7 +13,6 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI
 from starlette.routing import Route
@@ -30,6 +29,7 @@ from webplatform import jobs
 from webplatform.config import Settings
 from webplatform.mcp.http import create_mcp_app
 from webplatform.services import Platform
+from webplatform.worker import make_worker
 
 log = logging.getLogger("aat.dashboard")
 STATIC_DIR = Path(__file__).parent / "static"
@@ -56,9 +56,7 @@ def create_app(
         stop = threading.Event()
         threads = [_start("aat-heartbeat", _heartbeat_loop, platform, stop)]
         if embed_worker:
-            runner = _worker_runner(platform)
-            if runner is not None:
-                threads.append(_start("aat-worker", runner, platform, stop))
+            threads.append(_start("aat-worker", _worker_runner(platform), platform, stop))
         async with AsyncExitStack() as stack:
             if mcp_lifespan is not None:
                 await stack.enter_async_context(mcp_lifespan())
@@ -88,14 +86,18 @@ def create_app(
         return auth.operator_for_token(platform, token)
 
     app.add_middleware(
-        Guard, config=GuardConfig(extra_hosts=tuple(settings.extra_allowed_hosts),
-                                  find_operator=find_operator)
+        Guard,
+        config=GuardConfig(
+            extra_hosts=tuple(settings.extra_allowed_hosts), find_operator=find_operator
+        ),
     )
     return app
 
 
 def _start(
-    name: str, target: Callable[[Platform, threading.Event], None], platform: Platform,
+    name: str,
+    target: Callable[[Platform, threading.Event], None],
+    platform: Platform,
     stop: threading.Event,
 ) -> threading.Thread:
     thread = threading.Thread(target=target, args=(platform, stop), name=name, daemon=True)
@@ -109,8 +111,13 @@ def _heartbeat_loop(platform: Platform, stop: threading.Event) -> None:
     while True:
         try:
             with platform.session() as session:
-                jobs.beat(session=session, process_id=platform.process_id, role="dashboard",
-                          host=host, pid=pid)
+                jobs.beat(
+                    session=session,
+                    process_id=platform.process_id,
+                    role="dashboard",
+                    host=host,
+                    pid=pid,
+                )
             with platform.session() as session:
                 jobs.expire_due(session=session)
         except Exception:  # a locked or briefly unreachable database must not kill the beat
@@ -119,12 +126,7 @@ def _heartbeat_loop(platform: Platform, stop: threading.Event) -> None:
             return
 
 
-def _worker_runner(platform: Platform) -> Callable[[Platform, threading.Event], None] | None:
-    try:
-        from webplatform.worker import make_worker
-    except ImportError:  # the worker module lands separately; the dashboard works without it
-        log.warning("no webplatform.worker yet: approved jobs wait for `aat worker`")
-        return None
+def _worker_runner(platform: Platform) -> Callable[[Platform, threading.Event], None]:
     worker = make_worker(platform)
 
     def run(_platform: Platform, stop: threading.Event) -> None:

@@ -76,7 +76,9 @@ def log_in(*, platform: Platform, username: str, password: str, address: str | N
     with platform.session() as session:
         if not operators.authenticate(session=session, name=username, password=password):
             audit.record_event(
-                session=session, actor=username[:200] or "?", event="login-failed",
+                session=session,
+                actor=username[:200] or "?",
+                event="login-failed",
                 address=address,
             )
             return None
@@ -113,4 +115,6 @@ def set_session_cookie(response: Response, token: str, *, secure: bool) -> None:
 
 def clear_session_cookie(response: Response, *, secure: bool) -> None:
     """Tell the browser to forget the session cookie."""
-    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=secure)
+    response.delete_cookie(
+        SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=secure
+    )

@@ -59,7 +59,11 @@ def _parse_time(text: str | None, label: str, problems: list[str]) -> datetime |
 
 
 def parse_filters(
-    *, state: str | None, tool: str | None, surface: str | None, since: str | None,
+    *,
+    state: str | None,
+    tool: str | None,
+    surface: str | None,
+    since: str | None,
     until: str | None,
 ) -> JobFilters:
     """Filters from query-string text; bad values are reported, not fatal."""
@@ -91,13 +95,20 @@ def job_page(
     """One page of job history, newest first (keyset paging on id)."""
     with session_scope(platform.engine, write=False) as session:
         return jobs.list_jobs(
-            session=session, state=filters.state, name=filters.tool, surface=filters.surface,
-            since=filters.since, until=filters.until, before_id=before_id, limit=limit,
+            session=session,
+            state=filters.state,
+            name=filters.tool,
+            surface=filters.surface,
+            since=filters.since,
+            until=filters.until,
+            before_id=before_id,
+            limit=limit,
         )
 
 
-def all_jobs(*, platform: Platform, filters: JobFilters, limit: int = EXPORT_LIMIT
-             ) -> list[JobSummary]:
+def all_jobs(
+    *, platform: Platform, filters: JobFilters, limit: int = EXPORT_LIMIT
+) -> list[JobSummary]:
     """Every job matching the filters (up to `limit`), for exports, fetched page by page."""
     out: list[JobSummary] = []
     before: int | None = None
@@ -154,12 +165,13 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
         if job is None:
             return None
         events = jobs.audit_events(session=session, job_id=job_id)
-    duration = (
-        job.finished_at - job.started_at if job.finished_at and job.started_at else None
-    )
+    duration = job.finished_at - job.started_at if job.finished_at and job.started_at else None
     approved_by = next((e.actor for e in events if e.event == "approved"), None)
-    if approved_by is None and job.irreversible and job.state not in (
-        JobState.pending_approval, JobState.denied, JobState.expired, JobState.cancelled
+    if (
+        approved_by is None
+        and job.irreversible
+        and job.state
+        not in (JobState.pending_approval, JobState.denied, JobState.expired, JobState.cancelled)
     ):
         approved_by = job.decided_by
     return JobDetail(

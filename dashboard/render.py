@@ -5,8 +5,8 @@ it when htmx asks (`HX-Request`), and says so with `Vary: HX-Request`.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request

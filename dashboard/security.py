@@ -87,8 +87,14 @@ class Guard:
         send = _with_security_headers(send, path=scope["path"])
         headers = Headers(scope=scope)
         if not self._host_ok(scope, headers):
-            await _refuse(scope, receive, send, 400, "unknown Host header; open the dashboard "
-                          "at the address `aat serve` printed, or add it to AAT_ALLOWED_HOSTS")
+            await _refuse(
+                scope,
+                receive,
+                send,
+                400,
+                "unknown Host header; open the dashboard "
+                "at the address `aat serve` printed, or add it to AAT_ALLOWED_HOSTS",
+            )
             return
         path: str = scope["path"]
         is_mcp = path == "/mcp" or path.startswith("/mcp/")
@@ -103,8 +109,13 @@ class Guard:
         method: str = scope["method"]
         unsafe = method not in SAFE_METHODS
         if unsafe and not _same_origin(headers, scope):
-            await _refuse(scope, receive, send, 403, "cross-origin request refused: "
-                          "submit the form from the dashboard's own pages")
+            await _refuse(
+                scope,
+                receive,
+                send,
+                403,
+                "cross-origin request refused: submit the form from the dashboard's own pages",
+            )
             return
         public = path in PUBLIC_PATHS or path.startswith("/static/")
         token = _cookie(headers, auth.SESSION_COOKIE)
@@ -120,9 +131,20 @@ class Guard:
             if body is None:
                 await _refuse(scope, _empty_receive, send, 413, f"request body over {limit} bytes")
                 return
-            if token and operator and not public and not _csrf_ok(headers, body, csrf_token_for(token)):
-                await _refuse(scope, _empty_receive, send, 403, "form expired or forged (CSRF "
-                              "token mismatch): reload the page and submit again")
+            if (
+                token
+                and operator
+                and not public
+                and not _csrf_ok(headers, body, csrf_token_for(token))
+            ):
+                await _refuse(
+                    scope,
+                    _empty_receive,
+                    send,
+                    403,
+                    "form expired or forged (CSRF "
+                    "token mismatch): reload the page and submit again",
+                )
                 return
             receive = _replay(body)
         await self.app(scope, receive, send)
@@ -234,7 +256,9 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, text:
 
 async def _login_required(scope: Scope, receive: Receive, send: Send, *, unsafe: bool) -> None:
     headers = Headers(scope=scope)
-    target = scope["path"] + (("?" + scope["query_string"].decode()) if scope["query_string"] else "")
+    target = scope["path"] + (
+        ("?" + scope["query_string"].decode()) if scope["query_string"] else ""
+    )
     login = "/login?next=" + quote(target, safe="")
     response: Response
     if unsafe:
@@ -243,8 +267,9 @@ async def _login_required(scope: Scope, receive: Receive, send: Send, *, unsafe:
         )
     elif headers.get("hx-request") == "true":
         # htmx would swap a login page into a fragment; tell it to navigate instead.
-        response = PlainTextResponse("log in first\n", status_code=401, headers={
-            "HX-Redirect": login})
+        response = PlainTextResponse(
+            "log in first\n", status_code=401, headers={"HX-Redirect": login}
+        )
     else:
         response = RedirectResponse(login, status_code=303)
     await response(scope, receive, send)

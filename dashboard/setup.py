@@ -98,8 +98,7 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
         if not hmac.compare_digest(stored, _hash(token)):
             return "this setup link is not valid: use the latest link `aat serve` printed"
         try:
-            operators.add_operator(session=session, name=username, password=password,
-                                   actor="setup")
+            operators.add_operator(session=session, name=username, password=password, actor="setup")
         except operators.OperatorError as exc:
             return str(exc)
         meta.delete_meta(session=session, key=SETUP_TOKEN_KEY)

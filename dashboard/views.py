@@ -120,7 +120,9 @@ def search(registry: Registry, query: str) -> list[SearchHit]:
             spec = specs[name]
             href = f"/registry/{kind}/{name}"
             if _matches(words, spec.name, spec.description):
-                hits.append(SearchHit(kind=kind, name=name, description=spec.description, href=href))
+                hits.append(
+                    SearchHit(kind=kind, name=name, description=spec.description, href=href)
+                )
             if not words:
                 continue
             for action in spec.actions:
@@ -139,8 +141,9 @@ def search(registry: Registry, query: str) -> list[SearchHit]:
         skill = registry.skills[name]
         if _matches(words, skill.name, skill.description):
             hits.append(
-                SearchHit(kind="skill", name=name, description=skill.description,
-                          href=f"/skills/{name}")
+                SearchHit(
+                    kind="skill", name=name, description=skill.description, href=f"/skills/{name}"
+                )
             )
     return hits
 

@@ -22,22 +22,43 @@ router = APIRouter()
 DONE = {"approved": "Approved", "denied": "Denied"}
 
 
-def render_queue(request: Request, platform: Platform, pages: Pages, *,
-                 message: str | None = None, error: str | None = None,
-                 status_code: int = 200, block: str = "live") -> Response:
+def render_queue(
+    request: Request,
+    platform: Platform,
+    pages: Pages,
+    *,
+    message: str | None = None,
+    error: str | None = None,
+    status_code: int = 200,
+    block: str = "live",
+) -> Response:
     """The approvals page, or one block of it for htmx (`live`: the polled queue;
     `notice`: the outcome of a decision), with an optional message."""
     queue = data.approval_queue(platform)
-    return pages.render(request, "approvals.html", {
-        "queue": queue, "pending_count": len(queue.pending), "message": message, "error": error,
-    }, block=block, status_code=status_code,
-        headers={"HX-Trigger": "queue-changed"} if block == "notice" else None)
+    return pages.render(
+        request,
+        "approvals.html",
+        {
+            "queue": queue,
+            "pending_count": len(queue.pending),
+            "message": message,
+            "error": error,
+        },
+        block=block,
+        status_code=status_code,
+        headers={"HX-Trigger": "queue-changed"} if block == "notice" else None,
+    )
 
 
 @router.get("/approvals")
-def approvals_page(request: Request, platform: PlatformDep, pages: PagesDep,
-                   _operator: OperatorDep, done: str | None = None,
-                   job: int | None = None) -> Response:
+def approvals_page(
+    request: Request,
+    platform: PlatformDep,
+    pages: PagesDep,
+    _operator: OperatorDep,
+    done: str | None = None,
+    job: int | None = None,
+) -> Response:
     """Pending calls with Approve / Deny, and the recent decisions below them."""
     message = f"{DONE[done]} job {job}." if done in DONE and job is not None else None
     return render_queue(request, platform, pages, message=message)

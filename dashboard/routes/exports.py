@@ -15,8 +15,22 @@ from dashboard.deps import OperatorDep, PlatformDep
 from webplatform.store.models import JobSummary
 
 router = APIRouter()
-COLUMNS = ("id", "created_at", "kind", "name", "action", "irreversible", "state", "surface",
-           "client", "requested_by", "decided_by", "started_at", "finished_at", "exit_code")
+COLUMNS = (
+    "id",
+    "created_at",
+    "kind",
+    "name",
+    "action",
+    "irreversible",
+    "state",
+    "surface",
+    "client",
+    "requested_by",
+    "decided_by",
+    "started_at",
+    "finished_at",
+    "exit_code",
+)
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
@@ -39,15 +53,22 @@ def _safe_text(value: object) -> object:
     return value
 
 
-def _filters(state: str | None, tool: str | None, surface: str | None, since: str | None,
-             until: str | None) -> data.JobFilters:
+def _filters(
+    state: str | None, tool: str | None, surface: str | None, since: str | None, until: str | None
+) -> data.JobFilters:
     return data.parse_filters(state=state, tool=tool, surface=surface, since=since, until=until)
 
 
 @router.get("/jobs.csv")
-def jobs_csv(platform: PlatformDep, _operator: OperatorDep, state: str | None = None,
-             tool: str | None = None, surface: str | None = None, since: str | None = None,
-             until: str | None = None) -> Response:
+def jobs_csv(
+    platform: PlatformDep,
+    _operator: OperatorDep,
+    state: str | None = None,
+    tool: str | None = None,
+    surface: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> Response:
     """The filtered history as CSV (UTF-8, one header row)."""
     rows = data.all_jobs(platform=platform, filters=_filters(state, tool, surface, since, until))
 
@@ -62,14 +83,23 @@ def jobs_csv(platform: PlatformDep, _operator: OperatorDep, state: str | None = 
             buffer.truncate()
         yield buffer.getvalue()
 
-    return StreamingResponse(lines(), media_type="text/csv; charset=utf-8",
-                             headers={"content-disposition": 'attachment; filename="jobs.csv"'})
+    return StreamingResponse(
+        lines(),
+        media_type="text/csv; charset=utf-8",
+        headers={"content-disposition": 'attachment; filename="jobs.csv"'},
+    )
 
 
 @router.get("/jobs.xlsx")
-def jobs_xlsx(platform: PlatformDep, _operator: OperatorDep, state: str | None = None,
-              tool: str | None = None, surface: str | None = None, since: str | None = None,
-              until: str | None = None) -> Response:
+def jobs_xlsx(
+    platform: PlatformDep,
+    _operator: OperatorDep,
+    state: str | None = None,
+    tool: str | None = None,
+    surface: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> Response:
     """The filtered history as an Excel workbook (one sheet, "jobs")."""
     rows = data.all_jobs(platform=platform, filters=_filters(state, tool, surface, since, until))
     book = Workbook(write_only=True)
@@ -79,5 +109,8 @@ def jobs_xlsx(platform: PlatformDep, _operator: OperatorDep, state: str | None =
         sheet.append([_safe_text(c) for c in _cells(row)])
     out = io.BytesIO()
     book.save(out)
-    return Response(out.getvalue(), media_type=XLSX_TYPE,
-                    headers={"content-disposition": 'attachment; filename="jobs.xlsx"'})
+    return Response(
+        out.getvalue(),
+        media_type=XLSX_TYPE,
+        headers={"content-disposition": 'attachment; filename="jobs.xlsx"'},
+    )

@@ -26,37 +26,75 @@ NOTICES = {"approved": "Approved", "denied": "Denied", "rerun": "Asked again as"
 
 @router.get("/jobs")
 def jobs_page(
-    request: Request, platform: PlatformDep, pages: PagesDep, _operator: OperatorDep,
-    state: str | None = None, tool: str | None = None, surface: str | None = None,
-    since: str | None = None, until: str | None = None, before_id: int | None = None,
+    request: Request,
+    platform: PlatformDep,
+    pages: PagesDep,
+    _operator: OperatorDep,
+    state: str | None = None,
+    tool: str | None = None,
+    surface: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    before_id: int | None = None,
 ) -> Response:
     """Job history, newest first, filtered; "older" pages continue below the last id shown."""
     filters = data.parse_filters(state=state, tool=tool, surface=surface, since=since, until=until)
     rows = data.job_page(platform=platform, filters=filters, before_id=before_id)
     older = rows[-1].id if len(rows) == data.PAGE_SIZE else None
-    return pages.render(request, "jobs.html", {
-        "rows": rows, "filters": filters, "older": older, "before_id": before_id,
-        "states": list(JobState), "surfaces": list(Surface),
-        "older_query": filters.query(before_id=older) if older else None,
-        "export_query": filters.query(),
-    }, block="table")
+    return pages.render(
+        request,
+        "jobs.html",
+        {
+            "rows": rows,
+            "filters": filters,
+            "older": older,
+            "before_id": before_id,
+            "states": list(JobState),
+            "surfaces": list(Surface),
+            "older_query": filters.query(before_id=older) if older else None,
+            "export_query": filters.query(),
+        },
+        block="table",
+    )
 
 
-def render_job(request: Request, platform: Platform, pages: Pages, job_id: int, *,
-               message: str | None = None, error: str | None = None,
-               status_code: int = 200) -> Response:
+def render_job(
+    request: Request,
+    platform: Platform,
+    pages: Pages,
+    job_id: int,
+    *,
+    message: str | None = None,
+    error: str | None = None,
+    status_code: int = 200,
+) -> Response:
     """The job page, optionally with a message about what just happened."""
     detail = data.job_detail(platform, job_id)
     if detail is None:
         raise HTTPException(404, f"no job {job_id}: it never existed or was pruned from history")
-    return pages.render(request, "job.html", {
-        "d": detail, "job": detail.job, "message": message, "error": error,
-    }, status_code=status_code)
+    return pages.render(
+        request,
+        "job.html",
+        {
+            "d": detail,
+            "job": detail.job,
+            "message": message,
+            "error": error,
+        },
+        status_code=status_code,
+    )
 
 
 @router.get("/jobs/{job_id}")
-def job_page(request: Request, platform: PlatformDep, pages: PagesDep, _operator: OperatorDep,
-             job_id: int, done: str | None = None, new: int | None = None) -> Response:
+def job_page(
+    request: Request,
+    platform: PlatformDep,
+    pages: PagesDep,
+    _operator: OperatorDep,
+    job_id: int,
+    done: str | None = None,
+    new: int | None = None,
+) -> Response:
     """Arguments, digest, timeline, result and output of one job; Approve/Deny while pending."""
     return render_job(request, platform, pages, job_id, message=_notice(done, job_id, new))
 
@@ -69,8 +107,15 @@ def _notice(done: str | None, job_id: int, new: int | None) -> str | None:
     return f"{NOTICES[done]} job {job_id}."
 
 
-async def _decide(request: Request, platform: Platform, pages: Pages, job_id: int,
-                  verb: str, call: object, return_to: str) -> Response:
+async def _decide(
+    request: Request,
+    platform: Platform,
+    pages: Pages,
+    job_id: int,
+    verb: str,
+    call: object,
+    return_to: str,
+) -> Response:
     try:
         await run_in_threadpool(call)  # type: ignore[arg-type]
     except jobs.JobNotFound:
@@ -80,50 +125,90 @@ async def _decide(request: Request, platform: Platform, pages: Pages, job_id: in
     except jobs.ApprovalExpired:
         error = f"job {job_id} expired before it was approved: it will not run; ask for it again"
     except jobs.DigestMismatch:
-        error = (f"job {job_id}'s arguments are not the ones this page showed: reload the page "
-                 "and review them again")
+        error = (
+            f"job {job_id}'s arguments are not the ones this page showed: reload the page "
+            "and review them again"
+        )
     else:
         if is_htmx(request) or return_to != "job":
             if is_htmx(request):
-                return render_queue(request, platform, pages, block="notice",
-                                    message=f"{NOTICES[verb]} job {job_id}.")
+                return render_queue(
+                    request,
+                    platform,
+                    pages,
+                    block="notice",
+                    message=f"{NOTICES[verb]} job {job_id}.",
+                )
             return RedirectResponse(f"/approvals?done={verb}&job={job_id}", status_code=303)
         return RedirectResponse(f"/jobs/{job_id}?done={verb}", status_code=303)
     if return_to == "approvals" or is_htmx(request):
         # htmx swaps only 2xx answers, so the refusal comes back 200 to be shown.
-        return render_queue(request, platform, pages, error=error, block="notice",
-                            status_code=200 if is_htmx(request) else 409)
+        return render_queue(
+            request,
+            platform,
+            pages,
+            error=error,
+            block="notice",
+            status_code=200 if is_htmx(request) else 409,
+        )
     return render_job(request, platform, pages, job_id, error=error, status_code=409)
 
 
 @router.post("/jobs/{job_id}/approve")
-async def approve(request: Request, platform: PlatformDep, pages: PagesDep, operator: OperatorDep,
-                  address: AddressDep, job_id: int, digest: Annotated[str, Form()] = "",
-                  return_to: Annotated[str, Form()] = "job") -> Response:
+async def approve(
+    request: Request,
+    platform: PlatformDep,
+    pages: PagesDep,
+    operator: OperatorDep,
+    address: AddressDep,
+    job_id: int,
+    digest: Annotated[str, Form()] = "",
+    return_to: Annotated[str, Form()] = "job",
+) -> Response:
     """Approve exactly the call whose digest the page showed."""
+
     def call() -> None:
-        decisions.approve(platform=platform, job_id=job_id, operator=operator, digest=digest,
-                          address=address)
+        decisions.approve(
+            platform=platform, job_id=job_id, operator=operator, digest=digest, address=address
+        )
+
     return await _decide(request, platform, pages, job_id, "approved", call, return_to)
 
 
 @router.post("/jobs/{job_id}/deny")
-async def deny(request: Request, platform: PlatformDep, pages: PagesDep, operator: OperatorDep,
-               address: AddressDep, job_id: int, reason: Annotated[str, Form()] = "",
-               return_to: Annotated[str, Form()] = "job") -> Response:
+async def deny(
+    request: Request,
+    platform: PlatformDep,
+    pages: PagesDep,
+    operator: OperatorDep,
+    address: AddressDep,
+    job_id: int,
+    reason: Annotated[str, Form()] = "",
+    return_to: Annotated[str, Form()] = "job",
+) -> Response:
     """Deny the call; the reason (optional) reaches the agent that asked."""
+
     def call() -> None:
-        decisions.deny(platform=platform, job_id=job_id, operator=operator, reason=reason,
-                       address=address)
+        decisions.deny(
+            platform=platform, job_id=job_id, operator=operator, reason=reason, address=address
+        )
+
     return await _decide(request, platform, pages, job_id, "denied", call, return_to)
 
 
 @router.post("/jobs/{job_id}/rerun")
-def rerun(request: Request, platform: PlatformDep, pages: PagesDep, actor: ActorDep,
-          job_id: int) -> Response:
+def rerun(
+    request: Request, platform: PlatformDep, pages: PagesDep, actor: ActorDep, job_id: int
+) -> Response:
     """Ask again for the same call: a new job (a new approval if irreversible)."""
     answer = decisions.rerun(platform=platform, job_id=job_id, actor=actor)
     if answer.job is None:
-        return render_job(request, platform, pages, job_id, error=answer.error or
-                          f"could not ask again: {answer.status.value}", status_code=400)
+        return render_job(
+            request,
+            platform,
+            pages,
+            job_id,
+            error=answer.error or f"could not ask again: {answer.status.value}",
+            status_code=400,
+        )
     return RedirectResponse(f"/jobs/{answer.job}?done=rerun&new={answer.job}", status_code=303)

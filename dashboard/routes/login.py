@@ -50,17 +50,26 @@ def login(
     wait = limiter.retry_after(*keys)
     if wait > 0:
         return pages.render(
-            request, "login.html",
-            {"next": _safe_next(next),
-             "error": f"too many failed logins: wait {int(wait) + 1} s and try again"},
-            status_code=429, headers={"Retry-After": str(int(wait) + 1)},
+            request,
+            "login.html",
+            {
+                "next": _safe_next(next),
+                "error": f"too many failed logins: wait {int(wait) + 1} s and try again",
+            },
+            status_code=429,
+            headers={"Retry-After": str(int(wait) + 1)},
         )
     token = auth.log_in(platform=platform, username=username, password=password, address=address)
     if token is None:
         limiter.failed(*keys)
         return pages.render(
-            request, "login.html",
-            {"next": _safe_next(next), "error": "wrong user name or password", "username": username},
+            request,
+            "login.html",
+            {
+                "next": _safe_next(next),
+                "error": "wrong user name or password",
+                "username": username,
+            },
             status_code=401,
         )
     limiter.succeeded(*keys)
@@ -70,8 +79,9 @@ def login(
 
 
 @router.post("/logout")
-def logout(request: Request, platform: PlatformDep, operator: OperatorDep,
-           address: AddressDep) -> Response:
+def logout(
+    request: Request, platform: PlatformDep, operator: OperatorDep, address: AddressDep
+) -> Response:
     """End this browser's session."""
     token = request.cookies.get(auth.SESSION_COOKIE, "")
     auth.log_out(platform=platform, token=token, operator=operator, address=address)
@@ -81,14 +91,19 @@ def logout(request: Request, platform: PlatformDep, operator: OperatorDep,
 
 
 @router.get("/setup")
-def setup_form(request: Request, platform: PlatformDep, pages: PagesDep,
-               token: str = "") -> Response:
+def setup_form(
+    request: Request, platform: PlatformDep, pages: PagesDep, token: str = ""
+) -> Response:
     """First-run setup: create the first operator, with the link `aat serve` printed."""
     if not setup.setup_open(platform, token):
         return pages.render(
-            request, "message.html",
-            {"title": "Setup", "message": "this setup link is not valid (or setup is done): "
-             "log in, or use the latest link `aat serve` printed"},
+            request,
+            "message.html",
+            {
+                "title": "Setup",
+                "message": "this setup link is not valid (or setup is done): "
+                "log in, or use the latest link `aat serve` printed",
+            },
             status_code=404,
         )
     return pages.render(request, "setup.html", {"token": token, "error": None})
@@ -110,8 +125,12 @@ def setup_submit(
         platform=platform, token=token, username=username, password=password
     )
     if error:
-        return pages.render(request, "setup.html", {"token": token, "error": error,
-                                                    "username": username}, status_code=400)
+        return pages.render(
+            request,
+            "setup.html",
+            {"token": token, "error": error, "username": username},
+            status_code=400,
+        )
     response = RedirectResponse("/", status_code=303)
     session_token = auth.start_browser_session(platform=platform, operator=username)
     auth.set_session_cookie(response, session_token, secure=_secure(platform))

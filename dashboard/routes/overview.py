@@ -13,8 +13,9 @@ router = APIRouter()
 
 
 @router.get("/")
-def overview(request: Request, platform: PlatformDep, pages: PagesDep,
-             _operator: OperatorDep) -> Response:
+def overview(
+    request: Request, platform: PlatformDep, pages: PagesDep, _operator: OperatorDep
+) -> Response:
     """Pending approvals, recent jobs and registry health on one page."""
     registry = platform.registry()
     missing = [
@@ -26,10 +27,14 @@ def overview(request: Request, platform: PlatformDep, pages: PagesDep,
     ]
     queue = data.approval_queue(platform, history=0)
     recent = data.job_page(platform=platform, filters=data.JobFilters(), before_id=None, limit=10)
-    return pages.render(request, "overview.html", {
-        "pending": queue.pending,
-        "pending_count": len(queue.pending),
-        "recent": recent,
-        "registry": registry,
-        "missing_secrets": missing,
-    })
+    return pages.render(
+        request,
+        "overview.html",
+        {
+            "pending": queue.pending,
+            "pending_count": len(queue.pending),
+            "recent": recent,
+            "registry": registry,
+            "missing_secrets": missing,
+        },
+    )

@@ -23,8 +23,9 @@ from webplatform.validation import parse_text_args
 router = APIRouter()
 
 
-def _resolve(platform: Platform, kind: str, name: str, action: str
-             ) -> tuple[RunnableKind, ToolSpec, ActionSpec]:
+def _resolve(
+    platform: Platform, kind: str, name: str, action: str
+) -> tuple[RunnableKind, ToolSpec, ActionSpec]:
     if kind not in ("tool", "agent"):
         raise HTTPException(404, f"no registry section {kind!r}: use tool or agent")
     runnable: RunnableKind = "agent" if kind == "agent" else "tool"
@@ -39,42 +40,95 @@ def _resolve(platform: Platform, kind: str, name: str, action: str
 
 
 @router.get("/run/{kind}/{name}/{action}")
-def run_form(request: Request, platform: PlatformDep, pages: PagesDep, _operator: OperatorDep,
-             kind: str, name: str, action: str) -> Response:
+def run_form(
+    request: Request,
+    platform: PlatformDep,
+    pages: PagesDep,
+    _operator: OperatorDep,
+    kind: str,
+    name: str,
+    action: str,
+) -> Response:
     """The form for one action, with defaults filled in."""
     runnable, spec, act = _resolve(platform, kind, name, action)
-    return pages.render(request, "run.html", {
-        "kind": runnable, "tool": spec, "action": act, "fields": views.form_fields(act),
-        "badge": gate.describe(spec.name, act), "error": None,
-    })
+    return pages.render(
+        request,
+        "run.html",
+        {
+            "kind": runnable,
+            "tool": spec,
+            "action": act,
+            "fields": views.form_fields(act),
+            "badge": gate.describe(spec.name, act),
+            "error": None,
+        },
+    )
 
 
 @router.post("/run/{kind}/{name}/{action}")
-async def run_submit(request: Request, platform: PlatformDep, pages: PagesDep, actor: ActorDep,
-                     kind: str, name: str, action: str) -> Response:
-    """Validate; confirm first if irreversible; then run (or hand to the worker) and show the job."""
+async def run_submit(
+    request: Request,
+    platform: PlatformDep,
+    pages: PagesDep,
+    actor: ActorDep,
+    kind: str,
+    name: str,
+    action: str,
+) -> Response:
+    """Validate; confirm first if irreversible; then run (or queue for the worker); show the job."""
     runnable, spec, act = _resolve(platform, kind, name, action)
     form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
     raw = views.raw_form_values(act, form)
     args, problems = parse_text_args(act, raw)
     irreversible = gate.is_irreversible(spec.name, act)
-    context = {"kind": runnable, "tool": spec, "action": act, "badge": gate.describe(spec.name, act)}
+    context = {
+        "kind": runnable,
+        "tool": spec,
+        "action": act,
+        "badge": gate.describe(spec.name, act),
+    }
     if problems:
-        return pages.render(request, "run.html", {
-            **context, "fields": views.form_fields(act, raw), "error": problems.line,
-        }, status_code=400)
+        return pages.render(
+            request,
+            "run.html",
+            {
+                **context,
+                "fields": views.form_fields(act, raw),
+                "error": problems.line,
+            },
+            status_code=400,
+        )
     if irreversible and form.get("confirm") != "yes":
-        return pages.render(request, "run_confirm.html", {
-            **context, "raw": raw, "args_json": json.dumps(args, indent=2, ensure_ascii=False),
-            "why": gate.why_irreversible(spec.name, act),
-        })
+        return pages.render(
+            request,
+            "run_confirm.html",
+            {
+                **context,
+                "raw": raw,
+                "args_json": json.dumps(args, indent=2, ensure_ascii=False),
+                "why": gate.why_irreversible(spec.name, act),
+            },
+        )
     answer = await run_in_threadpool(
-        request_run, platform=platform, kind=runnable, name=spec.name, action=act.name,
-        args=args, actor=actor, confirmed=True, operator_approved=irreversible,
+        request_run,
+        platform=platform,
+        kind=runnable,
+        name=spec.name,
+        action=act.name,
+        args=args,
+        actor=actor,
+        confirmed=True,
+        operator_approved=irreversible,
     )
     if answer.job is None or answer.status is Status.invalid:
-        return pages.render(request, "run.html", {
-            **context, "fields": views.form_fields(act, raw),
-            "error": answer.error or f"the run was {answer.status.value}",
-        }, status_code=400)
+        return pages.render(
+            request,
+            "run.html",
+            {
+                **context,
+                "fields": views.form_fields(act, raw),
+                "error": answer.error or f"the run was {answer.status.value}",
+            },
+            status_code=400,
+        )
     return RedirectResponse(f"/jobs/{answer.job}", status_code=303)

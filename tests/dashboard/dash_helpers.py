@@ -25,8 +25,9 @@ def add_operator(platform: Platform, name: str, password: str = PASSWORD) -> Non
 
 def log_in(client: TestClient, name: str, password: str = PASSWORD) -> None:
     """Log `client` in through the login form."""
-    r = client.post("/login", data={"username": name, "password": password, "next": "/"},
-                    headers=ORIGIN)
+    r = client.post(
+        "/login", data={"username": name, "password": password, "next": "/"}, headers=ORIGIN
+    )
     assert r.status_code == 303, r.text
     assert "aat_session" in r.cookies or client.cookies.get("aat_session")
 
@@ -43,6 +44,11 @@ def queue_send(platform: Platform, **args: Any) -> Answer:
     """An MCP-like request for the irreversible outbox send-message; returns its answer."""
     call = {"to": "bob@example.org", "subject": "hi", "body": "hello", **args}
     return request_run(
-        platform=platform, kind="tool", name="outbox", action="send-message", args=call,
-        actor=Actor(surface=Surface.mcp_http, client="test-agent"), confirmed=True,
+        platform=platform,
+        kind="tool",
+        name="outbox",
+        action="send-message",
+        args=call,
+        actor=Actor(surface=Surface.mcp_http, client="test-agent"),
+        confirmed=True,
     )

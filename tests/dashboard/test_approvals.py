@@ -21,8 +21,12 @@ def _job(platform, job_id):
 
 
 def _approve(client, platform, job_id, **extra):
-    form = {"csrf_token": csrf(client), "digest": _job(platform, job_id).args_digest,
-            "return_to": "approvals", **extra}
+    form = {
+        "csrf_token": csrf(client),
+        "digest": _job(platform, job_id).args_digest,
+        "return_to": "approvals",
+        **extra,
+    }
     return client.post(f"/jobs/{job_id}/approve", data=form, headers=ORIGIN)
 
 
@@ -56,7 +60,9 @@ def test_htmx_poll_gets_only_the_live_block(platform, alice):
 def test_approve_then_the_double_submit_says_who_decided(platform, alice):
     job_id = queue_send(platform).job
     r = _approve(alice, platform, job_id)
-    assert r.status_code == 303 and r.headers["location"] == f"/approvals?done=approved&job={job_id}"
+    assert (
+        r.status_code == 303 and r.headers["location"] == f"/approvals?done=approved&job={job_id}"
+    )
     assert f"Approved job {job_id}." in alice.get(r.headers["location"]).text
     job = _job(platform, job_id)
     assert job.state.value == "approved" and job.decided_by == "alice"
@@ -72,8 +78,9 @@ def test_two_operators_one_wins_the_other_is_told(app, platform, alice):
         job_id = queue_send(platform).job
         bob_form = {"csrf_token": csrf(bob), "digest": _job(platform, job_id).args_digest}
         assert _approve(alice, platform, job_id).status_code == 303
-        r = bob.post(f"/jobs/{job_id}/approve", data={**bob_form, "return_to": "job"},
-                     headers=ORIGIN)
+        r = bob.post(
+            f"/jobs/{job_id}/approve", data={**bob_form, "return_to": "job"}, headers=ORIGIN
+        )
         assert r.status_code == 409
         assert "already approved by alice" in r.text
         assert f"Job {job_id}" in r.text  # the job page, with the message on it
@@ -83,8 +90,11 @@ def test_htmx_decision_returns_the_notice_and_refreshes_the_queue(platform, alic
     job_id = queue_send(platform).job
     r = alice.post(
         f"/jobs/{job_id}/approve",
-        data={"csrf_token": csrf(alice), "digest": _job(platform, job_id).args_digest,
-              "return_to": "approvals"},
+        data={
+            "csrf_token": csrf(alice),
+            "digest": _job(platform, job_id).args_digest,
+            "return_to": "approvals",
+        },
         headers={**ORIGIN, "HX-Request": "true"},
     )
     assert r.status_code == 200 and f"Approved job {job_id}." in r.text
@@ -99,8 +109,15 @@ def test_htmx_decision_returns_the_notice_and_refreshes_the_queue(platform, alic
 
 def test_deny_with_a_reason_reaches_the_agent(platform, alice):
     job_id = queue_send(platform).job
-    r = alice.post(f"/jobs/{job_id}/deny", headers=ORIGIN, data={
-        "csrf_token": csrf(alice), "reason": "not to customers on Friday", "return_to": "job"})
+    r = alice.post(
+        f"/jobs/{job_id}/deny",
+        headers=ORIGIN,
+        data={
+            "csrf_token": csrf(alice),
+            "reason": "not to customers on Friday",
+            "return_to": "job",
+        },
+    )
     assert r.status_code == 303
     answer = job_answer(platform=platform, job_id=job_id)
     assert answer.status is Status.denied
@@ -118,8 +135,11 @@ def test_approve_after_expiry_is_a_clear_refusal(settings, platform, alice):
         assert job is not None
         job.expires_at = utcnow() - timedelta(seconds=1)
         session.add(job)
-    r = alice.post(f"/jobs/{job_id}/approve", headers=ORIGIN,
-                   data={"csrf_token": token, "digest": page_digest, "return_to": "job"})
+    r = alice.post(
+        f"/jobs/{job_id}/approve",
+        headers=ORIGIN,
+        data={"csrf_token": token, "digest": page_digest, "return_to": "job"},
+    )
     assert r.status_code == 409
     assert "expired" in r.text and "will not run" in r.text
     assert _job(platform, job_id).state.value == "expired"
@@ -128,8 +148,11 @@ def test_approve_after_expiry_is_a_clear_refusal(settings, platform, alice):
 
 def test_approve_with_another_digest_is_refused(platform, alice):
     job_id = queue_send(platform).job
-    r = alice.post(f"/jobs/{job_id}/approve", headers=ORIGIN,
-                   data={"csrf_token": csrf(alice), "digest": "0" * 64, "return_to": "job"})
+    r = alice.post(
+        f"/jobs/{job_id}/approve",
+        headers=ORIGIN,
+        data={"csrf_token": csrf(alice), "digest": "0" * 64, "return_to": "job"},
+    )
     assert r.status_code == 409 and "review them again" in r.text
     assert _job(platform, job_id).state.value == "pending_approval"
 
@@ -137,8 +160,9 @@ def test_approve_with_another_digest_is_refused(platform, alice):
 def test_unknown_job_is_a_404_page(alice):
     r = alice.get("/jobs/999999")
     assert r.status_code == 404 and "no job 999999" in r.text and "<html" in r.text
-    r = alice.post("/jobs/999999/approve", headers=ORIGIN,
-                   data={"csrf_token": csrf(alice), "digest": "x"})
+    r = alice.post(
+        "/jobs/999999/approve", headers=ORIGIN, data={"csrf_token": csrf(alice), "digest": "x"}
+    )
     assert r.status_code == 404
     assert alice.get("/jobs/not-a-number").status_code == 400
 

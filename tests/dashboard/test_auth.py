@@ -12,8 +12,18 @@ from dashboard.app import create_app
 from dashboard.setup import print_setup_link
 from webplatform.store import operators
 
-PAGES = ["/", "/approvals", "/jobs", "/jobs/1", "/registry", "/registry/tool/outbox",
-         "/run/tool/hello-world/greet", "/skills", "/jobs.csv", "/jobs.xlsx"]
+PAGES = [
+    "/",
+    "/approvals",
+    "/jobs",
+    "/jobs/1",
+    "/registry",
+    "/registry/tool/outbox",
+    "/run/tool/hello-world/greet",
+    "/skills",
+    "/jobs.csv",
+    "/jobs.xlsx",
+]
 
 
 def test_every_page_but_health_and_login_needs_a_session(client):
@@ -29,8 +39,11 @@ def test_every_page_but_health_and_login_needs_a_session(client):
 
 def test_login_sets_a_strict_httponly_cookie_and_returns_to_next(platform, client):
     add_operator(platform, "alice")
-    r = client.post("/login", data={"username": "alice", "password": PASSWORD,
-                                    "next": "/approvals"}, headers=ORIGIN)
+    r = client.post(
+        "/login",
+        data={"username": "alice", "password": PASSWORD, "next": "/approvals"},
+        headers=ORIGIN,
+    )
     assert r.status_code == 303 and r.headers["location"] == "/approvals"
     cookie = r.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie
@@ -39,16 +52,20 @@ def test_login_sets_a_strict_httponly_cookie_and_returns_to_next(platform, clien
 
 def test_login_never_redirects_off_site(platform, client):
     add_operator(platform, "alice")
-    r = client.post("/login", data={"username": "alice", "password": PASSWORD,
-                                    "next": "https://evil.example/"}, headers=ORIGIN)
+    r = client.post(
+        "/login",
+        data={"username": "alice", "password": PASSWORD, "next": "https://evil.example/"},
+        headers=ORIGIN,
+    )
     assert r.headers["location"] == "/"
 
 
 def test_wrong_password_is_refused_and_rate_limited(platform, client):
     add_operator(platform, "alice")
     for _ in range(5):
-        r = client.post("/login", data={"username": "alice", "password": "wrong-password"},
-                        headers=ORIGIN)
+        r = client.post(
+            "/login", data={"username": "alice", "password": "wrong-password"}, headers=ORIGIN
+        )
         assert r.status_code == 401
         assert "wrong user name or password" in r.text
     r = client.post("/login", data={"username": "alice", "password": PASSWORD}, headers=ORIGIN)
@@ -105,9 +122,16 @@ def test_setup_explains_bad_input(settings, platform, client, problem):
     token = link.split("token=")[1]
     second = PASSWORD if problem == "short" else PASSWORD + "x"
     first = "short" if problem == "short" else PASSWORD
-    r = client.post("/setup", data={"token": token, "username": "root", "password": first,
-                                    "password2": second if problem != "short" else first},
-                    headers=ORIGIN)
+    r = client.post(
+        "/setup",
+        data={
+            "token": token,
+            "username": "root",
+            "password": first,
+            "password2": second if problem != "short" else first,
+        },
+        headers=ORIGIN,
+    )
     assert r.status_code == 400
     assert ("differ" in r.text) if problem == "mismatch" else ("too short" in r.text)
     assert 'value="root"' in r.text

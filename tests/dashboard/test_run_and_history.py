@@ -24,8 +24,11 @@ def test_run_form_widgets_follow_the_argument_types(alice):
 
 def test_wrong_type_values_get_a_message_and_nothing_is_lost(alice, platform):
     path = "/run/tool/outbox/send-message"
-    r = _post_run(alice, path, {"to": "bob@example.org", "subject": "Grüße", "body": "long text",
-                                "delay-s": "soon"})
+    r = _post_run(
+        alice,
+        path,
+        {"to": "bob@example.org", "subject": "Grüße", "body": "long text", "delay-s": "soon"},
+    )
     assert r.status_code == 400
     assert "argument &#39;delay-s&#39; must be a number" in r.text
     assert 'value="bob@example.org"' in r.text and 'value="Grüße"' in r.text

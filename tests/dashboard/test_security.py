@@ -40,8 +40,11 @@ def test_foreign_host_cannot_approve_even_with_a_session(platform, alice):
     job = queue_send(platform).job
     token = csrf(alice)
     digest = _digest(platform, job)
-    r = alice.post(f"/jobs/{job}/approve", data={"csrf_token": token, "digest": digest},
-                   headers={"Host": "evil.example:8000", "Origin": "http://evil.example:8000"})
+    r = alice.post(
+        f"/jobs/{job}/approve",
+        data={"csrf_token": token, "digest": digest},
+        headers={"Host": "evil.example:8000", "Origin": "http://evil.example:8000"},
+    )
     assert r.status_code == 400
     assert _state(platform, job) is JobState.pending_approval
 
@@ -56,9 +59,13 @@ def _digest(platform, job_id):
 def test_cross_origin_post_is_refused(platform, alice):
     job = queue_send(platform).job
     form = {"csrf_token": csrf(alice), "digest": _digest(platform, job)}
-    for headers in [{"Origin": "http://evil.example"}, {"Origin": "http://127.0.0.1:9999"},
-                    {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"},
-                    {"Sec-Fetch-Site": "same-site", "Origin": BASE}]:
+    for headers in [
+        {"Origin": "http://evil.example"},
+        {"Origin": "http://127.0.0.1:9999"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site", "Origin": BASE},
+    ]:
         r = alice.post(f"/jobs/{job}/approve", data=form, headers=headers)
         assert r.status_code == 403, headers
         assert "cross-origin" in r.text
@@ -67,8 +74,7 @@ def test_cross_origin_post_is_refused(platform, alice):
 
 def test_post_without_a_session_is_refused(platform, client):
     job = queue_send(platform).job
-    r = client.post(f"/jobs/{job}/approve", data={"digest": _digest(platform, job)},
-                    headers=ORIGIN)
+    r = client.post(f"/jobs/{job}/approve", data={"digest": _digest(platform, job)}, headers=ORIGIN)
     assert r.status_code == 403 and "log in" in r.text
     assert _state(platform, job) is JobState.pending_approval
 
@@ -88,11 +94,23 @@ def test_csrf_token_is_the_same_in_every_tab(alice):
 
 def test_no_get_changes_state(platform, alice):
     job = queue_send(platform).job
-    for path in [f"/jobs/{job}/approve", f"/jobs/{job}/deny", f"/jobs/{job}/rerun",
-                 f"/jobs/{job}/approve?digest=x", "/logout"]:
+    for path in [
+        f"/jobs/{job}/approve",
+        f"/jobs/{job}/deny",
+        f"/jobs/{job}/rerun",
+        f"/jobs/{job}/approve?digest=x",
+        "/logout",
+    ]:
         assert alice.get(path).status_code in (404, 405), path
-    for path in ["/", "/approvals", f"/jobs/{job}", "/jobs", "/registry",
-                 "/run/tool/outbox/send-message", "/jobs.csv"]:
+    for path in [
+        "/",
+        "/approvals",
+        f"/jobs/{job}",
+        "/jobs",
+        "/registry",
+        "/run/tool/outbox/send-message",
+        "/jobs.csv",
+    ]:
         alice.get(path)
     assert _state(platform, job) is JobState.pending_approval
     assert alice.get("/approvals").status_code == 200  # still logged in after GET /logout
@@ -115,8 +133,11 @@ def test_pages_forbid_framing_and_inline_script(platform, alice, client):
 
 def test_oversized_body_is_413(platform, alice):
     job = queue_send(platform).job
-    r = alice.post(f"/jobs/{job}/deny", data={"csrf_token": csrf(alice), "reason": "x" * 300_000},
-                   headers=ORIGIN)
+    r = alice.post(
+        f"/jobs/{job}/deny",
+        data={"csrf_token": csrf(alice), "reason": "x" * 300_000},
+        headers=ORIGIN,
+    )
     assert r.status_code == 413
     assert _state(platform, job) is JobState.pending_approval
 

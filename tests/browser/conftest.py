@@ -1,0 +1,131 @@
+"""A real `aat serve` process, headless Debian Chromium driven by Playwright, and an attacker
+page on another loopback port."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from browser_helpers import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    OPERATOR,
+    PASSWORD,
+    Attacker,
+    Server,
+    free_port,
+    serve_env,
+)
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """`python -m webplatform serve` on a free port, with operator alice already added."""
+    home, port = tmp_path / "aat-home", free_port()
+    env = serve_env(home, port)
+    subprocess.run(
+        [sys.executable, "-m", "webplatform", "operator", "add", OPERATOR, "--password-stdin"],
+        input=PASSWORD + "\n",
+        text=True,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "webplatform", "serve", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc, log)
+        yield Server(url=url, port=port, home=home, log=log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"aat serve exited {proc.returncode}:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"aat serve did not answer /healthz:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="session")
+def playwright() -> Iterator[Playwright]:
+    """The Playwright driver."""
+    with sync_playwright() as p:
+        yield p
+
+
+@pytest.fixture(scope="session")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    """Debian's Chromium, headless."""
+    b = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def page(browser: Browser, server: Server) -> Iterator[Page]:
+    """A fresh browser context, logged in as alice through the login form."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    pg = context.new_page()
+    pg.goto(f"{server.url}/approvals")
+    assert "/login" in pg.url
+    pg.fill("input[name=username]", OPERATOR)
+    pg.fill("input[name=password]", PASSWORD)
+    pg.get_by_role("button", name="Log in").click()
+    pg.wait_for_url(f"{server.url}/approvals")
+    yield pg
+    context.close()
+
+
+@pytest.fixture
+def attacker() -> Iterator[Attacker]:
+    """Serves whatever HTML a test puts in `attacker.html[path]`."""
+    pages: dict[str, str] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            body = pages.get(self.path, "not found").encode()
+            self.send_response(200 if self.path in pages else 404)
+            self.send_header("content-type", "text/html; charset=utf-8")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            return
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Attacker(url=f"http://127.0.0.1:{httpd.server_address[1]}", html=pages)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -1,0 +1,194 @@
+"""The approval queue in a real browser against a real `aat serve`, with a real MCP client
+over streamable HTTP asking for the irreversible call; and the attacks that must fail."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from browser_helpers import REBOUND_HOST, Attacker, Server, serve_env
+from mcp import Client
+from playwright.sync_api import Browser, Page, expect
+
+pytestmark = pytest.mark.browser
+
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "approvals.png"
+MESSAGE = {"to": "bob@example.org", "subject": "Quarterly report", "body": "Numbers attached."}
+
+
+class McpCall(threading.Thread):
+    """`run_tool_confirmed` from an SDK client over HTTP, waiting in the background."""
+
+    def __init__(self, server: Server, args: dict[str, Any]) -> None:
+        super().__init__(daemon=True)
+        self.url = f"{server.url}/mcp"
+        self.args = args
+        self.result: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = asyncio.run(self._call())
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            self.error = exc
+
+    async def _call(self) -> dict[str, Any]:
+        async with Client(self.url) as client:
+            result = await client.call_tool(
+                "run_tool_confirmed",
+                {"tool": "outbox", "action": "send-message", "args": self.args},
+            )
+            assert result.structured_content is not None
+            return dict(result.structured_content)
+
+    def answer(self, timeout: float = 45) -> dict[str, Any]:
+        self.join(timeout)
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None, "the MCP call did not return"
+        return self.result
+
+
+def _new_card(page: Page) -> tuple[Any, int]:
+    card = page.locator("article.card[data-job-id]").first
+    expect(card).to_be_visible(timeout=2500)  # the spec's "within 2 s", plus render slack
+    job_id = int(card.get_attribute("data-job-id") or "0")
+    return card, job_id
+
+
+def test_mcp_request_appears_live_and_approve_runs_it_once(page: Page, server: Server):
+    page.evaluate("window.loadedOnce = true")
+    call = McpCall(server, MESSAGE)
+    call.start()
+    card, job_id = _new_card(page)
+    assert page.evaluate("window.loadedOnce") is True  # no reload happened
+    expect(card).to_contain_text("outbox send-message")
+    expect(card).to_contain_text("Quarterly report")
+    expect(page).to_have_title(re.compile(r"^\(1\) Approvals"))
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(page.locator("#notice")).to_contain_text(f"Approved job {job_id}.")
+    answer = call.answer()
+    assert answer["status"] == "succeeded", answer
+    assert answer["job"] == job_id
+    assert len(server.outbox()) == 1
+    expect(page.locator(f'table.history tr[data-job-id="{job_id}"]')).to_contain_text("alice")
+    time.sleep(1.5)
+    assert len(server.outbox()) == 1  # at most once
+
+
+def test_deny_with_a_reason_reaches_the_mcp_client(page: Page, server: Server):
+    call = McpCall(server, MESSAGE)
+    call.start()
+    card, job_id = _new_card(page)
+    page.wait_for_timeout(1200)  # let a poll or two swap the queue while typing
+    card.get_by_role("textbox").fill("not before the board meeting")
+    page.wait_for_timeout(1200)
+    expect(page.locator(f"#reason-{job_id}")).to_have_value("not before the board meeting")
+    page.locator(f'[data-job-id="{job_id}"]').get_by_role("button", name="Deny", exact=True).click()
+    answer = call.answer()
+    assert answer["status"] == "denied", answer
+    assert answer["reason"] == "not before the board meeting"
+    assert answer["decided_by"] == "alice"
+    assert server.outbox() == []
+
+
+def _queue_directly(server: Server) -> int:
+    """Queue a call with `aat run --no-wait` and return its job id."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webplatform",
+            "run",
+            "outbox",
+            "send-message",
+            "--no-wait",
+            "--to",
+            "x@example.org",
+            "--subject",
+            "s",
+            "--body",
+            "b",
+        ],
+        env=serve_env(server.home, server.port),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return int(json.loads(out.stdout)["job"])
+
+
+def _state(page: Page, server: Server, job_id: int) -> str:
+    page.goto(f"{server.url}/jobs/{job_id}")
+    return page.locator("h1 .state").inner_text()
+
+
+def test_a_form_on_another_origin_cannot_approve(page: Page, server: Server, attacker: Attacker):
+    job_id = _queue_directly(server)
+    page.goto(f"{server.url}/jobs/{job_id}")
+    digest = page.locator("input[name=digest]").first.input_value()
+    token = page.locator("input[name=csrf_token]").first.input_value()
+    attacker.html["/win.html"] = (
+        f'<form id="f" method="post" action="{server.url}/jobs/{job_id}/approve">'
+        f'<input name="digest" value="{digest}"><input name="csrf_token" value="{token}">'
+        '</form><script>document.getElementById("f").submit()</script>'
+    )
+    with page.expect_response(f"{server.url}/jobs/{job_id}/approve") as response:
+        page.goto(f"{attacker.url}/win.html")
+    assert response.value.status == 403
+    assert _state(page, server, job_id) == "pending_approval"
+
+
+def test_a_foreign_host_name_is_refused(page: Page, server: Server):
+    response = page.goto(f"http://{REBOUND_HOST}:{server.port}/approvals")
+    assert response is not None and response.status == 400
+    raw = httpx.get(f"{server.url}/approvals", headers={"Host": "evil.example"})
+    assert raw.status_code == 400
+
+
+def test_a_post_without_a_session_is_refused(browser: Browser, server: Server):
+    job_id = _queue_directly(server)
+    context = browser.new_context()
+    try:
+        response = context.request.post(
+            f"{server.url}/jobs/{job_id}/approve",
+            form={"digest": "x"},
+            headers={"Origin": server.url},
+            max_redirects=0,
+        )
+        assert response.status == 403
+    finally:
+        context.close()
+    raw = httpx.post(f"{server.url}/jobs/{job_id}/approve", data={"digest": "x"})
+    assert raw.status_code == 403
+
+
+def test_the_approvals_page_cannot_be_framed(page: Page, server: Server, attacker: Attacker):
+    _queue_directly(server)
+    refused: list[str] = []
+    page.on("console", lambda msg: refused.append(msg.text))
+    attacker.html["/frame.html"] = f'<iframe src="{server.url}/approvals" width="900"></iframe>'
+    page.goto(f"{attacker.url}/frame.html")
+    page.wait_for_timeout(1500)
+    framed = [f for f in page.frames if f != page.main_frame]
+    assert framed, "the iframe element should exist"
+    for frame in framed:
+        try:
+            buttons = frame.get_by_role("button", name="Approve").count()
+        except Exception:  # an error page that cannot be scripted counts as blocked
+            buttons = 0
+        assert buttons == 0
+    assert any("frame" in text.lower() for text in refused) or all(
+        not f.url.startswith(server.url) or f.url.startswith("chrome-error") for f in framed
+    )
