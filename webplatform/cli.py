@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `aat` console script; returns the exit code."""
     logging.basicConfig(
-        level=logging.INFO,
+        level=logging.WARNING,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
@@ -97,6 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns, extra = parser.parse_known_args(argv)
     if extra and ns.command != "run":
         parser.error(f"unrecognised arguments: {' '.join(extra)}")
+    if ns.command in ("serve", "worker"):
+        # Long-running services say what they do; one-shot commands print only their answer.
+        logging.getLogger().setLevel(logging.INFO)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
     handler = {
         "serve": cmd_serve,
         "mcp": cmd_mcp,

@@ -79,12 +79,12 @@ def resolve_call(
     if spec is None:
         known = sorted(registry.runnables(kind))
         near = did_you_mean(name, known)
-        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
         return Answer(
             Status.invalid,
             tool=name,
-            error=f"unknown {kind} {name!r}{hint} Call capabilities to list every {kind}.",
-            did_you_mean=near,
+            error=f"unknown {kind} {name!r}{hint}; call capabilities to list every {kind}",
+            did_you_mean=near or None,
         )
     names = [a.name for a in spec.actions]
     if action is None or action == "":
@@ -108,7 +108,7 @@ def resolve_call(
             tool=name,
             action=action,
             error=f"{kind} {name!r} has no action {action!r};{hint} actions: {', '.join(names)}",
-            did_you_mean=near,
+            did_you_mean=near or None,
         )
     return spec, act
 
