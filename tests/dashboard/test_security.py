@@ -154,3 +154,13 @@ def test_everything_shown_is_escaped(platform, alice):
 def test_healthz_needs_no_login_but_still_checks_host(client):
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/healthz", headers={"Host": "evil.example"}).status_code == 400
+
+
+def test_mcp_endpoint_skips_the_session_but_not_the_host_check(settings, platform):
+    app = create_app(settings, platform=platform, embed_worker=False, mcp=True)
+    with TestClient(app, base_url=BASE, follow_redirects=False) as c:
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        foreign = c.post("/mcp", json=ping, headers={"Host": "evil.example"})
+        assert foreign.status_code == 400
+        own = c.post("/mcp", json=ping, headers={"Accept": "application/json, text/event-stream"})
+        assert own.status_code != 303 and "log in" not in own.text
