@@ -45,13 +45,15 @@ async def test_sdk_client_over_stdio(tmp_path: Path, mode: str) -> None:
         assert queued["status"] == "pending_approval"
 
 
-def exchange(home: Path, lines: list[str], expect_ids: set[int]) -> list[dict[str, Any]]:
+def exchange(
+    home: Path, lines: list[str], expect_ids: set[int], argv: list[str] = BRIDGE, stderr: Any = None
+) -> list[dict[str, Any]]:
     """Write raw lines to `aat mcp`, read stdout until every expected id is answered, hang up."""
     proc = subprocess.Popen(
-        BRIDGE,
+        argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr if stderr is not None else subprocess.DEVNULL,
         text=True,
         env=bridge_env(home),
     )
@@ -139,3 +141,37 @@ def test_modern_discover_and_call_over_raw_stdio(tmp_path: Path) -> None:
     shape = by_id[2]["result"]["structuredContent"]["call"]
     assert shape == {"tool": "run_tool", "arguments": {"tool": "hello-world", "action": "greet",
                                                        "args": {"name": "<string>"}}}  # fmt: skip
+
+
+NOISY_BRIDGE = """
+import warnings
+from mcp.server.mcpserver import Context
+from webplatform.config import get_settings
+from webplatform.mcp import run_stdio
+from webplatform.mcp.server import Bridge
+
+original = Bridge.capabilities
+
+async def noisy(self, ctx: Context):
+    print("NOISE FROM A PRINT")
+    warnings.warn("NOISE FROM A WARNING")
+    return await original(self, ctx)
+
+Bridge.capabilities = noisy
+run_stdio(get_settings())
+"""
+
+
+def test_prints_and_warnings_never_reach_stdout(tmp_path: Path) -> None:
+    lines = [
+        INIT,
+        INITIALIZED,
+        request(2, "tools/call", {"name": "capabilities", "arguments": {}}),
+    ]
+    with (tmp_path / "stderr.txt").open("w+") as err:
+        out = exchange(tmp_path, lines, {1, 2}, [sys.executable, "-c", NOISY_BRIDGE], err)
+        err.seek(0)
+        stderr = err.read()
+    assert "NOISE FROM A PRINT" in stderr and "NOISE FROM A WARNING" in stderr
+    assert {m["id"] for m in out} == {1, 2}  # stdout carried protocol messages only
+    assert out[1]["result"]["isError"] is False

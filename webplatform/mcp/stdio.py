@@ -16,7 +16,7 @@ from webplatform.store.models import Surface
 from .server import build_server
 
 
-def configure_stderr_logging(level: int = logging.INFO) -> None:
+def configure_stderr_logging(level: int = logging.WARNING) -> None:
     """Send every log record and warning to stderr, never stdout."""
     root = logging.getLogger()
     for handler in list(root.handlers):
