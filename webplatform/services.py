@@ -14,18 +14,19 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from webplatform import gate, jobs, runner
+from webplatform import execution, gate, jobs
 from webplatform.answers import Answer, Status
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
 from webplatform.registry import RegistryLoader, resolve_secrets
 from webplatform.registry.model import ActionSpec, Registry, RunnableKind, ToolSpec
-from webplatform.store.engine import make_engine, session_scope
+from webplatform.store.engine import make_engine, session_scope, transact
 from webplatform.store.models import Job, JobState, Surface
 from webplatform.suggest import did_you_mean
 from webplatform.validation import describe_arg, has_secret_args, mask_secrets, validate_args
@@ -44,6 +45,8 @@ class Actor:
     client: str | None = None
     operator: str | None = None
     address: str | None = None
+    # The caller's working directory, so tools can resolve relative paths the caller gave.
+    cwd: Path | None = None
 
     @property
     def name(self) -> str:
@@ -94,8 +97,7 @@ def resolve_call(
             Status.invalid,
             tool=name,
             error=(
-                f"{kind} {name!r} has {len(names)} actions; "
-                f"pass action: one of {', '.join(names)}"
+                f"{kind} {name!r} has {len(names)} actions; pass action: one of {', '.join(names)}"
             ),
             did_you_mean=names,
         )
@@ -202,96 +204,82 @@ def _queue(
     actor: Actor,
     approved: bool,
 ) -> Answer:
-    digest = args_digest(kind=spec.kind, name=spec.name, action=action.name, args=args)
-    with platform.session() as session:
-        job = jobs.create_job(
-            session=session,
-            kind=spec.kind,
-            name=spec.name,
-            action=action.name,
-            args=args,
-            digest=digest,
-            irreversible=True,
-            state=JobState.approved if approved else JobState.pending_approval,
-            surface=actor.surface.value,
-            client=actor.client,
-            requested_by=actor.operator or actor.client,
-            ttl_s=None if approved else platform.settings.approval_ttl_s,
-            address=actor.address,
-            decided_by=actor.operator if approved else None,
-        )
-        job_id = _job_id(job)
+    job_id = _create_job(
+        platform=platform,
+        spec=spec,
+        action=action,
+        stored_args=args,
+        actor=actor,
+        irreversible=True,
+        state=JobState.approved if approved else JobState.pending_approval,
+        ttl_s=None if approved else platform.settings.approval_ttl_s,
+        decided_by=actor.operator if approved else None,
+    )
     return job_answer(platform=platform, job_id=job_id)
 
 
 def _run_now(
     *, platform: Platform, spec: ToolSpec, action: ActionSpec, args: dict[str, Any], actor: Actor
 ) -> Answer:
-    lease_s = platform.settings.worker_lease_s
-    digest = args_digest(
-        kind=spec.kind, name=spec.name, action=action.name, args=mask_secrets(action, args)
+    job_id = _create_job(
+        platform=platform,
+        spec=spec,
+        action=action,
+        stored_args=mask_secrets(action, args),
+        actor=actor,
+        irreversible=False,
+        state=JobState.running,
+        worker_id=platform.process_id,
+        lease_s=platform.settings.worker_lease_s,
     )
-    with platform.session() as session:
+    execution.execute(
+        engine=platform.engine,
+        settings=platform.settings,
+        worker_id=platform.process_id,
+        job_id=job_id,
+        tool=spec,
+        action=action,
+        args=args,
+        secrets=resolve_secrets(spec.secrets),
+        caller_cwd=actor.cwd,
+    )
+    return job_answer(platform=platform, job_id=job_id)
+
+
+def _create_job(
+    *,
+    platform: Platform,
+    spec: ToolSpec,
+    action: ActionSpec,
+    stored_args: dict[str, Any],
+    actor: Actor,
+    irreversible: bool,
+    state: JobState,
+    **extra: Any,
+) -> int:
+    """Insert the job row (arguments as stored: secrets masked) and return its id."""
+    digest = args_digest(kind=spec.kind, name=spec.name, action=action.name, args=stored_args)
+
+    def insert(session: Session) -> int:
         job = jobs.create_job(
             session=session,
             kind=spec.kind,
             name=spec.name,
             action=action.name,
-            args=mask_secrets(action, args),
+            args=stored_args,
             digest=digest,
-            irreversible=False,
-            state=JobState.running,
+            irreversible=irreversible,
+            state=state,
             surface=actor.surface.value,
             client=actor.client,
             requested_by=actor.operator or actor.client,
-            worker_id=platform.process_id,
-            lease_s=lease_s,
             address=actor.address,
+            **extra,
         )
-        job_id = _job_id(job)
+        assert job.id is not None  # flushed by create_job
+        return job.id
 
-    def renew() -> None:
-        with platform.session() as session:
-            jobs.renew_lease(
-                session=session, job_id=job_id, worker_id=platform.process_id, lease_s=lease_s
-            )
-
-    outcome = runner.run(
-        spec,
-        action,
-        args,
-        home=platform.settings.home,
-        secrets=resolve_secrets(spec.secrets),
-        on_tick=renew,
-    )
-    with platform.session() as session:
-        jobs.finish(
-            session=session,
-            job_id=job_id,
-            worker_id=platform.process_id,
-            state=_STATE_OF_OUTCOME[outcome.outcome],
-            exit_code=outcome.exit_code,
-            result_json=None
-            if outcome.result is None
-            else json.dumps(outcome.result, ensure_ascii=False),
-            stdout=outcome.stdout,
-            stderr=outcome.stderr,
-            error=outcome.error,
-        )
-    return job_answer(platform=platform, job_id=job_id)
-
-
-_STATE_OF_OUTCOME = {
-    "succeeded": JobState.succeeded,
-    "failed": JobState.failed,
-    "usage_error": JobState.failed,
-    "timed_out": JobState.timed_out,
-}
-
-
-def _job_id(job: Job) -> int:
-    assert job.id is not None  # flushed by create_job
-    return job.id
+    return transact(platform.engine, insert)
 
 
 def approval_url(settings: Settings, job_id: int) -> str:

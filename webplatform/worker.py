@@ -21,45 +21,14 @@ from typing import Any, Protocol
 from sqlalchemy import Engine
 
 from webplatform import jobs
-from webplatform.canonical import args_digest, canonical_json
+from webplatform.canonical import args_digest
 from webplatform.config import Settings
+from webplatform.execution import RunFn, execute, finish_job
 from webplatform.registry.model import ActionSpec, Registry, ToolSpec
 from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
 
 log = logging.getLogger(__name__)
-
-STATE_OF_OUTCOME = {
-    "succeeded": JobState.succeeded,
-    "failed": JobState.failed,
-    "usage_error": JobState.failed,
-    "timed_out": JobState.timed_out,
-}
-
-
-class LeaseLost(Exception):
-    """Raised from the runner's tick when the job stopped being this worker's to run."""
-
-    def __init__(self, job_id: int) -> None:
-        super().__init__(f"job {job_id} is no longer running on this worker")
-        self.job_id = job_id
-
-
-class RunResultLike(Protocol):
-    """What the worker reads from `webplatform.runner.RunResult`."""
-
-    @property
-    def outcome(self) -> str: ...
-    @property
-    def exit_code(self) -> int | None: ...
-    @property
-    def result(self) -> dict[str, Any] | None: ...
-    @property
-    def stdout(self) -> str: ...
-    @property
-    def stderr(self) -> str: ...
-    @property
-    def error(self) -> str | None: ...
 
 
 class Worker:
@@ -71,7 +40,7 @@ class Worker:
         engine: Engine,
         settings: Settings,
         load_registry: Callable[[], Registry],
-        run: Callable[..., RunResultLike],
+        run: RunFn,
         resolve_secrets: Callable[[Sequence[str]], dict[str, str]],
         worker_id: str | None = None,
     ) -> None:
@@ -150,36 +119,26 @@ class Worker:
         prepared = self._prepare(job)
         if isinstance(prepared, str):
             log.warning("job %d not run: %s", job_id, prepared)
-            self._finish(job_id, JobState.failed, error=prepared)
+            finish_job(
+                engine=self.engine,
+                job_id=job_id,
+                worker_id=self.worker_id,
+                state=JobState.failed,
+                error=prepared,
+            )
             return
         tool, action, args, secrets = prepared
         log.info("job %d: running %s %s %s", job_id, job.kind, job.name, job.action)
-        try:
-            outcome = self.run(
-                tool,
-                action,
-                args,
-                home=self.settings.home,
-                secrets=secrets,
-                on_tick=self._lease_renewer(job_id),
-                tick_s=max(0.05, min(1.0, self.settings.worker_lease_s / 4)),
-            )
-        except LeaseLost:
-            log.warning("job %d: stopped, it was cancelled or reaped while running", job_id)
-            return
-        except Exception as exc:
-            # Only the exception's type: its text could quote an argument or a secret.
-            log.error("job %d: the runner raised %s", job_id, type(exc).__name__)
-            self._finish(job_id, JobState.failed, error=f"the runner failed: {type(exc).__name__}")
-            return
-        self._finish(
-            job_id,
-            STATE_OF_OUTCOME.get(outcome.outcome, JobState.failed),
-            exit_code=outcome.exit_code,
-            result_json=None if outcome.result is None else canonical_json(outcome.result),
-            stdout=outcome.stdout,
-            stderr=outcome.stderr,
-            error=outcome.error,
+        execute(
+            engine=self.engine,
+            settings=self.settings,
+            worker_id=self.worker_id,
+            job_id=job_id,
+            tool=tool,
+            action=action,
+            args=args,
+            secrets=secrets,
+            run=self.run,
         )
 
     def _prepare(
@@ -213,48 +172,6 @@ class Worker:
         except Exception as exc:
             return f"the tool's secrets could not be read ({type(exc).__name__}); not run"
         return tool, action, args, secrets
-
-    def _lease_renewer(self, job_id: int) -> Callable[[], None]:
-        lease_s = self.settings.worker_lease_s
-        last = time.monotonic()
-
-        def renew() -> None:
-            nonlocal last
-            # Renew a few times per lease, not on every tick: each renewal is a write.
-            if time.monotonic() - last < lease_s / 3:
-                return
-            last = time.monotonic()
-            try:
-                kept = transact(
-                    self.engine,
-                    lambda s: jobs.renew_lease(
-                        session=s, job_id=job_id, worker_id=self.worker_id, lease_s=lease_s
-                    ),
-                )
-            except Exception as exc:
-                # A database hiccup must not kill the run; if it lasts, the lease runs out.
-                log.warning("job %d: lease renewal failed (%s)", job_id, type(exc).__name__)
-                return
-            if not kept:
-                # Cancelled, or reaped as lost: the job is no longer ours, so the runner
-                # stops the subprocess (it kills the process group when a callback raises).
-                raise LeaseLost(job_id)
-
-        return renew
-
-    def _finish(self, job_id: int, state: JobState, **fields: Any) -> None:
-        try:
-            transact(
-                self.engine,
-                lambda s: jobs.finish(
-                    session=s, job_id=job_id, worker_id=self.worker_id, state=state, **fields
-                ),
-            )
-        except jobs.StaleState as exc:
-            # Cancelled or reaped meanwhile: that verdict stands; never retry or re-run.
-            log.warning("job %d: result dropped: %s", job_id, exc)
-            return
-        log.info("job %d: %s", job_id, state.value)
 
 
 class PlatformLike(Protocol):

@@ -1,0 +1,151 @@
+"""Running one job that is already `running`: the subprocess, its lease, its recorded outcome.
+
+Shared by the worker (approved irreversible jobs it claimed) and `services` (reversible jobs
+the requester runs at once), so both keep a lease the same way and record results the same
+way. A job whose lease is lost (cancelled, or reaped as `lost`) stops its subprocess and
+never records a result over that verdict.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from webplatform import jobs, runner
+from webplatform.canonical import canonical_json
+from webplatform.config import Settings
+from webplatform.registry.model import ActionSpec, ToolSpec
+from webplatform.store.engine import transact
+from webplatform.store.models import JobState
+
+log = logging.getLogger(__name__)
+
+STATE_OF_OUTCOME: dict[str, JobState] = {
+    "succeeded": JobState.succeeded,
+    "failed": JobState.failed,
+    "usage_error": JobState.failed,
+    "timed_out": JobState.timed_out,
+}
+
+RunFn = Callable[..., runner.RunResult]
+
+
+class LeaseLost(Exception):
+    """Raised from the runner's tick when the job stopped being this process's to run."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} is no longer running here")
+        self.job_id = job_id
+
+
+def execute(
+    *,
+    engine: Engine,
+    settings: Settings,
+    worker_id: str,
+    job_id: int,
+    tool: ToolSpec,
+    action: ActionSpec,
+    args: dict[str, Any],
+    secrets: Mapping[str, str],
+    run: RunFn = runner.run,
+    caller_cwd: Path | None = None,
+) -> None:
+    """Run a `running` job owned by `worker_id` and record how it ended.
+
+    Never raises for the tool's misbehaviour; a lost lease ends the run silently.
+    """
+    extra: dict[str, Any] = {} if caller_cwd is None else {"caller_cwd": caller_cwd}
+    try:
+        outcome = run(
+            tool,
+            action,
+            args,
+            home=settings.home,
+            secrets=secrets,
+            on_tick=lease_renewer(
+                engine=engine, job_id=job_id, worker_id=worker_id, lease_s=settings.worker_lease_s
+            ),
+            tick_s=max(0.05, min(1.0, settings.worker_lease_s / 4)),
+            **extra,
+        )
+    except LeaseLost:
+        log.warning("job %d: stopped, it was cancelled or reaped while running", job_id)
+        return
+    except Exception as exc:
+        # Only the exception's type: its text could quote an argument or a secret.
+        log.error("job %d: the runner raised %s", job_id, type(exc).__name__)
+        finish_job(
+            engine=engine,
+            job_id=job_id,
+            worker_id=worker_id,
+            state=JobState.failed,
+            error=f"the runner failed: {type(exc).__name__}",
+        )
+        return
+    finish_job(
+        engine=engine,
+        job_id=job_id,
+        worker_id=worker_id,
+        state=STATE_OF_OUTCOME.get(outcome.outcome, JobState.failed),
+        exit_code=outcome.exit_code,
+        result_json=None if outcome.result is None else canonical_json(outcome.result),
+        stdout=outcome.stdout,
+        stderr=outcome.stderr,
+        error=outcome.error,
+    )
+
+
+def lease_renewer(
+    *, engine: Engine, job_id: int, worker_id: str, lease_s: float
+) -> Callable[[], None]:
+    """A tick callback that renews the job's lease a few times per lease period.
+
+    Raises `LeaseLost` when the job is no longer ours, which makes the runner kill the
+    subprocess's whole process group.
+    """
+    last = time.monotonic()
+
+    def renew() -> None:
+        nonlocal last
+        # Renew a few times per lease, not on every tick: each renewal is a write.
+        if time.monotonic() - last < lease_s / 3:
+            return
+        last = time.monotonic()
+        try:
+            kept = transact(
+                engine,
+                lambda s: jobs.renew_lease(
+                    session=s, job_id=job_id, worker_id=worker_id, lease_s=lease_s
+                ),
+            )
+        except Exception as exc:
+            # A database hiccup must not kill the run; if it lasts, the lease runs out.
+            log.warning("job %d: lease renewal failed (%s)", job_id, type(exc).__name__)
+            return
+        if not kept:
+            raise LeaseLost(job_id)
+
+    return renew
+
+
+def finish_job(
+    *, engine: Engine, job_id: int, worker_id: str, state: JobState, **fields: Any
+) -> None:
+    """Record a job's outcome unless it was cancelled or reaped meanwhile (that verdict stands)."""
+    try:
+        transact(
+            engine,
+            lambda s: jobs.finish(
+                session=s, job_id=job_id, worker_id=worker_id, state=state, **fields
+            ),
+        )
+    except jobs.StaleState as exc:
+        log.warning("job %d: result dropped: %s", job_id, exc)
+        return
+    log.info("job %d: %s", job_id, state.value)
