@@ -15,6 +15,7 @@ import logging
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from webplatform import __version__
@@ -191,7 +192,9 @@ def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
                 schema=services.action_schema(action),
             )
         )
-    actor = services.Actor(surface=Surface.cli, client=f"aat run ({getpass.getuser()})")
+    actor = services.Actor(
+        surface=Surface.cli, client=f"aat run ({getpass.getuser()})", cwd=Path.cwd()
+    )
     answer = services.request_run(
         platform=platform,
         kind=kind,

@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
@@ -23,25 +24,29 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import (
     CallToolResult,
     EmptyResult,
-    ListToolsResult,
     SubscribeRequestParams,
     ToolAnnotations,
     UnsubscribeRequestParams,
 )
-from mcp_types import methods as wire_methods
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import webplatform
 from webplatform.answers import IN_PROGRESS, Answer, Status
-from webplatform.canonical import canonical_json, sha256_hex
 from webplatform.registry.model import ActionSpec, RunnableKind
 from webplatform.services import Actor, Platform, request_run
 from webplatform.store.models import Surface
 from webplatform.suggest import did_you_mean
 
-from . import naming, waiting
+from . import naming, protocol, waiting
 from .approvals import ApprovalWatcher, pending_body
 from .discovery import discover
+from .protocol import (
+    client_address,
+    client_name,
+    progress_sender,
+    raw_arguments,
+    tools_digest,
+    wire_tools_digest,
+)
 from .results import answer_result, plain_result, tool_result
 
 logger = logging.getLogger(__name__)
@@ -53,24 +58,14 @@ INSTRUCTIONS = (
     "pending_approval, tell the user and poll job_status with the job id."
 )
 
-_READ_ONLY = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-# Reversible runs may still create things, so they are neither read-only nor idempotent.
-_REVERSIBLE_RUN = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
-)
-_IRREVERSIBLE_RUN = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
-)
 ANNOTATIONS: dict[str, ToolAnnotations] = {
-    naming.CAPABILITIES: _READ_ONLY,
-    naming.GET_SKILL: _READ_ONLY,
-    naming.JOB_STATUS: _READ_ONLY,
-    naming.RUN_TOOL: _REVERSIBLE_RUN,
-    naming.RUN_AGENT: _REVERSIBLE_RUN,
-    naming.RUN_TOOL_CONFIRMED: _IRREVERSIBLE_RUN,
-    naming.RUN_AGENT_CONFIRMED: _IRREVERSIBLE_RUN,
+    naming.CAPABILITIES: protocol.READ_ONLY,
+    naming.GET_SKILL: protocol.READ_ONLY,
+    naming.JOB_STATUS: protocol.READ_ONLY,
+    naming.RUN_TOOL: protocol.REVERSIBLE_RUN,
+    naming.RUN_AGENT: protocol.REVERSIBLE_RUN,
+    naming.RUN_TOOL_CONFIRMED: protocol.IRREVERSIBLE_RUN,
+    naming.RUN_AGENT_CONFIRMED: protocol.IRREVERSIBLE_RUN,
 }
 
 # The client the current request came from, for the approvals resource (its read function
@@ -80,24 +75,6 @@ _current_client: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 ToolFn = Callable[[Context], Coroutine[Any, Any, CallToolResult]]
-
-
-def client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    """The MCP client's self-declared name (`clientInfo.name`), in either protocol era."""
-    params = ctx.session.client_params
-    return params.client_info.name if params is not None and params.client_info else None
-
-
-def _address(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    client = getattr(ctx.request, "client", None)
-    host = getattr(client, "host", None)
-    return host if isinstance(host, str) else None
-
-
-def _raw_arguments(ctx: Context) -> dict[str, Any]:
-    params = ctx.request_context.params or {}
-    arguments = params.get("arguments")
-    return dict(arguments) if isinstance(arguments, dict) else {}
 
 
 def _unknown_keys(tool: str, raw: dict[str, Any]) -> Answer | None:
@@ -135,7 +112,7 @@ class Bridge:
 
     async def capabilities(self, ctx: Context) -> CallToolResult:
         """`capabilities {kind?, name?, action?, search?}`."""
-        raw = _raw_arguments(ctx)
+        raw = raw_arguments(ctx)
         if (problem := _unknown_keys(naming.CAPABILITIES, raw)) is not None:
             return self._invalid(problem)
         registry = await anyio.to_thread.run_sync(self.platform.registry)
@@ -145,7 +122,7 @@ class Bridge:
 
     async def get_skill(self, ctx: Context) -> CallToolResult:
         """`get_skill {name}`: the skill's markdown."""
-        raw = _raw_arguments(ctx)
+        raw = raw_arguments(ctx)
         if (problem := _unknown_keys(naming.GET_SKILL, raw)) is not None:
             return self._invalid(problem)
         name = raw.get("name")
@@ -168,7 +145,7 @@ class Bridge:
 
     async def job_status(self, ctx: Context) -> CallToolResult:
         """`job_status {job, wait_s?}`: the job's answer, after waiting for a change if asked."""
-        raw = _raw_arguments(ctx)
+        raw = raw_arguments(ctx)
         if (problem := _unknown_keys(naming.JOB_STATUS, raw)) is not None:
             return self._invalid(problem)
         job, wait_s = raw.get("job"), raw.get("wait_s", 0)
@@ -197,7 +174,7 @@ class Bridge:
             platform=self.platform,
             job_id=job,
             timeout_s=limit,
-            progress=_progress(ctx),
+            progress=progress_sender(ctx),
             until_change=True,
         )
         return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
@@ -221,7 +198,7 @@ class Bridge:
     async def _run(
         self, ctx: Context, *, tool: str, kind: RunnableKind, confirmed: bool
     ) -> CallToolResult:
-        raw = _raw_arguments(ctx)
+        raw = raw_arguments(ctx)
         if (problem := _unknown_keys(tool, raw)) is not None:
             return self._invalid(problem)
         name, action, args = raw.get(kind), raw.get("action"), raw.get("args")
@@ -234,8 +211,13 @@ class Bridge:
                 args = json.loads(args)
         assert isinstance(name, str)  # checked by _check_call
         rc = ctx.request_context
-        actor = Actor(surface=self.surface, client=client_name(rc), address=_address(rc))
-        progress = _progress(ctx)
+        # A stdio bridge runs where its client started it (the agent's project), so
+        # relative paths an agent passes resolve there; over HTTP there is no such place.
+        cwd = Path.cwd() if self.surface is Surface.mcp_stdio else None
+        actor = Actor(
+            surface=self.surface, client=client_name(rc), address=client_address(rc), cwd=cwd
+        )
+        progress = progress_sender(ctx)
         answer = await waiting.in_thread(
             lambda: request_run(
                 platform=self.platform,
@@ -282,66 +264,19 @@ def _check_call(tool: str, kind: str, name: Any, action: Any) -> Answer | None:
     return None
 
 
-def _progress(ctx: Context) -> waiting.Progress:
-    async def send(elapsed: float, total: float | None, message: str) -> None:
-        try:
-            await ctx.report_progress(elapsed, total, message)
-        except Exception:  # progress is a courtesy; a closed stream must not end the wait
-            logger.debug("could not send progress", exc_info=True)
+def _middleware() -> Callable[..., Any]:
+    """Sets the requesting client around `resources/read` (the approvals resource reads it)."""
 
-    return send
-
-
-def tools_digest(tools: list[dict[str, Any]]) -> str:
-    """sha256 (hex) over the canonical JSON of a `tools` array as sent on the wire."""
-    return sha256_hex(canonical_json(tools))
-
-
-def _wire(version: str, result: CallToolResult) -> dict[str, Any]:
-    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    if version in MODERN_PROTOCOL_VERSIONS:
-        dumped["resultType"] = "complete"
-    return dumped
-
-
-def _middleware(server: MCPServer) -> Callable[..., Any]:
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        params = ctx.params or {}
-        if ctx.method == "tools/call":
-            name = params.get("name")
-            if isinstance(name, str) and name not in naming.TOOL_NAMES:
-                answer = Answer(
-                    Status.invalid,
-                    error=f"no MCP tool {name[:100]!r}; tools: {', '.join(naming.TOOL_NAMES)}",
-                    did_you_mean=did_you_mean(name[:200], naming.TOOL_NAMES),
-                )
-                return _wire(ctx.protocol_version, answer_result(answer, max_bytes=20_000))
-        if ctx.method == "resources/read":
-            token = _current_client.set(client_name(ctx))
-            try:
-                return await call_next(ctx)
-            finally:
-                _current_client.reset(token)
-        result = await call_next(ctx)
-        if ctx.method == "server/discover" and isinstance(result, dict):
-            meta = dict(result.get("_meta") or {})
-            meta[naming.TOOLS_DIGEST_META_KEY] = await wire_tools_digest(
-                server, ctx.protocol_version
-            )
-            result = {**result, "_meta": meta}
-        return result
+        if ctx.method != "resources/read":
+            return await call_next(ctx)
+        token = _current_client.set(client_name(ctx))
+        try:
+            return await call_next(ctx)
+        finally:
+            _current_client.reset(token)
 
     return middleware
-
-
-async def wire_tools_digest(server: MCPServer, version: str) -> str:
-    """The tools digest for `version`: over `tools/list`'s `tools` exactly as that era sends it."""
-    listed = ListToolsResult(tools=await server.list_tools())
-    wire = wire_methods.serialize_server_result(
-        "tools/list", version, listed.model_dump(by_alias=True, mode="json", exclude_none=True)
-    )
-    tools: list[dict[str, Any]] = wire["tools"]
-    return tools_digest(tools)
 
 
 def _tool(fn: ToolFn, name: str) -> Tool:
@@ -385,7 +320,10 @@ def build_server(platform: Platform, *, surface: Surface) -> MCPServer:
         subscriptions=watcher.bus,
         lifespan=lifespan,
     )
-    server.middleware.append(_middleware(server))
+    server.middleware.append(
+        protocol.surface_middleware(server, tool_names=lambda: naming.TOOL_NAMES, meta={})
+    )
+    server.middleware.append(_middleware())
 
     async def read_pending() -> str:
         client = _current_client.get()
