@@ -1,0 +1,114 @@
+"""`aat` as a user runs it: real processes, real SQLite file, the example registry."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+AAT = [sys.executable, "-m", "webplatform"]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
+    return {**clean, "AAT_HOME": str(tmp_path / "home")}
+
+
+def aat(
+    env: dict[str, str], *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*AAT, *args], env=env, input=stdin, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_check_passes_on_the_example_registry(env: dict[str, str]) -> None:
+    done = aat(env, "check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "hello-world" in done.stdout and "0 with errors" in done.stdout
+
+
+def test_check_fails_with_file_and_line_on_a_broken_manifest(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    tool = tmp_path / "reg" / "tools" / "broken"
+    tool.mkdir(parents=True)
+    (tool / "main.py").write_text("print('{}')\n")
+    (tool / "tool.yaml").write_text(
+        "name: broken\ndescription: x\nversion: 0.1.0\nruntime: python\nentrypoint: main.py\n"
+        "actions:\n  - name: go\n    args:\n      - {name: n, type: strng}\n"
+    )
+    done = aat(env, "check", "--registry", str(tmp_path / "reg"))
+    assert done.returncode == 1
+    error_lines = [line for line in done.stdout.splitlines() if line.startswith("error")]
+    assert len(error_lines) == 1
+    assert "tool.yaml:9" in error_lines[0] and "strng" in error_lines[0]
+
+
+def test_run_prints_the_tools_json(env: dict[str, str]) -> None:
+    done = aat(env, "run", "hello-world", "greet", "--name", "Ada Lovelace")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["status"] == "succeeded"
+    assert answer["result"] == {"greeting": "Hello, Ada Lovelace!"}
+
+
+def test_run_passes_values_that_start_with_dashes(env: dict[str, str]) -> None:
+    done = aat(env, "run", "hello-world", "greet", "--name=--verbose")
+    assert json.loads(done.stdout)["result"] == {"greeting": "Hello, --verbose!"}
+
+
+def test_run_bad_input_is_one_line_and_exit_2(env: dict[str, str]) -> None:
+    done = aat(env, "run", "hello-world", "greet", "--nmae", "x")
+    assert done.returncode == 2
+    answer = json.loads(done.stdout)
+    assert answer["status"] == "invalid"
+    assert "\n" not in answer["error"] and "did you mean 'name'" in answer["error"]
+    unknown = aat(env, "run", "no-such-tool", "go")
+    assert unknown.returncode == 2
+    assert "unknown tool 'no-such-tool'" in json.loads(unknown.stdout)["error"]
+
+
+def test_irreversible_run_is_queued_not_sent(env: dict[str, str], tmp_path: Path) -> None:
+    done = aat(
+        env,
+        "run",
+        "outbox",
+        "send-message",
+        "--to",
+        "a@example.org",
+        "--subject",
+        "send now",
+        "--body",
+        "x",
+        "--no-wait",
+    )
+    answer = json.loads(done.stdout)
+    assert answer["status"] == "pending_approval", done.stdout
+    assert answer["approval_url"].endswith(f"/jobs/{answer['job']}")
+    assert not (tmp_path / "home" / "outbox").exists() or not any(
+        (tmp_path / "home" / "outbox").iterdir()
+    )
+
+
+def test_operator_add_list_remove(env: dict[str, str]) -> None:
+    short = aat(env, "operator", "add", "ada", "--password-stdin", stdin="short\n")
+    assert short.returncode == 2 and "8" in short.stderr
+    added = aat(env, "operator", "add", "ada", "--password-stdin", stdin="correct horse 9\n")
+    assert added.returncode == 0, added.stderr
+    assert aat(env, "operator", "list").stdout.split() == ["ada"]
+    assert aat(env, "operator", "remove", "ada").returncode == 0
+    assert aat(env, "operator", "list").stdout.split() == []
+    assert aat(env, "operator", "remove", "ada").returncode == 1
+
+
+def test_home_and_database_are_private(env: dict[str, str], tmp_path: Path) -> None:
+    aat(env, "run", "hello-world", "greet", "--name", "x")
+    home = tmp_path / "home"
+    assert home.stat().st_mode & 0o777 == 0o700
+    assert (home / "aat.db").stat().st_mode & 0o777 == 0o600

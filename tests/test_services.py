@@ -1,0 +1,242 @@
+"""The one door to a run: validation, the gate, the queue and inline runs, on real databases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from webplatform import decisions, jobs
+from webplatform.answers import Status
+from webplatform.config import Settings
+from webplatform.services import Actor, Platform, job_answer, request_run, wait_for_job
+from webplatform.store.models import JobState, Surface
+from webplatform.worker import make_worker
+
+AGENT = Actor(surface=Surface.mcp_stdio, client="test-agent")
+OPERATOR = Actor(surface=Surface.dashboard, operator="ada", address="127.0.0.1")
+MESSAGE = {"to": "ops@example.org", "subject": "please send the report", "body": "Dobrý den"}
+
+
+@pytest.fixture
+def platform(settings: Settings) -> Platform:
+    return Platform(settings)
+
+
+def outbox(settings: Settings) -> list[Path]:
+    folder = settings.home / "outbox"
+    return sorted(folder.glob("*.json")) if folder.exists() else []
+
+
+def test_reversible_runs_now_and_is_recorded(platform: Platform) -> None:
+    answer = request_run(
+        platform=platform,
+        kind="tool",
+        name="hello-world",
+        action="greet",
+        args={"name": "Žofie"},
+        actor=AGENT,
+        confirmed=False,
+    )
+    assert answer.status is Status.succeeded
+    assert answer.result == {"greeting": "Hello, Žofie!"}
+    with platform.session() as session:
+        job = jobs.get_job(session=session, job_id=answer.job or 0)
+        assert job is not None
+        assert (job.state, job.surface, job.client) == ("succeeded", "mcp-stdio", "test-agent")
+        assert json.loads(job.args_json) == {"name": "Žofie"}
+
+
+def test_action_may_be_left_out_only_when_there_is_one(platform: Platform) -> None:
+    one = request_run(
+        platform=platform,
+        kind="tool",
+        name="hello-world",
+        action=None,
+        args={"name": "x"},
+        actor=AGENT,
+        confirmed=False,
+    )
+    assert one.status is Status.succeeded
+    many = request_run(
+        platform=platform,
+        kind="tool",
+        name="xlsx",
+        action=None,
+        args={},
+        actor=AGENT,
+        confirmed=False,
+    )
+    assert many.status is Status.invalid
+    assert "list-sheets" in (many.error or "")
+
+
+def test_irreversible_without_confirm_names_the_confirmed_tool(
+    platform: Platform, settings: Settings
+) -> None:
+    answer = request_run(
+        platform=platform,
+        kind="tool",
+        name="outbox",
+        action="send-message",
+        args=MESSAGE,
+        actor=AGENT,
+        confirmed=False,
+    )
+    assert answer.status is Status.approval_required
+    assert answer.use == "run_tool_confirmed"
+    assert answer.job is None
+    assert outbox(settings) == []
+
+
+def test_confirmed_irreversible_is_queued_not_sent_and_warns_without_dashboard(
+    platform: Platform, settings: Settings
+) -> None:
+    answer = request_run(
+        platform=platform,
+        kind="tool",
+        name="outbox",
+        action="send-message",
+        args=MESSAGE,
+        actor=AGENT,
+        confirmed=True,
+    )
+    assert answer.status is Status.pending_approval
+    assert answer.approval_url == f"http://127.0.0.1:8000/jobs/{answer.job}"
+    assert answer.warning and "aat serve" in answer.warning
+    make_worker(platform).run_once()
+    assert outbox(settings) == [], "a pending job must never run"
+
+
+def test_approved_job_runs_once_and_denied_one_never(
+    platform: Platform, settings: Settings
+) -> None:
+    first = request_run(
+        platform=platform,
+        kind="tool",
+        name="outbox",
+        action="send-message",
+        args=MESSAGE,
+        actor=AGENT,
+        confirmed=True,
+    )
+    second = request_run(
+        platform=platform,
+        kind="tool",
+        name="outbox",
+        action="send-message",
+        args=MESSAGE,
+        actor=AGENT,
+        confirmed=True,
+    )
+    assert first.job and second.job
+    with platform.session() as session:
+        digest = jobs.get_job(session=session, job_id=first.job).args_digest  # type: ignore[union-attr]
+    decisions.approve(
+        platform=platform, job_id=first.job, operator="ada", digest=digest, address=None
+    )
+    decisions.deny(
+        platform=platform, job_id=second.job, operator="ada", reason="not today", address=None
+    )
+    worker = make_worker(platform)
+    while worker.run_once():
+        pass
+    assert len(outbox(settings)) == 1
+    assert wait_for_job(platform=platform, job_id=first.job, timeout_s=1).status is Status.succeeded
+    denied = job_answer(platform=platform, job_id=second.job)
+    assert (denied.status, denied.reason, denied.decided_by) == (Status.denied, "not today", "ada")
+    assert denied.is_error
+
+
+def test_dashboard_operator_run_is_approved_by_that_operator(platform: Platform) -> None:
+    answer = request_run(
+        platform=platform,
+        kind="tool",
+        name="outbox",
+        action="send-message",
+        args=MESSAGE,
+        actor=OPERATOR,
+        confirmed=True,
+        operator_approved=True,
+    )
+    assert answer.status is Status.approved
+    assert answer.decided_by == "ada"
+
+
+def test_only_a_dashboard_operator_can_pre_approve(platform: Platform) -> None:
+    with pytest.raises(PermissionError):
+        request_run(
+            platform=platform,
+            kind="tool",
+            name="outbox",
+            action="send-message",
+            args=MESSAGE,
+            actor=AGENT,
+            confirmed=True,
+            operator_approved=True,
+        )
+
+
+def test_deny_irreversible_switch_refuses_mcp_and_queues_nothing(settings: Settings) -> None:
+    platform = Platform(settings.model_copy(update={"mcp_deny_irreversible": True}))
+    answer = request_run(
+        platform=platform,
+        kind="tool",
+        name="outbox",
+        action="send-message",
+        args=MESSAGE,
+        actor=AGENT,
+        confirmed=True,
+    )
+    assert answer.status is Status.refused
+    assert answer.job is None
+    with platform.session() as session:
+        assert jobs.count_pending(session=session) == 0
+
+
+def test_bad_calls_are_invalid_with_schema_or_suggestions(platform: Platform) -> None:
+    wrong_type = request_run(
+        platform=platform,
+        kind="tool",
+        name="hello-world",
+        action="greet",
+        args={"name": 5},
+        actor=AGENT,
+        confirmed=False,
+    )
+    assert wrong_type.status is Status.invalid
+    assert wrong_type.schema == [
+        {"name": "name", "type": "string", "required": True, "description": "Who to greet"}
+    ]
+    unknown_tool = request_run(
+        platform=platform,
+        kind="tool",
+        name="helo-world",
+        action="greet",
+        args={},
+        actor=AGENT,
+        confirmed=False,
+    )
+    assert unknown_tool.did_you_mean == ["hello-world"]
+    plural = request_run(
+        platform=platform,
+        kind="tool",
+        name="xlsx",
+        action="sheets-list",
+        args={},
+        actor=AGENT,
+        confirmed=False,
+    )
+    assert plural.did_you_mean == ["list-sheets"]
+    with platform.session() as session:
+        assert jobs.list_jobs(session=session) == [], "invalid calls create no job"
+
+
+def test_unknown_job_is_invalid(platform: Platform) -> None:
+    answer = job_answer(platform=platform, job_id=424242)
+    assert answer.status is Status.invalid
+
+
+def test_states_map_to_distinct_statuses() -> None:
+    assert {s.value for s in JobState} <= {s.value for s in Status}
