@@ -27,7 +27,7 @@ from dashboard.routes import ROUTERS
 from dashboard.security import Guard, GuardConfig
 from webplatform import jobs
 from webplatform.config import Settings
-from webplatform.mcp.http import create_mcp_app
+from webplatform.mcp.http import create_chat_mcp_app, create_mcp_app
 from webplatform.services import Platform
 from webplatform.worker import make_worker
 
@@ -50,6 +50,7 @@ def create_app(
     """
     platform = platform or Platform(settings)
     mcp_app, mcp_lifespan = _mcp_parts(platform) if mcp else (None, None)
+    chat_app, chat_lifespan = create_chat_mcp_app(platform) if mcp else (None, None)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -60,6 +61,8 @@ def create_app(
         async with AsyncExitStack() as stack:
             if mcp_lifespan is not None:
                 await stack.enter_async_context(mcp_lifespan())
+            if chat_lifespan is not None:
+                await stack.enter_async_context(chat_lifespan())
             try:
                 yield
             finally:
@@ -78,6 +81,8 @@ def create_app(
     if mcp_app is not None:
         # A plain route, not a mount: `/mcp` itself must answer, without a slash redirect.
         app.router.routes.append(Route("/mcp", endpoint=mcp_app))
+    if chat_app is not None:  # the curated chat surface (chat_surface.yaml)
+        app.router.routes.append(Route("/mcp/chat", endpoint=chat_app))
     for router in ROUTERS:
         app.include_router(router)
     install_error_pages(app)

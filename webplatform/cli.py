@@ -12,6 +12,7 @@ import getpass
 import ipaddress
 import json
 import logging
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
 
     p = sub.add_parser("mcp", help="the MCP bridge over stdio, for MCP clients")
-    p.add_argument("--surface", choices=["generic"], default="generic")
+    p.add_argument("--surface", choices=["generic", "chat"], default="generic")
     _common(p)
 
     p = sub.add_parser("worker", help="run approved jobs (more executors, any host)")
@@ -74,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
 
     p = sub.add_parser("check", help="validate every manifest; exit 1 on errors")
+    _common(p, db=False)
+
+    p = sub.add_parser("surface", help="publish the chat surface (chat_surface.yaml)")
+    p.add_argument("op", choices=["export"])
+    p.add_argument("--out", default="server.json", help="file to write; - for stdout")
+    p.add_argument("--url", help="public URL of /mcp/chat, listed under remotes")
     _common(p, db=False)
 
     p = sub.add_parser("operator", help="manage dashboard operators")
@@ -108,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "worker": cmd_worker,
         "run": cmd_run,
         "check": cmd_check,
+        "surface": cmd_surface,
         "operator": cmd_operator,
         "config": cmd_config,
     }[ns.command]
@@ -115,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(ns, extra)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `aat run ... | head`: the reader left; say nothing more on a closed pipe.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        return EXIT_FAILED
 
 
 def cmd_check(ns: argparse.Namespace, _extra: list[str]) -> int:
@@ -130,7 +142,32 @@ def cmd_check(ns: argparse.Namespace, _extra: list[str]) -> int:
         print(f"error  {error.kind:5} {error}")
     total = len(registry.tools) + len(registry.agents) + len(registry.skills)
     print(f"{total} loaded, {len(registry.errors)} with errors")
-    return EXIT_FAILED if registry.errors else EXIT_OK
+    from webplatform.surface import check_lines
+
+    lines, surface_errors = check_lines(settings.registry_roots, registry)
+    print("\n".join(lines))
+    return EXIT_FAILED if registry.errors or surface_errors else EXIT_OK
+
+
+def cmd_surface(ns: argparse.Namespace, _extra: list[str]) -> int:
+    """`aat surface export`: write the chat surface's server.json (MCP registry format)."""
+    from webplatform.mcp.chat import ChatSurfaceError, export_server_json
+
+    settings = _settings(ns)
+    registry = RegistryLoader(settings.registry_roots).load()
+    out = None if ns.out == "-" else str(ns.out)
+    try:
+        document = export_server_json(
+            roots=settings.registry_roots, registry=registry, out=out, url=ns.url
+        )
+    except ChatSurfaceError as exc:
+        print(f"aat surface export: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if out is None:
+        print(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        print(f"wrote {out} (surface_version {document['version']})", file=sys.stderr)
+    return EXIT_OK
 
 
 def cmd_config(ns: argparse.Namespace, _extra: list[str]) -> int:
@@ -283,7 +320,7 @@ def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Serve the MCP bridge on stdio; stdout carries protocol only."""
     from webplatform.mcp.stdio import run_stdio
 
-    run_stdio(_settings(ns))
+    run_stdio(_settings(ns), surface=ns.surface)
     return EXIT_OK
 
 

@@ -1,4 +1,4 @@
-"""The bridge over streamable HTTP, for `aat serve` to mount at `/mcp`.
+"""The bridge over streamable HTTP, for `aat serve` to mount at `/mcp` (and `/mcp/chat`).
 
 `create_mcp_app(platform)` returns the ASGI app and the lifespan the host app must enter (the
 SDK's session manager lives in it). Mount the app with a plain route, e.g.
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
+from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
@@ -28,8 +30,10 @@ from webplatform.config import Settings
 from webplatform.services import Platform
 from webplatform.store.models import Surface
 
+from .chat import ChatSurfaceError, build_chat_server
 from .server import build_server
 
+logger = logging.getLogger(__name__)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
@@ -107,6 +111,34 @@ def create_mcp_app(
     socket is bound beyond loopback; `True` always requires it; `False` only when one is set.
     """
     server = build_server(platform, surface=Surface.mcp_http)
+    return _http_parts(server, platform, require_token=require_token)
+
+
+def create_chat_mcp_app(
+    platform: Platform, *, require_token: bool | None = None
+) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
+    """The chat surface over streamable HTTP (`/mcp/chat`), guarded exactly like `/mcp`.
+
+    When the chat surface cannot be served (no `chat_surface.yaml`, or it disagrees with the
+    registry), the app answers 503 with the reason instead, so `aat serve` still starts.
+    """
+    try:
+        server = build_chat_server(platform, surface=Surface.mcp_http)
+    except ChatSurfaceError as exc:
+        logger.error("/mcp/chat is off: %s", exc)
+        off = JSONResponse({"error": f"the chat surface is off: {exc.args[0]}"}, status_code=503)
+        return off, _no_lifespan
+    return _http_parts(server, platform, require_token=require_token)
+
+
+@asynccontextmanager
+async def _no_lifespan() -> AsyncIterator[None]:
+    yield
+
+
+def _http_parts(
+    server: MCPServer, platform: Platform, *, require_token: bool | None
+) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
     # Builds the session manager; its own Starlette wrapper is not used, so the app does not
     # care which path it is mounted on.
     server.streamable_http_app(transport_security=transport_security(platform.settings))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from . import protocol
+
 CAPABILITIES: Final = "capabilities"
 RUN_TOOL: Final = "run_tool"
 RUN_AGENT: Final = "run_agent"
@@ -28,9 +30,8 @@ TOOL_NAMES: Final[tuple[str, ...]] = (
     JOB_STATUS,
 )
 
-# `server/discover` result `_meta` key: sha256 (hex) over the canonical JSON of the `tools`
-# array exactly as `tools/list` returns it, so a client or gateway can check its copy.
-TOOLS_DIGEST_META_KEY: Final = "aat/toolsDigest"
+# `server/discover` result `_meta` key for the tools digest (shared by both surfaces).
+TOOLS_DIGEST_META_KEY: Final = protocol.TOOLS_DIGEST_META_KEY
 
 # The level-triggered resource: this client's jobs waiting for an operator.
 PENDING_APPROVALS_URI: Final = "aat://approvals/pending"

@@ -13,6 +13,7 @@ from webplatform.config import Settings
 from webplatform.services import Platform
 from webplatform.store.models import Surface
 
+from .chat import ChatSurfaceError, build_chat_server
 from .server import build_server
 
 
@@ -29,17 +30,30 @@ def configure_stderr_logging(level: int = logging.WARNING) -> None:
     warnings.simplefilter("default")
 
 
-async def serve_stdio(platform: Platform) -> None:
-    """Serve one MCP client on this process's stdin/stdout until it hangs up."""
-    server = build_server(platform, surface=Surface.mcp_stdio)
+async def serve_stdio(platform: Platform, *, surface: str = "generic") -> None:
+    """Serve one MCP client on this process's stdin/stdout until it hangs up.
+
+    `surface` is `generic` (the seven tools) or `chat` (the declared chat surface).
+    """
+    if surface == "chat":
+        server = build_chat_server(platform, surface=Surface.mcp_stdio)
+    else:
+        server = build_server(platform, surface=Surface.mcp_stdio)
     # The SDK points fd 1 at stderr while it serves, so a stray print() or a child process
     # that inherits stdout cannot corrupt the protocol stream.
     await server.run_stdio_async()
 
 
-def run_stdio(settings: Settings) -> None:
-    """Run the stdio bridge (blocking); used by `aat mcp`. Logs go to stderr."""
+def run_stdio(settings: Settings, *, surface: str = "generic") -> None:
+    """Run the stdio bridge (blocking); used by `aat mcp`. Logs go to stderr.
+
+    Exits with status 1 and the reason on stderr when the chat surface cannot be served.
+    """
     configure_stderr_logging()
     platform = Platform(settings)
-    with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(serve_stdio, platform)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(lambda: serve_stdio(platform, surface=surface))
+    except ChatSurfaceError as exc:
+        sys.stderr.write(f"aat mcp --surface chat: {exc}\n")
+        raise SystemExit(1) from None

@@ -1,0 +1,145 @@
+"""Protocol handling both MCP surfaces share: request details, progress, annotations, digest.
+
+The generic surface (`server.py`) and the chat surface (`chat/`) both build on this module and
+never on each other (an import-linter contract): what one learns about the SDK's wire format,
+the other gets for free.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, ListToolsResult, ToolAnnotations
+from mcp_types import methods as wire_methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from webplatform.answers import Answer, Status
+from webplatform.canonical import canonical_json, sha256_hex
+from webplatform.suggest import did_you_mean
+
+from . import waiting
+from .results import answer_result
+
+logger = logging.getLogger(__name__)
+
+# `server/discover` result `_meta` key: sha256 (hex) over the canonical JSON of the `tools`
+# array exactly as `tools/list` returns it, so a client or gateway can check its copy.
+TOOLS_DIGEST_META_KEY: Final = "aat/toolsDigest"
+
+READ_ONLY: Final = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+# Reversible runs may still create things, so they are neither read-only nor idempotent.
+REVERSIBLE_RUN: Final = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+)
+IRREVERSIBLE_RUN: Final = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+)
+
+
+def annotations_for(badge: Literal["read-only", "reversible", "irreversible"]) -> ToolAnnotations:
+    """The MCP annotations for a gate badge (`gate.describe`); hints only, enforcement is code."""
+    chosen = {"read-only": READ_ONLY, "reversible": REVERSIBLE_RUN}.get(badge, IRREVERSIBLE_RUN)
+    # read-only implies reversible: a hint that says both would contradict the gate.
+    assert not (chosen.read_only_hint and chosen.destructive_hint)
+    return chosen
+
+
+def client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The MCP client's self-declared name (`clientInfo.name`), in either protocol era."""
+    params = ctx.session.client_params
+    return params.client_info.name if params is not None and params.client_info else None
+
+
+def client_address(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The peer address of an HTTP request, or None (stdio, in-memory)."""
+    client = getattr(ctx.request, "client", None)
+    host = getattr(client, "host", None)
+    return host if isinstance(host, str) else None
+
+
+def raw_arguments(ctx: Context) -> dict[str, Any]:
+    """The call's `arguments` exactly as sent (the tool functions validate them themselves)."""
+    params = ctx.request_context.params or {}
+    arguments = params.get("arguments")
+    return dict(arguments) if isinstance(arguments, dict) else {}
+
+
+def progress_sender(ctx: Context) -> waiting.Progress:
+    """Progress notifications for this call; a closed stream never ends the wait."""
+
+    async def send(elapsed: float, total: float | None, message: str) -> None:
+        try:
+            await ctx.report_progress(elapsed, total, message)
+        except Exception:  # progress is a courtesy; a closed stream must not end the wait
+            logger.debug("could not send progress", exc_info=True)
+
+    return send
+
+
+def tools_digest(tools: list[dict[str, Any]]) -> str:
+    """sha256 (hex) over the canonical JSON of a `tools` array as sent on the wire."""
+    return sha256_hex(canonical_json(tools))
+
+
+async def wire_tools(server: MCPServer, version: str) -> list[dict[str, Any]]:
+    """`tools/list`'s `tools` array exactly as protocol `version` sends it."""
+    listed = ListToolsResult(tools=await server.list_tools())
+    wire = wire_methods.serialize_server_result(
+        "tools/list", version, listed.model_dump(by_alias=True, mode="json", exclude_none=True)
+    )
+    tools: list[dict[str, Any]] = wire["tools"]
+    return tools
+
+
+async def wire_tools_digest(server: MCPServer, version: str) -> str:
+    """The tools digest for `version`: over `tools/list`'s `tools` exactly as that era sends it."""
+    return tools_digest(await wire_tools(server, version))
+
+
+def wire_result(version: str, result: CallToolResult) -> dict[str, Any]:
+    """A tool result dumped as the middleware must return it for protocol `version`."""
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if version in MODERN_PROTOCOL_VERSIONS:
+        dumped["resultType"] = "complete"
+    return dumped
+
+
+def unknown_tool_result(version: str, name: str, known: Sequence[str]) -> dict[str, Any]:
+    """An `invalid` tool result (not a protocol error) for a tool name this server lacks."""
+    answer = Answer(
+        Status.invalid,
+        error=f"no MCP tool {name[:100]!r}; tools: {', '.join(known)}",
+        did_you_mean=did_you_mean(name[:200], known),
+    )
+    return wire_result(version, answer_result(answer, max_bytes=20_000))
+
+
+def surface_middleware(
+    server: MCPServer, *, tool_names: Callable[[], Sequence[str]], meta: dict[str, Any]
+) -> Callable[..., Any]:
+    """Middleware both surfaces install: unknown tools answered as results; discover `_meta`.
+
+    `server/discover`'s `_meta` gets the tools digest for the negotiated era, plus `meta`.
+    """
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params or {}
+        if ctx.method == "tools/call":
+            name, known = params.get("name"), tool_names()
+            if isinstance(name, str) and name not in known:
+                return unknown_tool_result(ctx.protocol_version, name, known)
+        result = await call_next(ctx)
+        if ctx.method == "server/discover" and isinstance(result, dict):
+            extra = dict(result.get("_meta") or {})
+            extra.update(meta)
+            extra[TOOLS_DIGEST_META_KEY] = await wire_tools_digest(server, ctx.protocol_version)
+            result = {**result, "_meta": extra}
+        return result
+
+    return middleware
