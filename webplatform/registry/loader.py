@@ -64,6 +64,10 @@ class RegistryLoader:
         self._parsed: dict[Path, _Parsed] = {}
         self._signature: object = None
         self._registry: Registry | None = None
+        # Per listed folder: the names seen last time and the items built from them. Reusing
+        # the same Path objects keeps their cached str and hash, which is most of what a
+        # warm load of a large registry would otherwise spend.
+        self._listed: dict[Path, tuple[list[str], list[_Found]]] = {}
 
     def load(self) -> Registry:
         """The current registry: the same object as last time if no file changed.
@@ -114,11 +118,19 @@ class RegistryLoader:
                     errors.append(_root_error(root / subdir, f"cannot list it ({exc.strerror})"))
                     continue
                 present = True
-                found.extend(_Found(kind, root / subdir / name / filename) for name in names)
+                found.extend(self._items(kind, root / subdir, filename, names))
             if not present:
                 hint = "has no tools/, agents/ or skills/ folder; point at the folder above them"
                 errors.append(_root_error(root, hint))
         return found, tuple(errors)
+
+    def _items(self, kind: Kind, folder: Path, filename: str, names: list[str]) -> list[_Found]:
+        listed = self._listed.get(folder)
+        if listed is not None and listed[0] == names:
+            return listed[1]
+        items = [_Found(kind, folder / name / filename) for name in names]
+        self._listed[folder] = (names, items)
+        return items
 
     def _current_stamps(self, item: _Found) -> tuple[Stamp, Stamp]:
         # The entrypoint is only known from the last parse; a new manifest has none yet and
