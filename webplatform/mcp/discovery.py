@@ -230,9 +230,33 @@ def _full_or_index(spec: ToolSpec, *, max_bytes: int) -> dict[str, Any]:
 
 
 def _matches(query_words: frozenset[str], text: str) -> bool:
-    hay = text.lower()
-    words = word_set(text)
+    return _matches_indexed(query_words, text.lower(), word_set(text))
+
+
+def _matches_indexed(query_words: frozenset[str], hay: str, words: frozenset[str]) -> bool:
     return all(q in words or q in hay for q in query_words)
+
+
+# (registry, [(spec, action, lower-cased text, word set)]) for the last registry searched. The
+# loader hands back the very same Registry object while nothing changed on disk, so a search
+# splits and singularises every action's words once per registry version, not once per call.
+_search_index: tuple[Registry, list[tuple[ToolSpec, ActionSpec, str, frozenset[str]]]] | None = None
+
+
+def _action_index(registry: Registry) -> list[tuple[ToolSpec, ActionSpec, str, frozenset[str]]]:
+    global _search_index
+    cached = _search_index
+    if cached is not None and cached[0] is registry:
+        return cached[1]
+    index: list[tuple[ToolSpec, ActionSpec, str, frozenset[str]]] = []
+    for table in (registry.tools, registry.agents):
+        for spec in table.values():
+            for action in spec.actions:
+                text = f"{spec.name} {action.name} {action.description}"
+                index.append((spec, action, text.lower(), word_set(text)))
+    index.sort(key=lambda entry: entry[0].name)  # stable: tools before agents, action order
+    _search_index = (registry, index)
+    return index
 
 
 def _search(
@@ -249,19 +273,18 @@ def _search(
         found = _lookup(registry, kind=kind, name=name)
         if isinstance(found, dict):
             return found
+    in_scope = {id(s) for s in scope}
     hits: list[dict[str, Any]] = []
-    for spec in sorted(scope, key=lambda s: s.name):
-        for action in spec.actions:
-            text = f"{spec.name} {action.name} {action.description}"
-            if _matches(words, text):
-                hits.append(
-                    {
-                        "kind": spec.kind,
-                        "name": spec.name,
-                        "action": action.name,
-                        "description": action.description,
-                    }
-                )
+    for spec, action, hay, action_words in _action_index(registry):
+        if id(spec) in in_scope and _matches_indexed(words, hay, action_words):
+            hits.append(
+                {
+                    "kind": spec.kind,
+                    "name": spec.name,
+                    "action": action.name,
+                    "description": action.description,
+                }
+            )
     if kind in (None, "skill"):
         for skill in sorted(registry.skills.values(), key=lambda s: s.name):
             if name in (None, skill.name) and _matches(words, f"{skill.name} {skill.description}"):
