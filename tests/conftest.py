@@ -1,8 +1,10 @@
 """Shared fixtures: settings with their own AAT_HOME, and a real database per test.
 
-Every test using `settings` or `engine` runs on a fresh SQLite file under `tmp_path`; when
-AAT_TEST_PG_URL is set (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/postgres) it
-runs again on PostgreSQL, in a schema of its own that is dropped afterwards.
+Every test using `settings` or `engine` runs twice: on a fresh SQLite file under `tmp_path`,
+and on PostgreSQL in a schema of its own that is dropped afterwards. The PostgreSQL server is
+AAT_TEST_PG_URL when set (`.ci/run` starts one and sets it); otherwise the session starts a
+throwaway server from /usr/lib/postgresql/*/bin itself. With neither, PostgreSQL tests fail
+with a message saying how to get one: they are never skipped.
 """
 
 from __future__ import annotations
@@ -10,42 +12,77 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from pg_server import HOW_TO, throwaway_server
 from sqlalchemy import Engine, create_engine, make_url, text
 
 from webplatform.config import Settings
 from webplatform.store import make_engine
 
-PG_URL = os.environ.get("AAT_TEST_PG_URL", "")
-BACKENDS = ["sqlite", "postgresql"] if PG_URL else ["sqlite"]
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL server URL for the whole session: AAT_TEST_PG_URL, or one started here."""
+    configured = os.environ.get("AAT_TEST_PG_URL", "")
+    if configured:
+        yield configured
+        return
+    try:
+        server = throwaway_server()
+        url = server.__enter__()
+    except RuntimeError as exc:
+        pytest.fail(str(exc) if HOW_TO in str(exc) else f"{exc}\n{HOW_TO}", pytrace=False)
+    try:
+        yield url
+    finally:
+        server.__exit__(None, None, None)
+
+
+@contextmanager
+def pg_schema(server_url: str) -> Iterator[str]:
+    """A fresh schema on `server_url`; yields a URL whose connections use only that schema."""
+    schema = f"aat_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server_url)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(server_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
-    """The database kind a test runs on: "sqlite", and "postgresql" when configured."""
+    """The database kind a test runs on: "sqlite" and "postgresql"."""
     return str(request.param)
 
 
 @pytest.fixture
-def settings(backend: str, tmp_path: Path) -> Iterator[Settings]:
+def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Settings]:
     """Settings with AAT_HOME in tmp_path and a database nobody else uses."""
     home = tmp_path / "aat-home"
     if backend == "sqlite":
         yield Settings(home=home)
         return
-    schema = f"aat_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield Settings(home=home, db_url=url.render_as_string(hide_password=False))
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    # Looked up only here, so a SQLite-only selection never starts a PostgreSQL server.
+    server_url = str(request.getfixturevalue("pg_url"))
+    with pg_schema(server_url) as url:
+        yield Settings(home=home, db_url=url)
+
+
+@pytest.fixture
+def pg_settings(pg_url: str, tmp_path: Path) -> Iterator[Settings]:
+    """Settings on PostgreSQL only (for the several-hosts path), in a schema of its own."""
+    with pg_schema(pg_url) as url:
+        yield Settings(home=tmp_path / "aat-home", db_url=url)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import Engine
@@ -26,13 +27,19 @@ from webplatform.config import Settings
 from webplatform.execution import RunFn, execute, finish_job
 from webplatform.registry.model import ActionSpec, Registry, ToolSpec
 from webplatform.store.engine import transact
-from webplatform.store.models import Job, JobState
+from webplatform.store.models import Job, JobState, utcnow
 
 log = logging.getLogger(__name__)
+
+PRUNE_BATCH = 500
 
 
 class Worker:
     """Executes approved jobs from the shared database; several may run on several hosts."""
+
+    # Retention runs at the first housekeeping and then this often (seconds): old rows
+    # are not urgent, and every worker on every host does it.
+    prune_every_s: float = 300.0
 
     def __init__(
         self,
@@ -53,9 +60,11 @@ class Worker:
             f"{socket.gethostname()}:{os.getpid()}:worker-{uuid.uuid4().hex[:8]}"
         )
         self._last_housekeeping = float("-inf")
+        self._last_prune = float("-inf")
 
     def housekeep(self) -> None:
-        """Expire overdue approvals, mark jobs with dead leases lost, and leave a heartbeat."""
+        """Expire overdue approvals, mark jobs with dead leases lost, leave a heartbeat, and
+        (at start, then every `prune_every_s`) remove finished jobs past retention."""
         expired = transact(self.engine, lambda s: jobs.expire_due(session=s))
         lost = transact(self.engine, lambda s: jobs.reap_lost(session=s))
         transact(
@@ -70,7 +79,31 @@ class Worker:
         )
         if expired or lost:
             log.info("housekeeping: %d approval(s) expired, %d job(s) lost", expired, lost)
+        if time.monotonic() - self._last_prune >= self.prune_every_s:
+            self.prune()
         self._last_housekeeping = time.monotonic()
+
+    def prune(self) -> int:
+        """Delete finished jobs older than AAT_RETENTION_DAYS, one short transaction per batch.
+
+        Pending, approved and running jobs, and decision audit events, are never removed.
+        """
+        self._last_prune = time.monotonic()
+        cutoff = utcnow() - timedelta(days=self.settings.retention_days)
+        removed = 0
+        while True:
+            batch = transact(
+                self.engine,
+                lambda s: jobs.prune_finished(
+                    session=s, older_than=cutoff, batch=PRUNE_BATCH, max_batches=1
+                ),
+            )
+            removed += batch
+            if batch < PRUNE_BATCH:
+                break
+        if removed:
+            log.info("housekeeping: %d finished job(s) past retention removed", removed)
+        return removed
 
     def run_once(self) -> bool:
         """Housekeep when due, then claim and run one approved job; False if there was none."""

@@ -63,14 +63,22 @@ def parse_yaml(text: str, *, line_offset: int = 0) -> YamlDoc:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _check_expanded_size(node, line_offset)
         data = _Builder(loader, line_offset).build(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 + line_offset if mark is not None else None
         detail = ", ".join(p.strip() for p in (exc.context, exc.problem) if p)
         raise YamlProblem(f"YAML syntax error: {detail}; fix the YAML on this line", line) from exc
+    except yaml.reader.ReaderError as exc:
+        # A control character or bad encoding: one line, and the line it is on.
+        line = text.count("\n", 0, max(exc.position, 0)) + 1 + line_offset
+        detail = str(exc).splitlines()[0]
+        raise YamlProblem(f"YAML error: {detail}; remove that character", line) from exc
     except yaml.YAMLError as exc:
-        raise YamlProblem(f"YAML error: {exc}; fix the YAML", None) from exc
+        detail = " ".join(str(exc).split())
+        raise YamlProblem(f"YAML error: {detail}; fix the YAML", None) from exc
     except RecursionError as exc:
         raise YamlProblem("YAML refers to itself through an alias; remove the loop", None) from exc
     finally:
@@ -79,6 +87,38 @@ def parse_yaml(text: str, *, line_offset: int = 0) -> YamlDoc:
 
 
 _STR, _SEQ, _MAP = (f"tag:yaml.org,2002:{t}" for t in ("str", "seq", "map"))
+
+# Far beyond any real manifest, far below what hangs a process: aliases of aliases
+# ("billion laughs") expand exponentially, and one such file must not stall the registry.
+MAX_EXPANDED_NODES = 100_000
+
+
+def _check_expanded_size(root: yaml.Node, line_offset: int) -> None:
+    """Raise YamlProblem when the document, with every alias expanded, is too large.
+
+    Counts each node once per place it is used, in time linear in the node tree.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(item) for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        if total > MAX_EXPANDED_NODES:
+            raise YamlProblem(
+                f"YAML expands to more than {MAX_EXPANDED_NODES} values (aliases of aliases?); "
+                "write the values out instead of nesting aliases",
+                node.start_mark.line + 1 + line_offset,
+            )
+        sizes[id(node)] = total
+        return total
+
+    size(root)
 
 
 class _Builder:

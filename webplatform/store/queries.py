@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 
 from sqlalchemy.orm import load_only
@@ -74,14 +75,18 @@ def pending_approvals(*, session: Session, limit: int = 200) -> list[Job]:
     return list(session.exec(stmt).all())
 
 
-def prune_finished(*, session: Session, older_than: datetime, batch: int = 500) -> int:
+def prune_finished(
+    *, session: Session, older_than: datetime, batch: int = 500, max_batches: int | None = None
+) -> int:
     """Delete finished jobs last changed before `older_than`, in batches; how many.
 
     Never touches pending, approved or running jobs, and keeps decision audit events
-    (approved, denied, expired, cancelled), which name the call themselves.
+    (approved, denied, expired, cancelled), which name the call themselves. `max_batches`
+    stops early so a caller can commit between batches and keep each transaction short.
     """
     deleted = 0
-    while True:
+    rounds = itertools.count() if max_batches is None else range(max_batches)
+    for _ in rounds:
         stmt = (
             select(Job.id)
             .where(col(Job.state).in_(list(TERMINAL_STATES)), col(Job.updated_at) < older_than)
@@ -98,3 +103,4 @@ def prune_finished(*, session: Session, older_than: datetime, batch: int = 500) 
         )
         session.exec(delete(Job).where(col(Job.id).in_(ids)))
         deleted += len(ids)
+    return deleted

@@ -1,0 +1,88 @@
+"""A throwaway PostgreSQL server for the test session, when AAT_TEST_PG_URL is not set.
+
+`.ci/run` starts one and exports AAT_TEST_PG_URL; by hand, `make test` finds the server
+binaries under /usr/lib/postgresql/*/bin and starts its own in a temporary folder, as the
+`postgres` user when run as root (PostgreSQL refuses to run as root).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+HOW_TO = (
+    "PostgreSQL tests need a server: run .ci/run (it starts PostgreSQL 15 and exports "
+    "AAT_TEST_PG_URL), set AAT_TEST_PG_URL=postgresql+psycopg://USER@HOST:PORT/DB yourself, "
+    "or install the server binaries (apt-get install postgresql) so the tests start their own"
+)
+
+
+def server_bin() -> Path | None:
+    """The newest PostgreSQL server bin folder installed here, or None."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=_version)
+    return Path(found[-1]).parent if found else None
+
+
+def _version(path: str) -> tuple[int, ...]:
+    part = Path(path).parent.parent.name
+    return tuple(int(p) for p in part.split(".") if p.isdigit())
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def throwaway_server() -> Iterator[str]:
+    """Start a PostgreSQL server on a free loopback port; yield its SQLAlchemy URL."""
+    bin_dir = server_bin()
+    if bin_dir is None:
+        raise RuntimeError(HOW_TO)
+    user = "postgres" if os.geteuid() == 0 else None
+    folder = Path(tempfile.mkdtemp(prefix="aat-test-pg."))
+    if user:
+        shutil.chown(folder, user)
+    data, port = folder / "data", _free_port()
+
+    def run(*argv: str) -> None:
+        subprocess.run(argv, check=True, user=user, cwd=folder, capture_output=True, timeout=120)
+
+    try:
+        run(str(bin_dir / "initdb"), "-D", str(data), "-U", "aat", "--auth=trust", "-E", "UTF8")
+        options = (
+            f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} "
+            "-c max_connections=200 -c fsync=off -c synchronous_commit=off"
+        )
+        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(folder / "log"), "-w", "-o",
+            options, "start")  # fmt: skip
+        run(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "aat", "aat_test")
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        log = folder / "log"
+        detail = getattr(exc, "stderr", b"") or b""
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        shutil.rmtree(folder, ignore_errors=True)
+        raise RuntimeError(
+            f"could not start a throwaway PostgreSQL: {exc}\n{detail.decode(errors='replace')}"
+            f"\n{tail}\n{HOW_TO}"
+        ) from exc
+    try:
+        yield f"postgresql+psycopg://aat@127.0.0.1:{port}/aat_test"
+    finally:
+        subprocess.run(
+            [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            user=user,
+            cwd=folder,
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
