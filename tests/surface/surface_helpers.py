@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 import yaml
 from mcp_types import CallToolResult
 
+from dashboard.app import create_app
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import Registry
+from webplatform.services import Platform
 from webplatform.surface import DECLARATION_FILE
 
 # The two protocol eras, as `Client(mode=...)` spells them.
@@ -52,6 +60,12 @@ def root(tmp_path: Path) -> Path:
 def chat_settings(settings: Settings, root: Path) -> Settings:
     """The test's settings (own AAT_HOME and database) on the registry copy."""
     return settings.model_copy(update={"registry": str(root)})
+
+
+@pytest.fixture
+def base_url(chat_settings: Settings) -> Iterator[str]:
+    with serve(chat_settings) as url:
+        yield url
 
 
 def load_registry(root: Path) -> Registry:
@@ -112,3 +126,30 @@ def body(result: CallToolResult) -> dict[str, Any]:
     assert result.structured_content is not None
     assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
     return result.structured_content
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve(settings: Settings) -> Iterator[str]:
+    """The real dashboard app (`aat serve`) on uvicorn in a thread; yields its base URL."""
+    platform = Platform(settings)
+    app = create_app(settings, platform=platform, embed_worker=False)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        platform.engine.dispose()
