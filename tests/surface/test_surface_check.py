@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -211,3 +212,31 @@ def test_aat_check_names_every_difference(root: Path, tmp_path: Path) -> None:
     for kind in ("missing-action", "new-argument", "irreversible"):
         assert f"error  surface {kind}: " in joined
     assert f"{root / DECLARATION_FILE}:" in joined  # file and line, for an editor to jump to
+
+
+def aat_export(root: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AAT_HOME": str(tmp_path / "home")}
+    argv = [sys.executable, "-m", "webplatform", "surface", "export", "--registry", str(root)]
+    return subprocess.run(
+        [*argv, *extra], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+
+
+def test_aat_surface_export_writes_server_json(root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "server.json"
+    done = aat_export(
+        root, tmp_path, "--out", str(out), "--url", "https://aat.example.org/mcp/chat"
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert document["$schema"].endswith("/server.schema.json")
+    assert (document["name"], document["version"]) == ("io.github.aat/aat-chat", "1.0.0")
+    meta = document["_meta"]["io.modelcontextprotocol.registry/publisher-provided"]
+    assert len(meta["aat/toolsDigest"]) == 64
+
+
+def test_aat_surface_export_refuses_a_drifted_surface(root: Path, tmp_path: Path) -> None:
+    edit_manifest(root, "hello-world", lambda d: action(d, "greet").update(name="hello"))
+    done = aat_export(root, tmp_path, "--out", str(tmp_path / "server.json"))
+    assert done.returncode == 1 and "has no action 'greet'" in done.stderr
+    assert not (tmp_path / "server.json").exists()
