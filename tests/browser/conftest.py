@@ -74,14 +74,16 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     raise RuntimeError(f"aat serve did not answer /healthz:\n{log.read_text()}")
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: sync Playwright keeps an asyncio loop marked running in this
+# thread while it is open, which would break every anyio test collected after this folder.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     """The Playwright driver."""
     with sync_playwright() as p:
         yield p
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     """Debian's Chromium, headless."""
     b = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
