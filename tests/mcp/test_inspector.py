@@ -1,0 +1,222 @@
+"""The MCP Inspector CLI (from npm, tests/mcp/node) against `aat mcp` and a real `aat serve`.
+
+Each call is one `mcp-inspector --cli --protocol-era legacy|modern --format json` run, as a
+user would type it: over stdio the Inspector starts `aat mcp` itself; over HTTP it talks to
+/mcp on an `aat serve` process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlmodel import Session
+
+from webplatform.config import Settings
+from webplatform.store import make_engine
+from webplatform.store.models import Job, JobState, Surface
+
+pytestmark = pytest.mark.slow
+
+INSPECTOR = Path(__file__).parent / "node" / "node_modules" / ".bin" / "mcp-inspector"
+AAT = Path(sys.executable).with_name("aat")
+TOOLS = [
+    "capabilities",
+    "run_tool",
+    "run_agent",
+    "run_tool_confirmed",
+    "run_agent_confirmed",
+    "get_skill",
+    "job_status",
+]
+# The Inspector's exit code when a tool answers with isError: true.
+TOOL_ERROR_EXIT = 5
+
+
+@dataclass
+class Target:
+    """Where the Inspector connects: its target arguments, and the AAT_HOME behind them."""
+
+    args: list[str]
+    home: Path
+    surface: Surface
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """This environment without AAT_* settings, with AAT_HOME set to `home`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
+    return {**env, "AAT_HOME": str(home)}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """`aat serve` on a free loopback port, with an AAT_HOME of its own."""
+    folder = tmp_path_factory.mktemp("serve")
+    home, port, log = folder / "aat-home", free_port(), folder / "serve.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(AAT), "serve", "--port", str(port)],
+            env=clean_env(home),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc, log)
+        yield Target(args=[f"{url}/mcp"], home=home, surface=Surface.mcp_http)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Return once `aat serve` answers /healthz; fail with its log if it exits or hangs."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"aat serve exited {proc.returncode}:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"aat serve did not answer /healthz:\n{log.read_text()}")
+
+
+@pytest.fixture(params=["stdio", "http"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    """`aat mcp` started by the Inspector (stdio), or the module's `aat serve` (HTTP)."""
+    if request.param == "http":
+        served: Target = request.getfixturevalue("served")
+        return served
+    home = tmp_path / "aat-home"
+    # The Inspector hands a stdio server only HOME, PATH and a few more; AAT_HOME goes by -e.
+    return Target(
+        args=["-e", f"AAT_HOME={home}", str(AAT), "mcp"], home=home, surface=Surface.mcp_stdio
+    )
+
+
+@pytest.fixture(params=["legacy", "modern"])
+def protocol_era(request: pytest.FixtureRequest) -> str:
+    """The Inspector's --protocol-era: `initialize` (legacy) or `server/discover` (modern)."""
+    return str(request.param)
+
+
+def inspect(
+    tmp_path: Path, target: Target, era: str, *args: str, exit_code: int = 0
+) -> dict[str, Any]:
+    """Run one Inspector CLI call; check its exit code; return the `result` it printed."""
+    state = tmp_path / "inspector"
+    env = {
+        **os.environ,
+        "HOME": str(state),
+        "MCP_CATALOG_PATH": str(state / "mcp.json"),
+        "MCP_CLIENT_CONFIG_PATH": str(state / "client.json"),
+    }
+    argv = [str(INSPECTOR), "--cli", "--protocol-era", era, "--format", "json", *args]
+    done = subprocess.run(
+        [*argv, *target.args], env=env, capture_output=True, text=True, timeout=90, check=False
+    )
+    assert done.returncode == exit_code, done.stderr[-4000:]
+    printed: dict[str, Any] = json.loads(done.stdout)
+    result: dict[str, Any] = printed["result"]
+    return result
+
+
+def call(
+    tmp_path: Path, target: Target, era: str, tool: str, args: dict[str, Any], exit_code: int = 0
+) -> dict[str, Any]:
+    """tools/call through the Inspector; the result, with its text and structured JSON equal."""
+    result = inspect(
+        tmp_path,
+        target,
+        era,
+        *("--method", "tools/call", "--tool-name", tool, "--tool-args-json", json.dumps(args)),
+        exit_code=exit_code,
+    )
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    # A modern-era answer names the server in _meta; a legacy one (after initialize) does not.
+    meta = result.get("_meta", {})
+    assert ("io.modelcontextprotocol/serverInfo" in meta) == (era == "modern"), meta
+    return result
+
+
+def test_tools_list_shows_the_seven_tools(
+    tmp_path: Path, target: Target, protocol_era: str
+) -> None:
+    listed = inspect(tmp_path, target, protocol_era, "--method", "tools/list")
+    assert [tool["name"] for tool in listed["tools"]] == TOOLS
+    run_tool = next(tool for tool in listed["tools"] if tool["name"] == "run_tool")
+    assert run_tool["inputSchema"]["required"] == ["tool"]
+
+
+def test_capabilities_with_no_arguments_is_the_compact_list(
+    tmp_path: Path, target: Target, protocol_era: str
+) -> None:
+    result = call(tmp_path, target, protocol_era, "capabilities", {})
+    assert result["isError"] is False
+    listing = result["structuredContent"]
+    assert [t["name"] for t in listing["tools"]] == ["hello-world", "outbox", "xlsx"]
+    assert [a["name"] for a in listing["agents"]] == ["summarize"]
+    assert [s["name"] for s in listing["skills"]] == ["approvals"]
+    # Compact: a name, a description, an action count and readiness; no schemas.
+    assert all(set(t) == {"name", "description", "actions", "ready"} for t in listing["tools"])
+    assert {t["name"]: t["actions"] for t in listing["tools"]}["hello-world"] == 1
+
+
+def test_run_tool_greets_and_records_a_job(
+    tmp_path: Path, target: Target, protocol_era: str
+) -> None:
+    greet = {"tool": "hello-world", "action": "greet", "args": {"name": "Ada"}}
+    result = call(tmp_path, target, protocol_era, "run_tool", greet)
+    assert result["isError"] is False
+    ran = result["structuredContent"]
+    assert ran["status"] == "succeeded"
+    assert ran["result"] == {"greeting": "Hello, Ada!"}
+
+    engine = make_engine(Settings(home=target.home))
+    try:
+        with Session(engine) as session:
+            job = session.get(Job, ran["job"])
+            assert job is not None
+            assert (job.name, job.state, job.surface) == (
+                "hello-world",
+                JobState.succeeded,
+                target.surface,
+            )
+    finally:
+        engine.dispose()
+
+
+def test_unknown_tool_is_an_error_result_with_did_you_mean(
+    tmp_path: Path, target: Target, protocol_era: str
+) -> None:
+    typo = {"tool": "hello-wrld", "action": "greet", "args": {"name": "Ada"}}
+    result = call(tmp_path, target, protocol_era, "run_tool", typo, exit_code=TOOL_ERROR_EXIT)
+    assert result["isError"] is True
+    answer = result["structuredContent"]
+    assert answer["status"] == "invalid"
+    assert answer["did_you_mean"] == ["hello-world"]
+    assert "hello-wrld" in answer["error"]
