@@ -6,6 +6,7 @@ tmp_path, and is killed by its own pid at teardown if the test did not stop it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -117,12 +118,16 @@ class Procs:
         proc.wait(timeout=10)
 
     def stop_all(self) -> None:
+        """Hang up on stdio bridges, SIGINT the rest; SIGKILL whatever is still there."""
         for proc in self.started:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()  # a stdio bridge ends when its client hangs up
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
         for proc in self.started:
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
