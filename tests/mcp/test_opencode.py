@@ -85,6 +85,8 @@ class ChatScript(ThreadingHTTPServer):
 
 
 class ChatHandler(BaseHTTPRequestHandler):
+    """Answers each chat request with the script's reply, streamed as opencode asks for."""
+
     server: ChatScript
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
