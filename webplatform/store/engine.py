@@ -37,6 +37,9 @@ _WRITE_OPTION = "aat_write"
 def make_engine(settings: Settings) -> Engine:
     """An engine for `settings.database_url`, with the schema migrated to the latest version."""
     url = make_url(settings.database_url)
+    # AAT_HOME holds tool output (the outbox) on every backend: private from the start,
+    # rather than left for the first tool to create with the default umask.
+    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
     if url.get_backend_name() == "sqlite":
         engine = _sqlite_engine(url, settings.home)
     else:
