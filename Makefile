@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Real third-party MCP clients (MCP Inspector CLI, opencode), pinned by package-lock.json.
+NODE := tests/mcp/node
+NODE_STAMP := $(NODE)/node_modules/.installed
 
 .PHONY: run test check lint unit fast bench clean
 
@@ -11,6 +14,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+$(NODE_STAMP): $(NODE)/package.json $(NODE)/package-lock.json
+	cd $(NODE) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
 
 run: $(STAMP)
 	$(BIN)/aat serve
@@ -25,7 +32,7 @@ lint: $(STAMP)
 fast: $(STAMP)
 	$(BIN)/pytest -m "not browser and not slow" -x
 
-test: lint
+test: lint $(NODE_STAMP)
 	$(BIN)/aat check
 	$(BIN)/pytest
 
