@@ -107,6 +107,10 @@ def _notice(done: str | None, job_id: int, new: int | None) -> str | None:
     return f"{NOTICES[done]} job {job_id}."
 
 
+def _expired(job_id: int) -> str:
+    return f"job {job_id} expired before it was approved: it will not run; ask for it again"
+
+
 async def _decide(
     request: Request,
     platform: Platform,
@@ -121,9 +125,10 @@ async def _decide(
     except jobs.JobNotFound:
         raise HTTPException(404, f"no job {job_id}: it never existed or was pruned") from None
     except jobs.StaleState as exc:
-        error = str(exc)
+        # Expiry may have been recorded by a sweep just before the click: same message.
+        error = _expired(job_id) if exc.actual is JobState.expired else str(exc)
     except jobs.ApprovalExpired:
-        error = f"job {job_id} expired before it was approved: it will not run; ask for it again"
+        error = _expired(job_id)
     except jobs.DigestMismatch:
         error = (
             f"job {job_id}'s arguments are not the ones this page showed: reload the page "
