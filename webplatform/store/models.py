@@ -146,6 +146,7 @@ class Job(JobBase, table=True):
         Index("ix_job_name_id", "name", "id"),
         Index("ix_job_surface_id", "surface", "id"),
         Index("ix_job_created_at", "created_at"),
+        Index("ix_job_irreversible_updated_at", "irreversible", "updated_at", "id"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
