@@ -12,6 +12,7 @@ import fcntl
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -149,6 +150,10 @@ def transact(
 
 def migrate(engine: Engine) -> None:
     """Bring the schema to the latest migration; safe to call from several processes at once."""
+    if _schema_is_current(engine):
+        # Every `aat mcp` start opens the database: importing and running alembic only to
+        # learn there is nothing to do would cost it a few hundred milliseconds each time.
+        return
     if engine.dialect.name == "sqlite":
         with _sqlite_migration_lock(engine):
             _upgrade(engine)
@@ -163,6 +168,36 @@ def migrate(engine: Engine) -> None:
                 conn.commit()
     else:
         _upgrade(engine)
+
+
+_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*(None|['\"]([^'\"]+)['\"])", re.M)
+
+
+def head_revision() -> str | None:
+    """The one head of the migration scripts (read from their text), or None if unclear."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in (Path(__file__).parent / "migrations" / "versions").glob("*.py"):
+        found = {m.group(1): m.group(3) for m in _REVISION.finditer(script.read_text())}
+        if found.get("revision"):
+            revisions.add(found["revision"])
+        if found.get("down_revision"):
+            parents.add(found["down_revision"])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _schema_is_current(engine: Engine) -> bool:
+    """True when the database is already at the scripts' single head (no alembic needed)."""
+    head = head_revision()
+    if head is None:
+        return False
+    try:
+        with engine.connect() as conn:
+            versions = conn.execute(text("SELECT version_num FROM alembic_version")).all()
+    except Exception:  # no table yet, or unreadable: let alembic decide and report
+        return False
+    return [row[0] for row in versions] == [head]
 
 
 @contextlib.contextmanager

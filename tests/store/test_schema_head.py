@@ -1,0 +1,37 @@
+"""The fast "schema already current" check agrees with alembic and never skips a needed upgrade."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+
+import webplatform.store.engine as engine_module
+from webplatform.config import Settings
+from webplatform.store.engine import head_revision, make_engine
+
+
+def test_head_revision_is_alembics_head() -> None:
+    config = Config()
+    config.set_main_option(
+        "script_location", str(Path(engine_module.__file__).parent / "migrations")
+    )
+    assert head_revision() == ScriptDirectory.from_config(config).get_current_head()
+
+
+def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path)
+    engine = make_engine(settings)
+    with engine.begin() as conn:
+        conn.execute(text("DROP INDEX ix_job_irreversible_updated_at"))
+        conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))
+    engine.dispose()
+    engine = make_engine(settings)
+    with engine.connect() as conn:
+        version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+        indexes = {row[1] for row in conn.execute(text("PRAGMA index_list('job')"))}
+    engine.dispose()
+    assert version == head_revision()
+    assert "ix_job_irreversible_updated_at" in indexes
