@@ -10,8 +10,6 @@ import logging
 import os
 from collections.abc import Sequence
 
-import keyring
-
 from webplatform.registry.model import ToolSpec
 
 # Secrets are stored in the keyring under this service name: `keyring set aat GITHUB_TOKEN`.
@@ -26,6 +24,10 @@ def _lookup(name: str) -> str | None:
     if value:
         return value
     try:
+        # Imported on first use: most registries declare no secrets, and the keyring's
+        # backends cost every `aat mcp` start tens of milliseconds and megabytes otherwise.
+        import keyring
+
         stored = keyring.get_password(KEYRING_SERVICE, name)
     except Exception as exc:
         # No keyring backend (a headless server, a container) is normal, and a broken one
