@@ -1,0 +1,1 @@
+"""Benchmarks: `make bench` or `python -m bench [B1 ...]`; see issue 6 for the targets."""

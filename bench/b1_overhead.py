@@ -1,0 +1,100 @@
+"""B1: `run_tool hello-world` through a warm `aat mcp` against spawning the command directly.
+
+Three sides, alternating call by call in one run: the bare spawn (what the runner would start:
+same argv, cwd and environment), a warm `aat mcp` stdio session (SDK client), and a minimal
+`MCPServer` whose one tool spawns the same command. Medians over ROUNDS calls each.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import anyio
+
+from bench.clients import aat_mcp, body, minimal_mcp
+from bench.common import EXAMPLES, Report, median_ms, ms, temp_home
+from webplatform import runner
+from webplatform.registry import RegistryLoader
+
+TITLE = "run_tool hello-world: warm aat mcp vs direct spawn vs minimal MCPServer"
+ROUNDS = 60
+WARMUP = 5
+
+
+def direct_command(home_str: str) -> tuple[list[str], dict[str, str], str]:
+    """The exact argv, environment and cwd aat's runner uses for `hello-world greet`."""
+    from pathlib import Path
+
+    tool = RegistryLoader([EXAMPLES]).load().tools["hello-world"]
+    action = tool.actions[0]
+    args = {"name": "bench"}
+    env = runner.build_env(tool, action, home=Path(home_str), secrets={})
+    return runner.build_argv(tool, action, args), env, str(tool.folder)
+
+
+def spawn_direct(argv: list[str], env: dict[str, str], cwd: str) -> float:
+    """Seconds for one direct spawn with captured output."""
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=True)
+    return time.perf_counter() - start
+
+
+async def measure(report: Report) -> None:
+    """Run B1 and add its rows to `report`."""
+    call = {"tool": "hello-world", "args": {"name": "bench"}}
+    with temp_home("b1") as home:
+        argv, env, cwd = direct_command(str(home))
+        async with aat_mcp(home) as aat, minimal_mcp() as minimal:
+
+            async def via(client: object) -> float:
+                start = time.perf_counter()
+                result = await client.call_tool("run_tool", call)  # type: ignore[attr-defined]
+                elapsed = time.perf_counter() - start
+                assert body(result)["status"] == "succeeded", body(result)
+                return elapsed
+
+            async def direct() -> float:
+                return await anyio.to_thread.run_sync(lambda: spawn_direct(argv, env, cwd))
+
+            sides = {"direct": direct, "aat": lambda: via(aat), "minimal": lambda: via(minimal)}
+            for _ in range(WARMUP):
+                for side in sides.values():
+                    await side()
+            samples: dict[str, list[float]] = {n: [] for n in sides}
+            names = list(sides)
+            for i in range(ROUNDS):
+                order = names[i % 3 :] + names[: i % 3]
+                for name in order:
+                    samples[name].append(await sides[name]())
+    d, a, m = (median_ms(samples[n]) for n in ("direct", "aat", "minimal"))
+    report.add(
+        "aat mcp / direct spawn",
+        f"{a / d:.3f} ({ms(a)})",
+        baseline=f"direct {ms(d)}",
+        target="<= 1.15",
+        met=a / d <= 1.15,
+    )
+    report.add(
+        "added time over direct",
+        ms(a - d),
+        baseline=f"direct {ms(d)}",
+        target="<= 5 ms",
+        met=a - d <= 5.0,
+    )
+    report.add(
+        "aat mcp / minimal MCPServer",
+        f"{a / m:.3f} ({ms(a)})",
+        baseline=f"minimal {ms(m)}",
+        target="<= 1.10",
+        met=a / m <= 1.10,
+    )
+    report.notes.append(
+        f"B1: {ROUNDS} calls per side after {WARMUP} warm-up rounds, order rotated each round; "
+        f"medians: direct {ms(d)}, minimal MCPServer {ms(m)}, aat mcp {ms(a)}."
+    )
+
+
+def run(report: Report) -> None:
+    """Entry point used by `python -m bench`."""
+    anyio.run(measure, report)

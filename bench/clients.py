@@ -1,0 +1,64 @@
+"""Connecting to bridges as an MCP client would: the SDK's `Client` over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+from mcp_types import CallToolResult
+
+from bench.common import PYTHON, ROOT, aat_argv, aat_env
+
+
+@asynccontextmanager
+async def aat_mcp(home: Path, **env: str) -> AsyncIterator[Client]:
+    """A legacy-era SDK client on a fresh `aat mcp` process with AAT_HOME=`home`."""
+    argv = aat_argv("mcp")
+    params = StdioServerParameters(
+        command=argv[0], args=argv[1:], env=aat_env(home, **env), cwd=str(ROOT)
+    )
+    async with Client(params, mode="legacy") as client:
+        yield client
+
+
+@asynccontextmanager
+async def minimal_mcp() -> AsyncIterator[Client]:
+    """An SDK client on the minimal one-tool `MCPServer` (bench/minimal_server.py)."""
+    params = StdioServerParameters(
+        command=PYTHON,
+        args=["-m", "bench.minimal_server"],
+        env=aat_env(Path("/tmp")),
+        cwd=str(ROOT),
+    )
+    async with Client(params, mode="legacy") as client:
+        yield client
+
+
+def body(result: CallToolResult) -> dict[str, Any]:
+    """The JSON body of a tool result."""
+    text = result.content[0].text  # type: ignore[union-attr]
+    parsed: dict[str, Any] = json.loads(text)
+    return parsed
+
+
+def child_pids(marker: str) -> list[int]:
+    """Pids of this process's children whose command line contains `marker`."""
+    mine = str(os.getpid())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        ppid = stat.rsplit(")", 1)[1].split()[1]
+        if ppid == mine and marker in cmdline:
+            found.append(int(entry.name))
+    return found
