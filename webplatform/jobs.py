@@ -24,6 +24,7 @@ from webplatform.store.models import (
     Surface,
     utcnow,
 )
+from webplatform.store.notify import notify_job
 from webplatform.store.queries import (
     count_pending,
     get_job,
@@ -203,6 +204,7 @@ def create_job(
             detail=_call_detail(job),
             address=address,
         )
+    notify_job(session, job.id or 0, state)
     return job
 
 

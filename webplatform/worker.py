@@ -28,6 +28,7 @@ from webplatform.execution import RunFn, execute, finish_job
 from webplatform.registry.model import ActionSpec, Registry, ToolSpec
 from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState, utcnow
+from webplatform.store.notify import JobNotifications
 
 log = logging.getLogger(__name__)
 
@@ -119,17 +120,27 @@ class Worker:
         self._execute(job)
         return True
 
-    def run_forever(self, stop: threading.Event, poll_s: float = 0.2) -> None:
-        """Run jobs until `stop` is set; an unexpected error is logged and the loop goes on."""
+    def run_forever(
+        self, stop: threading.Event, poll_s: float = 0.2, listen_poll_s: float = 1.0
+    ) -> None:
+        """Run jobs until `stop` is set; an unexpected error is logged and the loop goes on.
+
+        Idle, it looks for work every `poll_s`; on PostgreSQL it is woken by job moves
+        (LISTEN/NOTIFY) and looks every `listen_poll_s` as well, in case a wake-up is missed.
+        """
         log.info("worker %s started", self.worker_id)
-        while not stop.is_set():
-            try:
-                busy = self.run_once()
-            except Exception:
-                log.exception("worker %s: unexpected error; retrying shortly", self.worker_id)
-                busy = False
-            if not busy:
-                stop.wait(poll_s)
+        wakeups = JobNotifications(self.engine)
+        try:
+            while not stop.is_set():
+                try:
+                    busy = self.run_once()
+                except Exception:
+                    log.exception("worker %s: unexpected error; retrying shortly", self.worker_id)
+                    busy = False
+                if not busy:
+                    wakeups.wait(listen_poll_s if wakeups.listening else poll_s, stop)
+        finally:
+            wakeups.close()
         try:
             transact(
                 self.engine, lambda s: jobs.forget_heartbeat(session=s, process_id=self.worker_id)

@@ -13,6 +13,7 @@ from sqlmodel import Session, col, update
 
 from webplatform.store.audit import record_event
 from webplatform.store.models import TERMINAL_STATES, Job, JobState, utcnow
+from webplatform.store.notify import notify_job
 
 S = JobState
 LEGAL_MOVES: dict[JobState, frozenset[JobState]] = {
@@ -166,4 +167,5 @@ def compare_and_set(
         detail=detail,
         address=address,
     )
+    notify_job(session, job_id, to)
     return job

@@ -1,0 +1,79 @@
+"""Wake-ups on job moves: PostgreSQL LISTEN/NOTIFY, with polling as the fallback everywhere.
+
+Every state move sends `NOTIFY aat_jobs` in its own transaction (so it is delivered only if
+the move commits). An idle worker on PostgreSQL waits on that channel instead of polling
+fast, so an approval starts running at once however many hosts poll less often. SQLite has
+no such channel: there, and whenever the listening connection fails, waiting is a sleep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+
+import psycopg
+from sqlalchemy import Engine, text
+from sqlmodel import Session
+
+from webplatform.store.models import JobState
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "aat_jobs"
+
+
+def notify_job(session: Session, job_id: int, state: JobState) -> None:
+    """Announce that job `job_id` is now in `state`, when the transaction commits."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    session.connection().execute(
+        text("SELECT pg_notify(:channel, :payload)"),
+        {"channel": CHANNEL, "payload": f"{job_id}:{state.value}"},
+    )
+
+
+class JobNotifications:
+    """Waits until some job moves (PostgreSQL), or simply for the timeout (anything else)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        if engine.dialect.name == "postgresql":
+            self._listen(engine)
+
+    def _listen(self, engine: Engine) -> None:
+        conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        try:
+            conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
+            conn.execute(f"LISTEN {CHANNEL}")
+        except psycopg.Error as exc:
+            log.warning("cannot LISTEN for job moves (%s); polling instead", type(exc).__name__)
+            return
+        self._conn = conn
+
+    @property
+    def listening(self) -> bool:
+        """True while job moves wake `wait` up early."""
+        return self._conn is not None
+
+    def wait(self, timeout_s: float, stop: threading.Event) -> bool:
+        """Block until a job moves, `timeout_s` passes or `stop` is set; True if woken by a move."""
+        if self._conn is None:
+            stop.wait(timeout_s)
+            return False
+        try:
+            for _ in self._conn.notifies(timeout=timeout_s, stop_after=1):
+                # Several queued moves cost a waiter only as many quick looks for work.
+                return True
+        except psycopg.Error as exc:
+            log.warning("lost the LISTEN connection (%s); polling instead", type(exc).__name__)
+            self.close()
+            stop.wait(min(timeout_s, 1.0))
+        return False
+
+    def close(self) -> None:
+        """Stop listening."""
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
