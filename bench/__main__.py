@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 import time
 import traceback
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [i for i in ids if i not in BENCHES]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHES)}")
+    for noisy in ("httpx", "alembic"):  # request and migration logs would bury the table
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     print(f"machine: {machine()}")
     reports: list[Report] = []
     crashed = False
