@@ -9,15 +9,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import or_
+from sqlalchemy.orm import load_only
 from sqlmodel import Session, col, select
 
 from webplatform.store.models import Job, JobState
 
+# The history table shows the call and its decision, never arguments, results or output:
+# those stay unloaded (reading one from a returned row is an error, not a hidden query).
+_HISTORY_COLUMNS = (
+    *("id", "kind", "name", "action", "irreversible", "state", "surface", "client"),
+    *("requested_by", "created_at", "updated_at", "expires_at", "decided_by", "decided_at"),
+    *("decided_from", "reason", "started_at", "finished_at", "exit_code"),
+)
+
 
 def recent_decisions(*, session: Session, limit: int) -> Sequence[Job]:
-    """Irreversible jobs that left the queue (decided, expired or cancelled), newest first."""
+    """Irreversible jobs that left the queue (decided, expired or cancelled), newest first,
+    without their arguments, results or output."""
     stmt = (
         select(Job)
+        .options(load_only(*(getattr(Job, name) for name in _HISTORY_COLUMNS)))
         .where(col(Job.irreversible).is_(True))
         .where(col(Job.state) != JobState.pending_approval)
         .where(or_(col(Job.decided_at).is_not(None), col(Job.state) == JobState.expired))
