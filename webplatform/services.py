@@ -68,9 +68,12 @@ class Platform:
         return self.loader.load()
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        """A database session that commits on success and rolls back on error."""
-        with session_scope(self.engine) as session:
+    def session(self, *, write: bool = True) -> Iterator[Session]:
+        """A database session that commits on success and rolls back on error.
+
+        `write=False` for reads: on SQLite it does not queue behind the write lock.
+        """
+        with session_scope(self.engine, write=write) as session:
             yield session
 
 
@@ -318,33 +321,33 @@ def answer_for(job: Job, *, settings: Settings, warning: str | None = None) -> A
     return base
 
 
-def nobody_to_approve(*, platform: Platform) -> str | None:
-    """A plain warning when no dashboard or worker has left a fresh heartbeat, else None."""
-    within = max(3 * platform.settings.heartbeat_s, 10.0)
-    with platform.session() as session:
-        alive = jobs.fresh_heartbeat(session=session, role="dashboard", within_s=within)
-    if alive:
-        return None
-    return "no dashboard is running: start it with `aat serve`, or nobody can approve this call"
+NOBODY_TO_APPROVE = (
+    "no dashboard is running: start it with `aat serve`, or nobody can approve this call"
+)
+
+
+def _dashboard_alive(session: Session, settings: Settings) -> bool:
+    within = max(3 * settings.heartbeat_s, 10.0)
+    return jobs.fresh_heartbeat(session=session, role="dashboard", within_s=within)
 
 
 def job_answer(*, platform: Platform, job_id: int) -> Answer:
     """The current answer for a job id, or `invalid` when there is no such job."""
-    with platform.session() as session:
+    with platform.session(write=False) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         if job is None:
             return Answer(Status.invalid, error=f"no job {job_id}; job ids come from run results")
-        pending = job.state == JobState.pending_approval.value
-    warning = nobody_to_approve(platform=platform) if pending else None
-    with platform.session() as session:
-        job = jobs.get_job(session=session, job_id=job_id)
-        assert job is not None
+        warning = None
+        if job.state == JobState.pending_approval.value and not _dashboard_alive(
+            session, platform.settings
+        ):
+            warning = NOBODY_TO_APPROVE
         return answer_for(job, settings=platform.settings, warning=warning)
 
 
 def job_state(*, platform: Platform, job_id: int) -> JobState | None:
     """Just the state of a job (cheap; used by waiting loops)."""
-    with platform.session() as session:
+    with platform.session(write=False) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         return None if job is None else JobState(job.state)
 
@@ -384,7 +387,7 @@ def pending_for(
     `None` matches any surface or client. Reading changes nothing (the MCP bridge's
     level-triggered approvals resource is built on this).
     """
-    with platform.session() as session:
+    with platform.session(write=False) as session:
         waiting = jobs.pending_approvals(session=session, limit=500)
         return [
             {
