@@ -193,3 +193,27 @@ def test_run_results_are_recorded(engine: Engine, settings: Settings) -> None:
     assert ok.result_json and json.loads(ok.result_json)["sent"] is True
     assert usage.state == S.failed and usage.exit_code == 2
     assert usage.stderr and "delay-s" in usage.stderr
+
+
+def test_an_idle_worker_is_woken_by_an_approval_not_by_its_poll(
+    engine: Engine, settings: Settings
+) -> None:
+    # An hour between looks: only a wake-up from the approval (in-process on SQLite,
+    # LISTEN/NOTIFY on PostgreSQL) can start the run within the wait below.
+    worker = _worker(engine, settings)
+    worker.housekeep()
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=worker.run_forever, args=(stop,), kwargs={"poll_s": 3600, "listen_poll_s": 3600}
+    )
+    thread.start()
+    try:
+        time.sleep(0.5)  # let it go idle
+        job = _approved(engine, _message("wake"))
+        _wait_for(lambda: _job(engine, job.id).state == S.succeeded, timeout_s=30)
+    finally:
+        stop.set()
+        # A stopped worker notices at its next wake-up: make one.
+        _approved(engine, _message("bye"))
+        thread.join(timeout=30)
+    assert [m["subject"] for m in _outbox(settings)][:1] == ["mwake"]

@@ -3,7 +3,8 @@
 Every state move sends `NOTIFY aat_jobs` in its own transaction (so it is delivered only if
 the move commits). An idle worker on PostgreSQL waits on that channel instead of polling
 fast, so an approval starts running at once however many hosts poll less often. SQLite has
-no such channel: there, and whenever the listening connection fails, waiting is a sleep.
+no such channel; there a committed move wakes waiters in the same process (the Approve POST
+and the embedded worker of `aat serve`), and other processes poll.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import logging
 import threading
 
 import psycopg
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, event, text
+from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 
 from webplatform.store.models import JobState
@@ -21,10 +23,43 @@ from webplatform.store.models import JobState
 log = logging.getLogger(__name__)
 
 CHANNEL = "aat_jobs"
+_MOVED = "aat_job_moved"
+
+# Committed job moves in this process, for waiters that have no LISTEN channel.
+_local_moves = threading.Condition()
+_local_count = 0
+
+
+@event.listens_for(OrmSession, "after_commit")
+def _announce_locally(session: OrmSession) -> None:
+    global _local_count
+    if session.info.pop(_MOVED, False):
+        with _local_moves:
+            _local_count += 1
+            _local_moves.notify_all()
+
+
+@event.listens_for(OrmSession, "after_rollback")
+def _forget_rolled_back(session: OrmSession) -> None:
+    session.info.pop(_MOVED, None)
+
+
+def wait_local_move(timeout_s: float, stop: threading.Event | None = None) -> bool:
+    """Block until a job move commits in this process or `timeout_s` passes; True if moved."""
+    with _local_moves:
+        seen = _local_count
+        return (
+            _local_moves.wait_for(
+                lambda: _local_count != seen or (stop is not None and stop.is_set()),
+                timeout=timeout_s,
+            )
+            and _local_count != seen
+        )
 
 
 def notify_job(session: Session, job_id: int, state: JobState) -> None:
     """Announce that job `job_id` is now in `state`, when the transaction commits."""
+    session.info[_MOVED] = True
     if session.get_bind().dialect.name != "postgresql":
         return
     session.connection().execute(
@@ -59,8 +94,7 @@ class JobNotifications:
     def wait(self, timeout_s: float, stop: threading.Event) -> bool:
         """Block until a job moves, `timeout_s` passes or `stop` is set; True if woken by a move."""
         if self._conn is None:
-            stop.wait(timeout_s)
-            return False
+            return wait_local_move(timeout_s, stop)
         try:
             for _ in self._conn.notifies(timeout=timeout_s, stop_after=1):
                 # Several queued moves cost a waiter only as many quick looks for work.
