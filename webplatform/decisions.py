@@ -11,7 +11,7 @@ import json
 from webplatform import jobs
 from webplatform.answers import Answer, Status
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
-from webplatform.services import Actor, Platform, job_answer, request_run
+from webplatform.services import Actor, Platform, job_answer, request_run, resolve_call
 from webplatform.store.models import Job
 
 
@@ -51,6 +51,18 @@ def rerun(*, platform: Platform, job_id: int, actor: Actor) -> Answer:
             return Answer(Status.invalid, error=f"no job {job_id}")
         kind: RunnableKindLiteral = "agent" if job.kind == "agent" else "tool"
         name, action, args = job.name, job.action, json.loads(job.args_json)
+    resolved = resolve_call(platform.registry(), kind, name, action)
+    if isinstance(resolved, Answer):
+        return resolved
+    masked = [a.name for a in resolved[1].args if a.secret and a.name in args]
+    if masked:
+        # Stored secret arguments are masks, not values: re-running would send the mask.
+        return Answer(
+            Status.invalid,
+            job=job_id,
+            error=f"job {job_id} had secret argument(s) {', '.join(masked)}, which are "
+            "never stored; run it again from the run form with the values",
+        )
     return request_run(
         platform=platform,
         kind=kind,

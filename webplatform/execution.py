@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from webplatform.config import Settings
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.store.engine import transact
 from webplatform.store.models import JobState
+from webplatform.validation import SECRET_MASK
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +56,15 @@ def execute(
     secrets: Mapping[str, str],
     run: RunFn = runner.run,
     caller_cwd: Path | None = None,
+    secret_args: Sequence[str] = (),
 ) -> None:
     """Run a `running` job owned by `worker_id` and record how it ended.
 
-    Never raises for the tool's misbehaviour; a lost lease ends the run silently.
+    Never raises for the tool's misbehaviour; a lost lease ends the run silently. Secret
+    values (the tool's secrets and `secret_args`) are masked in everything recorded, even
+    when the tool itself prints them.
     """
+    mask = Redactor([*secrets.values(), *secret_args])
     extra: dict[str, Any] = {} if caller_cwd is None else {"caller_cwd": caller_cwd}
     try:
         outcome = run(
@@ -94,11 +99,32 @@ def execute(
         worker_id=worker_id,
         state=STATE_OF_OUTCOME.get(outcome.outcome, JobState.failed),
         exit_code=outcome.exit_code,
-        result_json=None if outcome.result is None else canonical_json(outcome.result),
-        stdout=outcome.stdout,
-        stderr=outcome.stderr,
-        error=outcome.error,
+        result_json=None if outcome.result is None else mask(canonical_json(outcome.result)),
+        stdout=mask(outcome.stdout),
+        stderr=mask(outcome.stderr),
+        error=None if outcome.error is None else mask(outcome.error),
     )
+
+
+class Redactor:
+    """Replaces secret values in text with the mask shown for secrets everywhere."""
+
+    # Shorter values would mask ordinary words and digits; secrets are never that short.
+    MIN_LENGTH = 4
+
+    def __init__(self, values: Sequence[str]) -> None:
+        self.values = sorted(
+            {v for v in values if len(v) >= self.MIN_LENGTH}, key=len, reverse=True
+        )
+
+    def __call__(self, text: str) -> str:
+        for value in self.values:
+            text = text.replace(value, SECRET_MASK)
+            # A JSON-encoded copy of the value (quotes or non-ASCII escaped) is masked too.
+            encoded = canonical_json(value)[1:-1]
+            if encoded != value:
+                text = text.replace(encoded, SECRET_MASK)
+        return text
 
 
 def lease_renewer(

@@ -245,6 +245,7 @@ def _run_now(
         args=args,
         secrets=resolve_secrets(spec.secrets),
         caller_cwd=actor.cwd,
+        secret_args=[str(v) for k, v in args.items() if (a := action.arg(k)) and a.secret],
     )
     return job_answer(platform=platform, job_id=job_id)
 
