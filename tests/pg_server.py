@@ -24,6 +24,15 @@ HOW_TO = (
 )
 
 
+# Waits for the test session's pid to go, then stops the server (SIGQUIT to the postmaster
+# is an immediate shutdown) and removes its folder.
+WATCHDOG = (
+    'while kill -0 "$1" 2>/dev/null; do sleep 1; done; '
+    'pid=$(head -n 1 "$2/data/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid"; '
+    'sleep 2; rm -rf "$2"'
+)
+
+
 def server_bin() -> Path | None:
     """The newest PostgreSQL server bin folder installed here, or None."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=_version)
@@ -74,9 +83,19 @@ def throwaway_server() -> Iterator[str]:
             f"could not start a throwaway PostgreSQL: {exc}\n{detail.decode(errors='replace')}"
             f"\n{tail}\n{HOW_TO}"
         ) from exc
+    # If this test session is killed before its teardown, the server must not outlive it.
+    watchdog = subprocess.Popen(
+        ["/bin/sh", "-c", WATCHDOG, "aat-pg-watchdog", str(os.getpid()), str(folder)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         yield f"postgresql+psycopg://aat@127.0.0.1:{port}/aat_test"
     finally:
+        watchdog.kill()
+        watchdog.wait()
         subprocess.run(
             [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
             user=user,

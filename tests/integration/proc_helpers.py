@@ -7,6 +7,7 @@ tmp_path, and is killed by its own pid at teardown if the test did not stop it.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import queue
@@ -29,7 +30,14 @@ from webplatform.config import Settings
 from webplatform.store import Job, JobState, session_scope
 
 AAT = [sys.executable, "-m", "webplatform"]
+PR_SET_PDEATHSIG = 1
 SEND = {"to": "ops@example.org", "subject": "please send", "body": "hello"}
+
+
+def _die_with_parent() -> None:
+    # Linux: SIGKILL this child when the test process dies, even if pytest itself is killed
+    # before its teardown, so no `aat serve` or worker outlives the test session.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -87,7 +95,14 @@ class Procs:
         """Start `aat ARGV...` in its own session, stderr (and stdout unless piped) to a log."""
         log = (self.logs / f"{name}.log").open("ab")
         kw.setdefault("stdout", log)
-        proc = subprocess.Popen([*AAT, *argv], env=env, stderr=log, start_new_session=True, **kw)
+        proc = subprocess.Popen(
+            [*AAT, *argv],
+            env=env,
+            stderr=log,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            **kw,
+        )
         self.started.append(proc)
         return proc
 
