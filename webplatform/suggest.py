@@ -78,8 +78,14 @@ def _score(query: str, candidate: str) -> float:
     return max(overlap + 0.5 if overlap >= 0.5 else 0.0, ratio)
 
 
+MAX_QUERY_CHARS = 200
+
+
 def did_you_mean(query: str, candidates: Iterable[str], *, limit: int = 3) -> list[str]:
     """Up to `limit` candidates closest to `query`, best first; empty when nothing is close."""
+    if len(query) > MAX_QUERY_CHARS:
+        # No real name is this long; comparing megabytes of it would only burn CPU.
+        return []
     scored = [(_score(query, c), c) for c in set(candidates) if c != query]
     good = [(s, c) for s, c in scored if s >= 0.6]
     good.sort(key=lambda sc: (-sc[0], sc[1]))

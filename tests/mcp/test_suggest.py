@@ -62,3 +62,7 @@ def test_suggestions_are_distinct_known_names_never_the_query(
     assert set(found) <= set(candidates)
     assert query not in found
     assert found == did_you_mean(query, list(reversed(candidates)), limit=3)
+
+
+def test_a_huge_name_gets_no_suggestion_and_costs_nothing() -> None:
+    assert did_you_mean("list-sheets" * 100_000, ["list-sheets", "read-sheet"]) == []
