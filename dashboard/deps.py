@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
+from dashboard.data import JobFilters, parse_filters
 from dashboard.render import Pages
 from webplatform.services import Actor, Platform
 from webplatform.store.models import Surface
@@ -40,6 +41,17 @@ def client_address(request: Request) -> str | None:
     return request.client.host if request.client else None
 
 
+def job_filters(
+    state: str | None = None,
+    tool: str | None = None,
+    surface: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> JobFilters:
+    """The job-history filters of the query string (the jobs page and its exports)."""
+    return parse_filters(state=state, tool=tool, surface=surface, since=since, until=until)
+
+
 def dashboard_actor(request: Request) -> Actor:
     """The logged-in operator as the requester of a run."""
     return Actor(
@@ -54,3 +66,4 @@ PagesDep = Annotated[Pages, Depends(get_pages)]
 OperatorDep = Annotated[str, Depends(current_operator)]
 AddressDep = Annotated[str | None, Depends(client_address)]
 ActorDep = Annotated[Actor, Depends(dashboard_actor)]
+FiltersDep = Annotated[JobFilters, Depends(job_filters)]

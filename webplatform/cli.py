@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import ipaddress
 import json
 import logging
 import os
@@ -324,25 +323,17 @@ def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
     return EXIT_OK
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Serve the dashboard, `/mcp` and an embedded worker."""
     import uvicorn
 
     from dashboard.app import create_app
     from dashboard.setup import print_setup_link
+    from webplatform.mcp.http import is_loopback
     from webplatform.services import Platform
 
     settings = _settings(ns)
-    if not _is_loopback(ns.host) and not settings.mcp_token:
+    if not is_loopback(ns.host) and not settings.mcp_token:
         print(
             f"aat serve: refusing to listen on {ns.host} without a bearer token for /mcp; "
             "set AAT_MCP_TOKEN (and AAT_ALLOWED_HOSTS for the dashboard's Host names)",

@@ -11,7 +11,7 @@ from openpyxl import Workbook
 from starlette.responses import Response, StreamingResponse
 
 from dashboard import data
-from dashboard.deps import OperatorDep, PlatformDep
+from dashboard.deps import FiltersDep, OperatorDep, PlatformDep
 from webplatform.store.models import JobSummary
 
 router = APIRouter()
@@ -53,24 +53,14 @@ def _safe_text(value: object) -> object:
     return value
 
 
-def _filters(
-    state: str | None, tool: str | None, surface: str | None, since: str | None, until: str | None
-) -> data.JobFilters:
-    return data.parse_filters(state=state, tool=tool, surface=surface, since=since, until=until)
-
-
 @router.get("/jobs.csv")
 def jobs_csv(
     platform: PlatformDep,
     _operator: OperatorDep,
-    state: str | None = None,
-    tool: str | None = None,
-    surface: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
+    filters: FiltersDep,
 ) -> Response:
     """The filtered history as CSV (UTF-8, one header row)."""
-    rows = data.all_jobs(platform=platform, filters=_filters(state, tool, surface, since, until))
+    rows = data.all_jobs(platform=platform, filters=filters)
 
     def lines() -> Iterator[str]:
         buffer = io.StringIO()
@@ -94,14 +84,10 @@ def jobs_csv(
 def jobs_xlsx(
     platform: PlatformDep,
     _operator: OperatorDep,
-    state: str | None = None,
-    tool: str | None = None,
-    surface: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
+    filters: FiltersDep,
 ) -> Response:
     """The filtered history as an Excel workbook (one sheet, "jobs")."""
-    rows = data.all_jobs(platform=platform, filters=_filters(state, tool, surface, since, until))
+    rows = data.all_jobs(platform=platform, filters=filters)
     book = Workbook(write_only=True)
     sheet = book.create_sheet("jobs")
     sheet.append(list(COLUMNS))

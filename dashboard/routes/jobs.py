@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from dashboard import data
-from dashboard.deps import ActorDep, AddressDep, OperatorDep, PagesDep, PlatformDep
+from dashboard.deps import ActorDep, AddressDep, FiltersDep, OperatorDep, PagesDep, PlatformDep
 from dashboard.render import Pages, is_htmx
 from dashboard.routes.approvals import render_queue
 from webplatform import decisions, jobs
@@ -30,15 +30,10 @@ def jobs_page(
     platform: PlatformDep,
     pages: PagesDep,
     _operator: OperatorDep,
-    state: str | None = None,
-    tool: str | None = None,
-    surface: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
+    filters: FiltersDep,
     before_id: int | None = None,
 ) -> Response:
     """Job history, newest first, filtered; "older" pages continue below the last id shown."""
-    filters = data.parse_filters(state=state, tool=tool, surface=surface, since=since, until=until)
     rows = data.job_page(platform=platform, filters=filters, before_id=before_id)
     older = rows[-1].id if len(rows) == data.PAGE_SIZE else None
     return pages.render(

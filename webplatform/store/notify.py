@@ -12,13 +12,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from typing import TYPE_CHECKING
 
-import psycopg
 from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 
 from webplatform.store.models import JobState
+
+if TYPE_CHECKING:
+    import psycopg
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,9 @@ class JobNotifications:
             self._listen(engine)
 
     def _listen(self, engine: Engine) -> None:
+        # Imported here: a SQLite-only process (`aat mcp`) never pays for the driver.
+        import psycopg
+
         conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         try:
             conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
@@ -95,6 +101,8 @@ class JobNotifications:
         """Block until a job moves, `timeout_s` passes or `stop` is set; True if woken by a move."""
         if self._conn is None:
             return wait_local_move(timeout_s, stop)
+        import psycopg
+
         try:
             for _ in self._conn.notifies(timeout=timeout_s, stop_after=1):
                 # Several queued moves cost a waiter only as many quick looks for work.
@@ -108,6 +116,8 @@ class JobNotifications:
     def close(self) -> None:
         """Stop listening."""
         if self._conn is not None:
+            import psycopg
+
             conn, self._conn = self._conn, None
             with contextlib.suppress(psycopg.Error):
                 conn.close()
