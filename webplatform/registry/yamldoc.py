@@ -63,7 +63,8 @@ def parse_yaml(text: str, *, line_offset: int = 0) -> YamlDoc:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
-        if node is not None:
+        # Only an alias (`*name`) can make a document expand; most manifests have none.
+        if node is not None and "*" in text:
             _check_expanded_size(node, line_offset)
         data = _Builder(loader, line_offset).build(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
