@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("config", help="print ready-to-paste MCP client configuration")
     p.add_argument("client", choices=["opencode", "claude"])
+    p.add_argument("--surface", choices=["generic", "chat"], default="generic")
     return parser
 
 
@@ -173,7 +174,8 @@ def cmd_config(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Print the MCP client configuration block for opencode or Claude Code."""
     from webplatform.mcp.client_config import config_claude, config_opencode
 
-    block = config_opencode() if ns.client == "opencode" else config_claude()
+    config = config_opencode if ns.client == "opencode" else config_claude
+    block = config(ns.surface)
     print(json.dumps(block, indent=2))
     return EXIT_OK
 

@@ -38,3 +38,24 @@ def test_configured_command_starts_from_another_directory(tmp_path: Path) -> Non
         timeout=60,
     )
     assert '"protocolVersion":"2025-11-25"' in proc.stdout.replace(" ", ""), proc.stderr
+
+
+def test_chat_surface_config_starts_the_chat_server(tmp_path: Path) -> None:
+    command = config_opencode("chat")["mcp"]["aat-chat"]["command"]
+    assert command[-3:] == ["mcp", "--surface", "chat"]
+    server = config_claude("chat")["mcpServers"]["aat-chat"]
+    assert [server["command"], *server["args"]] == command
+    init = (
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+        '"capabilities":{},"clientInfo":{"name":"cfg","version":"1"}}}\n'
+    )
+    proc = subprocess.run(
+        command,
+        input=init,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "AAT_HOME": str(tmp_path / "home")},
+        timeout=60,
+    )
+    assert '"name":"aat-chat"' in proc.stdout.replace(" ", ""), proc.stderr

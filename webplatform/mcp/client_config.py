@@ -13,23 +13,27 @@ from pathlib import Path
 from typing import Any
 
 SERVER_KEY = "aat"
+# The chat surface registers under its own key, the one its 64-character name budget assumes.
+SERVER_KEYS = {"generic": SERVER_KEY, "chat": "aat-chat"}
 
 
-def bridge_command() -> list[str]:
-    """The absolute argv that starts the stdio bridge (`aat mcp`)."""
+def bridge_command(surface: str = "generic") -> list[str]:
+    """The absolute argv that starts the stdio bridge (`aat mcp [--surface chat]`)."""
     python = Path(sys.executable).absolute()
     script = python.parent / ("aat.exe" if os.name == "nt" else "aat")
+    tail = ["mcp"] if surface == "generic" else ["mcp", "--surface", surface]
     if script.is_file() and os.access(script, os.X_OK):
-        return [str(script), "mcp"]
-    return [str(python), "-m", "webplatform", "mcp"]
+        return [str(script), *tail]
+    return [str(python), "-m", "webplatform", *tail]
 
 
-def config_opencode() -> dict[str, Any]:
+def config_opencode(surface: str = "generic") -> dict[str, Any]:
     """The `mcp` block for opencode.json."""
-    return {"mcp": {SERVER_KEY: {"type": "local", "command": bridge_command(), "enabled": True}}}
+    entry = {"type": "local", "command": bridge_command(surface), "enabled": True}
+    return {"mcp": {SERVER_KEYS[surface]: entry}}
 
 
-def config_claude() -> dict[str, Any]:
+def config_claude(surface: str = "generic") -> dict[str, Any]:
     """The `mcpServers` block for Claude Code (`.mcp.json`)."""
-    command, *args = bridge_command()
-    return {"mcpServers": {SERVER_KEY: {"command": command, "args": args}}}
+    command, *args = bridge_command(surface)
+    return {"mcpServers": {SERVER_KEYS[surface]: {"command": command, "args": args}}}
