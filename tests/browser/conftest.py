@@ -6,12 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 from browser_helpers import (
     CHROMIUM,
@@ -20,10 +18,10 @@ from browser_helpers import (
     PASSWORD,
     Attacker,
     Server,
-    free_port,
     serve_env,
 )
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+from serving import aat_serve, free_port
 
 
 @pytest.fixture
@@ -40,38 +38,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
         capture_output=True,
     )
     log = tmp_path / "serve.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "webplatform", "serve", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, proc, log)
+    with aat_serve(env=env, port=port, log=log) as url:
         yield Server(url=url, port=port, home=home, log=log)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"aat serve exited {proc.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"aat serve did not answer /healthz:\n{log.read_text()}")
 
 
 # Module scope, not session: sync Playwright keeps an asyncio loop marked running in this

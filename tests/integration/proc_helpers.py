@@ -12,7 +12,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -38,13 +37,6 @@ def _die_with_parent() -> None:
     # Linux: SIGKILL this child when the test process dies, even if pytest itself is killed
     # before its teardown, so no `aat serve` or worker outlives the test session.
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def aat_env(settings: Settings, **extra: object) -> dict[str, str]:

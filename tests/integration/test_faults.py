@@ -24,13 +24,13 @@ from proc_helpers import (
     SEND,
     Procs,
     aat_env,
-    free_port,
     job_rows,
     outbox_files,
     start_bridge,
     state_of,
     wait_for,
 )
+from serving import free_port
 from sqlmodel import select
 
 from webplatform import decisions

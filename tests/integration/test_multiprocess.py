@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from proc_helpers import Procs, aat_env, free_port, job_rows, outbox_files, wait_for
+from proc_helpers import Procs, aat_env, job_rows, outbox_files, wait_for
+from serving import free_port
 from sqlmodel import col, func, select
 
 from webplatform.answers import Status

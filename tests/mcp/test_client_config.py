@@ -9,6 +9,25 @@ from pathlib import Path
 from webplatform.mcp import config_claude, config_opencode
 
 
+INITIALIZE = (
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+    '"capabilities":{},"clientInfo":{"name":"cfg","version":"1"}}}\n'
+)
+
+
+def initialize(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Start the configured command in `cwd` and send it one `initialize`."""
+    return subprocess.run(
+        command,
+        input=INITIALIZE,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "AAT_HOME": str(cwd / "home")},
+        timeout=60,
+    )
+
+
 def test_opencode_block_shape() -> None:
     block = config_opencode()["mcp"]["aat"]
     assert block["type"] == "local" and block["enabled"] is True
@@ -24,19 +43,7 @@ def test_claude_block_matches_opencode() -> None:
 
 def test_configured_command_starts_from_another_directory(tmp_path: Path) -> None:
     command = config_opencode()["mcp"]["aat"]["command"]
-    init = (
-        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-        '"capabilities":{},"clientInfo":{"name":"cfg","version":"1"}}}\n'
-    )
-    proc = subprocess.run(
-        command,
-        input=init,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "AAT_HOME": str(tmp_path / "home")},
-        timeout=60,
-    )
+    proc = initialize(command, tmp_path)
     assert '"protocolVersion":"2025-11-25"' in proc.stdout.replace(" ", ""), proc.stderr
 
 
@@ -45,17 +52,5 @@ def test_chat_surface_config_starts_the_chat_server(tmp_path: Path) -> None:
     assert command[-3:] == ["mcp", "--surface", "chat"]
     server = config_claude("chat")["mcpServers"]["aat-chat"]
     assert [server["command"], *server["args"]] == command
-    init = (
-        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-        '"capabilities":{},"clientInfo":{"name":"cfg","version":"1"}}}\n'
-    )
-    proc = subprocess.run(
-        command,
-        input=init,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "AAT_HOME": str(tmp_path / "home")},
-        timeout=60,
-    )
+    proc = initialize(command, tmp_path)
     assert '"name":"aat-chat"' in proc.stdout.replace(" ", ""), proc.stderr

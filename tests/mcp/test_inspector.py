@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from serving import aat_serve, free_port
 from sqlmodel import Session
 
 from webplatform.config import Settings
@@ -52,13 +50,6 @@ class Target:
     surface: Surface
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def clean_env(home: Path) -> dict[str, str]:
     """This environment without AAT_* settings, with AAT_HOME set to `home`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
@@ -70,39 +61,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """`aat serve` on a free loopback port, with an AAT_HOME of its own."""
     folder = tmp_path_factory.mktemp("serve")
     home, port, log = folder / "aat-home", free_port(), folder / "serve.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(AAT), "serve", "--port", str(port)],
-            env=clean_env(home),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc, log)
+    with aat_serve(env=clean_env(home), port=port, log=log) as url:
         yield Target(args=[f"{url}/mcp"], home=home, surface=Surface.mcp_http)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    """Return once `aat serve` answers /healthz; fail with its log if it exits or hangs."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"aat serve exited {proc.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"aat serve did not answer /healthz:\n{log.read_text()}")
 
 
 @pytest.fixture(params=["stdio", "http"])

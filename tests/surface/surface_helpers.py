@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import pytest
 import uvicorn
 import yaml
 from mcp_types import CallToolResult
+from serving import free_port
 
 from dashboard.app import create_app
 from webplatform.config import EXAMPLES_ROOT, Settings
@@ -126,12 +126,6 @@ def body(result: CallToolResult) -> dict[str, Any]:
     assert result.structured_content is not None
     assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
     return result.structured_content
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
