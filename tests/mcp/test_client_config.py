@@ -8,7 +8,6 @@ from pathlib import Path
 
 from webplatform.mcp import config_claude, config_opencode
 
-
 INITIALIZE = (
     '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
     '"capabilities":{},"clientInfo":{"name":"cfg","version":"1"}}}\n'
