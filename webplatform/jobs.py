@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import ColumnElement
 from sqlmodel import Session, col, select, update
 
 from webplatform.canonical import args_digest, canonical_json
@@ -321,28 +322,15 @@ def cancel(
 def expire_due(*, session: Session, now: datetime | None = None) -> int:
     """Move every pending job whose approval window has closed to `expired`; how many."""
     now = now or utcnow()
-    stmt = (
-        select(Job.id)
-        .where(Job.state == S.pending_approval, col(Job.expires_at) <= now)
-        .limit(_SCAN_BATCH)
+    # A job decided between the scan and its move keeps that decision.
+    return _move_overdue(
+        session,
+        expected=S.pending_approval,
+        to=S.expired,
+        overdue=col(Job.expires_at) <= now,
+        detail="nobody decided in time",
+        fields={"finished_at": now},
     )
-    expired = 0
-    for job_id in session.exec(stmt).all():
-        try:
-            _cas(
-                session,
-                job_id=job_id or 0,
-                expected=S.pending_approval,
-                to=S.expired,
-                actor="system",
-                address=None,
-                detail="nobody decided in time",
-                fields={"finished_at": now},
-            )
-            expired += 1
-        except StaleState:
-            continue  # decided in the meantime: the decision stands
-    return expired
 
 
 def claim_next(*, session: Session, worker_id: str, lease_s: float) -> Job | None:
@@ -451,31 +439,48 @@ def finish(
 def reap_lost(*, session: Session, now: datetime | None = None) -> int:
     """Mark running jobs whose lease ran out as `lost`; how many. Lost jobs never re-run."""
     now = now or utcnow()
-    stmt = (
-        select(Job.id)
-        .where(Job.state == S.running, col(Job.lease_expires_at) < now)
-        .limit(_SCAN_BATCH)
-    )
     error = (
         "its worker stopped renewing the lease (it died or lost the database); "
         "it may or may not have had its effect, so it is not re-run"
     )
-    lost = 0
+    # A renewal that landed between the scan and the move wins.
+    return _move_overdue(
+        session,
+        expected=S.running,
+        to=S.lost,
+        overdue=col(Job.lease_expires_at) < now,
+        detail="lease expired",
+        fields={"finished_at": now, "error": error},
+    )
+
+
+def _move_overdue(
+    session: Session,
+    *,
+    expected: JobState,
+    to: JobState,
+    overdue: ColumnElement[bool],
+    detail: str,
+    fields: dict[str, Any],
+) -> int:
+    """Move up to a batch of `expected` jobs matching `overdue` to `to`, each by its own
+    compare-and-set (which re-checks `overdue`); how many moved."""
+    stmt = select(Job.id).where(Job.state == expected, overdue).limit(_SCAN_BATCH)
+    moved = 0
     for job_id in session.exec(stmt).all():
         try:
-            # The lease condition again: a renewal that landed since the scan wins.
             _cas(
                 session,
                 job_id=job_id or 0,
-                expected=S.running,
-                to=S.lost,
+                expected=expected,
+                to=to,
                 actor="system",
                 address=None,
-                detail="lease expired",
-                fields={"finished_at": now, "error": error},
-                extra=(col(Job.lease_expires_at) < now,),
+                detail=detail,
+                fields=fields,
+                extra=(overdue,),
             )
-            lost += 1
+            moved += 1
         except StaleState:
             continue
-    return lost
+    return moved
