@@ -5,12 +5,15 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
+import uvicorn
 
 
 def free_port() -> int:
@@ -55,3 +58,22 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
             pass
         time.sleep(0.1)
     raise RuntimeError(f"aat serve did not answer /healthz:\n{log.read_text()}")
+
+
+@contextmanager
+def uvicorn_in_thread(app: Any, *, timeout_s: float = 15) -> Iterator[str]:
+    """Serve an ASGI app on a free loopback port in a thread; yields its base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from webplatform import decisions, jobs
-from webplatform.answers import Status
+from webplatform.answers import Answer, Status
 from webplatform.config import Settings
 from webplatform.services import Actor, Platform, job_answer, request_run, wait_for_job
 from webplatform.store.models import JobState, Surface
@@ -22,6 +22,26 @@ MESSAGE = {"to": "ops@example.org", "subject": "please send the report", "body":
 @pytest.fixture
 def platform(settings: Settings) -> Platform:
     return Platform(settings)
+
+
+def send_message(
+    platform: Platform,
+    *,
+    actor: Actor = AGENT,
+    confirmed: bool = True,
+    operator_approved: bool = False,
+) -> Answer:
+    """Ask for the irreversible `outbox send-message` with the test message."""
+    return request_run(
+        platform=platform,
+        kind="tool",
+        name="outbox",
+        action="send-message",
+        args=MESSAGE,
+        actor=actor,
+        confirmed=confirmed,
+        operator_approved=operator_approved,
+    )
 
 
 def outbox(settings: Settings) -> list[Path]:
@@ -75,15 +95,7 @@ def test_action_may_be_left_out_only_when_there_is_one(platform: Platform) -> No
 def test_irreversible_without_confirm_names_the_confirmed_tool(
     platform: Platform, settings: Settings
 ) -> None:
-    answer = request_run(
-        platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args=MESSAGE,
-        actor=AGENT,
-        confirmed=False,
-    )
+    answer = send_message(platform, confirmed=False)
     assert answer.status is Status.approval_required
     assert answer.use == "run_tool_confirmed"
     assert answer.job is None
@@ -93,15 +105,7 @@ def test_irreversible_without_confirm_names_the_confirmed_tool(
 def test_confirmed_irreversible_is_queued_not_sent_and_warns_without_dashboard(
     platform: Platform, settings: Settings
 ) -> None:
-    answer = request_run(
-        platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args=MESSAGE,
-        actor=AGENT,
-        confirmed=True,
-    )
+    answer = send_message(platform)
     assert answer.status is Status.pending_approval
     assert answer.approval_url == f"http://127.0.0.1:8000/jobs/{answer.job}"
     assert answer.warning and "aat serve" in answer.warning
@@ -112,24 +116,8 @@ def test_confirmed_irreversible_is_queued_not_sent_and_warns_without_dashboard(
 def test_approved_job_runs_once_and_denied_one_never(
     platform: Platform, settings: Settings
 ) -> None:
-    first = request_run(
-        platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args=MESSAGE,
-        actor=AGENT,
-        confirmed=True,
-    )
-    second = request_run(
-        platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args=MESSAGE,
-        actor=AGENT,
-        confirmed=True,
-    )
+    first = send_message(platform)
+    second = send_message(platform)
     assert first.job and second.job
     with platform.session() as session:
         digest = jobs.get_job(session=session, job_id=first.job).args_digest  # type: ignore[union-attr]
@@ -150,45 +138,19 @@ def test_approved_job_runs_once_and_denied_one_never(
 
 
 def test_dashboard_operator_run_is_approved_by_that_operator(platform: Platform) -> None:
-    answer = request_run(
-        platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args=MESSAGE,
-        actor=OPERATOR,
-        confirmed=True,
-        operator_approved=True,
-    )
+    answer = send_message(platform, actor=OPERATOR, operator_approved=True)
     assert answer.status is Status.approved
     assert answer.decided_by == "ada"
 
 
 def test_only_a_dashboard_operator_can_pre_approve(platform: Platform) -> None:
     with pytest.raises(PermissionError):
-        request_run(
-            platform=platform,
-            kind="tool",
-            name="outbox",
-            action="send-message",
-            args=MESSAGE,
-            actor=AGENT,
-            confirmed=True,
-            operator_approved=True,
-        )
+        send_message(platform, operator_approved=True)
 
 
 def test_deny_irreversible_switch_refuses_mcp_and_queues_nothing(settings: Settings) -> None:
     platform = Platform(settings.model_copy(update={"mcp_deny_irreversible": True}))
-    answer = request_run(
-        platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args=MESSAGE,
-        actor=AGENT,
-        confirmed=True,
-    )
+    answer = send_message(platform)
     assert answer.status is Status.refused
     assert answer.job is None
     with platform.session() as session:

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import httpx2
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import ERAS, body, make_platform
-from serving import free_port
+from serving import uvicorn_in_thread
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -49,19 +46,8 @@ def serve(platform: Platform) -> Iterator[str]:
             yield
 
     app = Starlette(routes=[Route("/mcp", endpoint=mcp_app)], lifespan=lifespan)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with uvicorn_in_thread(app) as base:
+        yield f"{base}/mcp"
 
 
 @pytest.fixture

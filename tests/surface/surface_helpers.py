@@ -5,17 +5,14 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 import yaml
 from mcp_types import CallToolResult
-from serving import free_port
+from serving import uvicorn_in_thread
 
 from dashboard.app import create_app
 from webplatform.config import EXAMPLES_ROOT, Settings
@@ -133,17 +130,8 @@ def serve(settings: Settings) -> Iterator[str]:
     """The real dashboard app (`aat serve`) on uvicorn in a thread; yields its base URL."""
     platform = Platform(settings)
     app = create_app(settings, platform=platform, embed_worker=False)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{port}"
+        with uvicorn_in_thread(app) as base:
+            yield base
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
         platform.engine.dispose()
