@@ -23,8 +23,8 @@ run: $(STAMP)
 	$(BIN)/aat serve
 
 lint: $(STAMP)
-	$(BIN)/ruff check webplatform dashboard tests bench
-	$(BIN)/ruff format --check webplatform dashboard tests bench
+	$(BIN)/ruff check webplatform dashboard tests bench hatch_build.py
+	$(BIN)/ruff format --check webplatform dashboard tests bench hatch_build.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -12,7 +12,6 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
 from starlette.routing import Route
@@ -20,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from dashboard import auth
+from dashboard.assets import STATIC_DIR
 from dashboard.data import pending_count
 from dashboard.errors import install_error_pages
 from dashboard.render import Pages, build_environment
@@ -32,7 +32,6 @@ from webplatform.services import Platform
 from webplatform.worker import make_worker
 
 log = logging.getLogger("aat.dashboard")
-STATIC_DIR = Path(__file__).parent / "static"
 
 
 def create_app(

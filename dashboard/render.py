@@ -10,8 +10,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.responses import HTMLResponse
+
+from dashboard.assets import TEMPLATES_DIR
 
 
 def _ago(value: datetime | None, now: datetime | None = None) -> str:
@@ -58,7 +60,7 @@ def _fromjson(text: str | None) -> Any:
 def build_environment() -> Environment:
     """The template environment: autoescape on for every template, strict about typos."""
     env = Environment(
-        loader=PackageLoader("dashboard", "templates"),
+        loader=FileSystemLoader(TEMPLATES_DIR),
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
