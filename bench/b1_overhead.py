@@ -14,7 +14,7 @@ import anyio
 
 from bench.clients import aat_mcp, body, minimal_mcp
 from bench.common import EXAMPLES, Report, median_ms, ms, temp_home
-from webplatform import runner
+from webplatform import launch
 from webplatform.registry import RegistryLoader
 
 TITLE = "run_tool hello-world: warm aat mcp vs direct spawn vs minimal MCPServer"
@@ -29,8 +29,8 @@ def direct_command(home_str: str) -> tuple[list[str], dict[str, str], str]:
     tool = RegistryLoader([EXAMPLES]).load().tools["hello-world"]
     action = tool.actions[0]
     args = {"name": "bench"}
-    env = runner.build_env(tool, action, home=Path(home_str), secrets={})
-    return runner.build_argv(tool, action, args), env, str(tool.folder)
+    env = launch.build_env(tool, action, home=Path(home_str), secrets={})
+    return launch.build_argv(tool, action, args), env, str(tool.folder)
 
 
 def spawn_direct(argv: list[str], env: dict[str, str], cwd: str) -> float:

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from webplatform import runner
+from webplatform import launch, runner
 from webplatform.config import EXAMPLES_ROOT
+from webplatform.outcome import RunResult
 from webplatform.registry.model import ActionSpec, ArgSpec, ToolSpec
 
 TOOLS = Path(__file__).parent / "tools"
@@ -58,7 +59,7 @@ def load_tool(folder: Path) -> ToolSpec:
 
 def call(
     name: str, action: str, args: dict[str, Any] | None = None, *, home: Path, **kw: Any
-) -> runner.RunResult:
+) -> RunResult:
     tool = load_tool(TOOLS / name)
     spec = tool.action(action)
     assert spec is not None
@@ -96,7 +97,7 @@ def home(tmp_path: Path) -> Path:
 
 def test_argv_follows_the_invocation_contract() -> None:
     tool = load_tool(TOOLS / "echo")
-    argv = runner.build_argv(
+    argv = launch.build_argv(
         tool,
         tool.actions[0],
         {

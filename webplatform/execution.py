@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from webplatform import jobs, runner
 from webplatform.canonical import canonical_json
 from webplatform.config import Settings
+from webplatform.outcome import RunResult
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.store.engine import transact
 from webplatform.store.models import JobState
@@ -33,7 +34,7 @@ STATE_OF_OUTCOME: dict[str, JobState] = {
     "timed_out": JobState.timed_out,
 }
 
-RunFn = Callable[..., runner.RunResult]
+RunFn = Callable[..., RunResult]
 
 
 class LeaseLost(Exception):

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from example_support import RunExample, load_example
 
-from webplatform import runner
+from webplatform import outcome, runner
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def run_example(home: Path) -> RunExample:
         *,
         kind: str = "tool",
         **kw: Any,
-    ) -> runner.RunResult:
+    ) -> outcome.RunResult:
         tool = load_example(kind, name)
         spec = tool.action(action)
         assert spec is not None, f"{name} has no action {action}"

@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import yaml
 
-from webplatform import runner
+from webplatform import outcome
 from webplatform.config import EXAMPLES_ROOT
 from webplatform.registry.model import ActionSpec, ArgSpec, ToolSpec
 
-RunExample = Callable[..., runner.RunResult]
+RunExample = Callable[..., outcome.RunResult]
 
 
 def load_example(kind: str, name: str) -> ToolSpec:
