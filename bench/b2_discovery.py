@@ -16,8 +16,8 @@ from mcp import Client
 from bench.common import Report, median_ms, ms, temp_home, timed
 from webplatform.config import Settings
 from webplatform.mcp import build_server
+from webplatform.platform import Platform
 from webplatform.registry import RegistryLoader
-from webplatform.services import Platform
 from webplatform.store.models import Surface
 
 TITLE = "discovery on 1,000 tools x 10 actions"

@@ -34,7 +34,7 @@ from bench.common import (
 )
 from dashboard.app import create_app
 from webplatform.config import Settings
-from webplatform.services import Platform
+from webplatform.platform import Platform
 from webplatform.store.models import Job, JobState, Surface
 
 TITLE = "dashboard with 100,000 jobs and 1,000 pending approvals"

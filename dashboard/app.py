@@ -28,7 +28,7 @@ from dashboard.security import Guard, GuardConfig
 from webplatform import jobs
 from webplatform.config import Settings
 from webplatform.mcp.http import create_chat_mcp_app, create_mcp_app
-from webplatform.services import Platform
+from webplatform.platform import Platform
 from webplatform.worker import make_worker
 
 log = logging.getLogger("aat.dashboard")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from starlette.responses import Response
 
-from webplatform.services import Platform
+from webplatform.platform import Platform
 from webplatform.store import audit, operators
 from webplatform.store.engine import session_scope
 

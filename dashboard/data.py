@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from webplatform import jobs
-from webplatform.services import Platform
+from webplatform.platform import Platform
 from webplatform.store import dashboard_queries
 from webplatform.store.engine import session_scope
 from webplatform.store.models import AuditEvent, Job, JobState, JobSummary, Surface

@@ -12,7 +12,7 @@ from fastapi import Depends, HTTPException, Request
 
 from dashboard.data import JobFilters, parse_filters
 from dashboard.render import Pages
-from webplatform.services import Actor, Platform
+from webplatform.platform import Actor, Platform
 from webplatform.store.models import Surface
 
 

@@ -15,7 +15,7 @@ import sys
 from typing import TextIO
 
 from webplatform.config import Settings
-from webplatform.services import Platform
+from webplatform.platform import Platform
 from webplatform.store import meta, operators
 
 SETUP_TOKEN_KEY = "dashboard.setup_token_sha256"

@@ -19,8 +19,8 @@ from dashboard.app import create_app
 from webplatform import jobs, worker
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
+from webplatform.platform import Platform
 from webplatform.registry import RegistryLoader, resolve_secrets
-from webplatform.services import Platform
 from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope, transact
 from webplatform.store.models import utcnow
 from webplatform.worker import Worker

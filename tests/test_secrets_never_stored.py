@@ -10,8 +10,10 @@ from sqlalchemy import text
 from webplatform import decisions
 from webplatform.answers import Status
 from webplatform.config import Settings
-from webplatform.services import Actor, Platform, job_answer, request_run
+from webplatform.platform import Actor, Platform
+from webplatform.services import request_run
 from webplatform.store.models import Surface
+from webplatform.tracking import job_answer
 
 TESTS_ROOT = Path(__file__).parent  # tests/tools/* is a registry root of fixture tools
 AGENT = Actor(surface=Surface.mcp_stdio, client="test-agent")

@@ -10,8 +10,10 @@ import pytest
 from webplatform import decisions, jobs
 from webplatform.answers import Answer, Status
 from webplatform.config import Settings
-from webplatform.services import Actor, Platform, job_answer, request_run, wait_for_job
+from webplatform.platform import Actor, Platform
+from webplatform.services import request_run
 from webplatform.store.models import JobState, Surface
+from webplatform.tracking import job_answer, wait_for_job
 from webplatform.worker import make_worker
 
 AGENT = Actor(surface=Surface.mcp_stdio, client="test-agent")

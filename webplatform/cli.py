@@ -206,11 +206,13 @@ def _split_run_args(extra: list[str]) -> dict[str, str] | str:
 def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
     """Run one tool action from the command line and print its answer as JSON."""
     from webplatform import services
+    from webplatform.platform import Actor, Platform
     from webplatform.store.models import Surface
+    from webplatform.tracking import wait_for_job
     from webplatform.validation import parse_text_args
 
     settings = _settings(ns)
-    platform = services.Platform(settings)
+    platform = Platform(settings)
     kind: RunnableKind = "agent" if ns.agent else "tool"
     raw = _split_run_args(extra)
     if isinstance(raw, str):
@@ -230,9 +232,7 @@ def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
                 schema=services.action_schema(action),
             )
         )
-    actor = services.Actor(
-        surface=Surface.cli, client=f"aat run ({getpass.getuser()})", cwd=Path.cwd()
-    )
+    actor = Actor(surface=Surface.cli, client=f"aat run ({getpass.getuser()})", cwd=Path.cwd())
     answer = services.request_run(
         platform=platform,
         kind=kind,
@@ -250,7 +250,7 @@ def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
         if answer.warning:
             print(f"warning: {answer.warning}", file=sys.stderr)
         try:
-            answer = services.wait_for_job(
+            answer = wait_for_job(
                 platform=platform, job_id=answer.job, timeout_s=settings.approval_ttl_s + 60
             )
         except KeyboardInterrupt:
@@ -267,7 +267,7 @@ def _print_answer(answer: Answer) -> int:
 
 def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Add, list or remove dashboard operators."""
-    from webplatform.services import Platform
+    from webplatform.platform import Platform
     from webplatform.store import operators
 
     platform = Platform(_settings(ns))
@@ -303,7 +303,7 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
 
 def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Run approved jobs until interrupted."""
-    from webplatform.services import Platform
+    from webplatform.platform import Platform
     from webplatform.worker import make_worker
 
     platform = Platform(_settings(ns))
@@ -332,7 +332,7 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
     from dashboard.app import create_app
     from dashboard.setup import print_setup_link
     from webplatform.mcp.http import is_loopback
-    from webplatform.services import Platform
+    from webplatform.platform import Platform
 
     settings = _settings(ns)
     if not is_loopback(ns.host) and not settings.mcp_token:

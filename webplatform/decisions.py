@@ -10,9 +10,11 @@ import json
 
 from webplatform import jobs
 from webplatform.answers import Answer, Status
+from webplatform.platform import Actor, Platform
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
-from webplatform.services import Actor, Platform, job_answer, request_run, resolve_call
+from webplatform.services import request_run, resolve_call
 from webplatform.store.models import Job
+from webplatform.tracking import job_answer
 
 
 def approve(

@@ -6,75 +6,21 @@ a run except the worker, which only executes jobs an operator approved.
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
 from sqlmodel import Session
 
 from webplatform import execution, gate, jobs
 from webplatform.answers import Answer, Status
 from webplatform.canonical import args_digest
-from webplatform.config import Settings
-from webplatform.registry import RegistryLoader, resolve_secrets
+from webplatform.platform import Actor, Platform
+from webplatform.registry import resolve_secrets
 from webplatform.registry.model import ActionSpec, Registry, RunnableKind, ToolSpec
-from webplatform.store.engine import make_engine, session_scope, transact
-from webplatform.store.models import Job, JobState, Surface
+from webplatform.store.engine import transact
+from webplatform.store.models import JobState, Surface
 from webplatform.suggest import did_you_mean
+from webplatform.tracking import job_answer
 from webplatform.validation import describe_arg, has_secret_args, mask_secrets, validate_args
-
-STDERR_TAIL_CHARS = 2000
-# The MCP bridge and `aat run` re-read a waiting job this often; approvals land within it.
-WAIT_POLL_S = 0.1
-IN_PROGRESS_STATES = frozenset({JobState.pending_approval, JobState.approved, JobState.running})
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who asks for a run: the surface, the MCP client's name, the operator, their address."""
-
-    surface: Surface
-    client: str | None = None
-    operator: str | None = None
-    address: str | None = None
-    # The caller's working directory, so tools can resolve relative paths the caller gave.
-    cwd: Path | None = None
-
-    @property
-    def name(self) -> str:
-        """The name shown in history and audit events."""
-        return self.operator or self.client or self.surface.value
-
-
-class Platform:
-    """One process's handle on settings, database and registry, built once and passed around."""
-
-    def __init__(self, settings: Settings, *, engine: Engine | None = None) -> None:
-        self.settings = settings
-        self.engine = engine or make_engine(settings)
-        self.loader = RegistryLoader(settings.registry_roots)
-        self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-    def registry(self) -> Registry:
-        """The registry as it is on disk now (cached on modification times)."""
-        return self.loader.load()
-
-    @contextmanager
-    def session(self, *, write: bool = True) -> Iterator[Session]:
-        """A database session that commits on success and rolls back on error.
-
-        `write=False` for reads: on SQLite it does not queue behind the write lock.
-        """
-        with session_scope(self.engine, write=write) as session:
-            yield session
 
 
 def resolve_call(
@@ -284,124 +230,3 @@ def _create_job(
         return job.id
 
     return transact(platform.engine, insert)
-
-
-def approval_url(settings: Settings, job_id: int) -> str:
-    """Where an operator decides on a job: the dashboard's job page."""
-    return f"{settings.dashboard_url.rstrip('/')}/jobs/{job_id}"
-
-
-def answer_for(job: Job, *, settings: Settings, warning: str | None = None) -> Answer:
-    """The caller's view of a job in its current state."""
-    state = JobState(job.state)
-    base = Answer(Status(state.value), job=job.id, tool=job.name, action=job.action)
-    if state is JobState.succeeded:
-        base.result = json.loads(job.result_json) if job.result_json else None
-    elif state in (JobState.failed, JobState.timed_out, JobState.lost, JobState.cancelled):
-        base.error = job.error or f"job ended {state.value}"
-        base.exit_code = job.exit_code
-        if job.stderr:
-            base.stderr_tail = job.stderr[-STDERR_TAIL_CHARS:]
-    elif state is JobState.denied:
-        base.reason = job.reason or "no reason given"
-        base.decided_by = job.decided_by
-    elif state is JobState.expired:
-        base.error = "nobody approved this call in time; it did not run. Ask again if still needed."
-    elif state is JobState.pending_approval:
-        assert job.id is not None
-        base.approval_url = approval_url(settings, job.id)
-        base.expires_at = job.expires_at.isoformat() if job.expires_at else None
-        base.next = (
-            f"an operator must approve this call in the dashboard; call job_status with "
-            f"job={job.id} (and wait_s) to get the outcome"
-        )
-        base.warning = warning
-    elif state in (JobState.approved, JobState.running):
-        base.decided_by = job.decided_by
-        base.next = f"call job_status with job={job.id} to get the result"
-    return base
-
-
-NOBODY_TO_APPROVE = (
-    "no dashboard is running: start it with `aat serve`, or nobody can approve this call"
-)
-
-
-def _dashboard_alive(session: Session, settings: Settings) -> bool:
-    within = max(3 * settings.heartbeat_s, 10.0)
-    return jobs.fresh_heartbeat(session=session, role="dashboard", within_s=within)
-
-
-def job_answer(*, platform: Platform, job_id: int) -> Answer:
-    """The current answer for a job id, or `invalid` when there is no such job."""
-    with platform.session(write=False) as session:
-        job = jobs.get_job(session=session, job_id=job_id)
-        if job is None:
-            return Answer(Status.invalid, error=f"no job {job_id}; job ids come from run results")
-        warning = None
-        if job.state == JobState.pending_approval.value and not _dashboard_alive(
-            session, platform.settings
-        ):
-            warning = NOBODY_TO_APPROVE
-        return answer_for(job, settings=platform.settings, warning=warning)
-
-
-def job_state(*, platform: Platform, job_id: int) -> JobState | None:
-    """Just the state of a job (cheap; used by waiting loops)."""
-    with platform.session(write=False) as session:
-        job = jobs.get_job(session=session, job_id=job_id)
-        return None if job is None else JobState(job.state)
-
-
-def wait_for_job(
-    *,
-    platform: Platform,
-    job_id: int,
-    timeout_s: float,
-    on_wait: Callable[[float], None] | None = None,
-    poll_s: float = WAIT_POLL_S,
-) -> Answer:
-    """Wait up to `timeout_s` for a job to finish or be decided; return its answer then.
-
-    `on_wait(elapsed_s)` is called on every poll (progress notifications, lease renewals).
-    Stopping the wait never stops the job.
-    """
-    start = time.monotonic()
-    while True:
-        state = job_state(platform=platform, job_id=job_id)
-        if state is None or state not in IN_PROGRESS_STATES:
-            break
-        elapsed = time.monotonic() - start
-        if elapsed >= timeout_s:
-            break
-        if on_wait is not None:
-            on_wait(elapsed)
-        time.sleep(min(poll_s, max(0.0, timeout_s - elapsed)))
-    return job_answer(platform=platform, job_id=job_id)
-
-
-def pending_for(
-    *, platform: Platform, surface: Surface | None = None, client: str | None = None
-) -> list[dict[str, Any]]:
-    """Jobs waiting for an operator that came in through `surface` from `client`, oldest first.
-
-    `None` matches any surface or client. Reading changes nothing (the MCP bridge's
-    level-triggered approvals resource is built on this).
-    """
-    with platform.session(write=False) as session:
-        waiting = jobs.pending_approvals(session=session, limit=500)
-        return [
-            {
-                "job": job.id,
-                "kind": job.kind,
-                "tool": job.name,
-                "action": job.action,
-                "args": json.loads(job.args_json),
-                "requested_at": job.created_at.isoformat(),
-                "expires_at": job.expires_at.isoformat() if job.expires_at else None,
-                "approval_url": approval_url(platform.settings, job.id or 0),
-            }
-            for job in waiting
-            if (surface is None or Surface(job.surface) is surface)
-            and (client is None or job.client == client)
-        ]

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from dashboard import data
 from dashboard.deps import OperatorDep, PagesDep, PlatformDep
 from dashboard.render import Pages
-from webplatform.services import Platform
+from webplatform.platform import Platform
 
 router = APIRouter()
 DONE = {"approved": "Approved", "denied": "Denied"}

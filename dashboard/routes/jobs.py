@@ -17,7 +17,7 @@ from dashboard.deps import ActorDep, AddressDep, FiltersDep, OperatorDep, PagesD
 from dashboard.render import Pages, is_htmx
 from dashboard.routes.approvals import render_queue
 from webplatform import decisions, jobs
-from webplatform.services import Platform
+from webplatform.platform import Platform
 from webplatform.store.models import JobState, Surface
 
 router = APIRouter()

@@ -15,9 +15,10 @@ from dashboard import views
 from dashboard.deps import ActorDep, OperatorDep, PagesDep, PlatformDep
 from webplatform import gate
 from webplatform.answers import Status
+from webplatform.platform import Platform
 from webplatform.registry import ActionSpec, ToolSpec
 from webplatform.registry.model import RunnableKind
-from webplatform.services import Platform, request_run
+from webplatform.services import request_run
 from webplatform.validation import parse_text_args
 
 router = APIRouter()

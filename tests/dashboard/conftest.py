@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from dashboard.app import create_app
 from webplatform.config import Settings
-from webplatform.services import Platform
+from webplatform.platform import Platform
 
 
 @pytest.fixture

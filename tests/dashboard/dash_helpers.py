@@ -8,7 +8,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from webplatform.answers import Answer
-from webplatform.services import Actor, Platform, request_run
+from webplatform.platform import Actor, Platform
+from webplatform.services import request_run
 from webplatform.store import operators
 from webplatform.store.models import Surface
 

@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 
 from webplatform import jobs
 from webplatform.answers import Status
-from webplatform.services import job_answer
 from webplatform.store.models import utcnow
+from webplatform.tracking import job_answer
 
 
 def _job(platform, job_id):

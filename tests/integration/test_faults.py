@@ -36,7 +36,8 @@ from sqlmodel import select
 from webplatform import decisions
 from webplatform.answers import Status
 from webplatform.config import Settings
-from webplatform.services import Actor, Platform, request_run
+from webplatform.platform import Actor, Platform
+from webplatform.services import request_run
 from webplatform.store import AuditEvent, JobState, Surface, operators, session_scope
 
 S = JobState
@@ -209,7 +210,8 @@ WRITER = textwrap.dedent(
     from pathlib import Path
     from webplatform import jobs
     from webplatform.config import get_settings
-    from webplatform.services import Actor, Platform, request_run
+    from webplatform.platform import Actor, Platform
+    from webplatform.services import request_run
     from webplatform.store import Surface, transact
 
     name, count, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])

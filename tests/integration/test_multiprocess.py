@@ -21,7 +21,8 @@ from sqlmodel import col, func, select
 
 from webplatform.answers import Status
 from webplatform.config import Settings
-from webplatform.services import Actor, Platform, request_run
+from webplatform.platform import Actor, Platform
+from webplatform.services import request_run
 from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope
 
 JOBS = 500

@@ -16,8 +16,8 @@ from mcp_types import CallToolResult
 from webplatform import decisions, jobs, runner
 from webplatform.config import Settings
 from webplatform.mcp import build_server, waiting
+from webplatform.platform import Platform
 from webplatform.registry import resolve_secrets
-from webplatform.services import Platform
 from webplatform.store.models import Surface
 from webplatform.worker import Worker
 

@@ -15,7 +15,8 @@ from mcp_types import ServerNotification
 
 from webplatform.config import Settings
 from webplatform.mcp.naming import PENDING_APPROVALS_URI
-from webplatform.services import Platform, pending_for
+from webplatform.platform import Platform
+from webplatform.tracking import pending_for
 from webplatform.worker import Worker
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ import pytest
 from mcp_helpers import body, connect, make_platform
 
 from webplatform.config import Settings
-from webplatform.services import Platform
+from webplatform.platform import Platform
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from webplatform.config import Settings
 from webplatform.mcp import create_mcp_app
-from webplatform.services import Platform
+from webplatform.platform import Platform
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from mcp_helpers import body, connect
 from webplatform.canonical import canonical_json, sha256_hex
 from webplatform.mcp import build_server
 from webplatform.mcp.naming import TOOL_NAMES, TOOLS_DIGEST_META_KEY
-from webplatform.services import Platform
+from webplatform.platform import Platform
 from webplatform.store.models import Surface
 
 pytestmark = pytest.mark.anyio

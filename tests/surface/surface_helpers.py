@@ -16,9 +16,9 @@ from serving import uvicorn_in_thread
 
 from dashboard.app import create_app
 from webplatform.config import EXAMPLES_ROOT, Settings
+from webplatform.platform import Platform
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import Registry
-from webplatform.services import Platform
 from webplatform.surface import DECLARATION_FILE
 
 # The two protocol eras, as `Client(mode=...)` spells them.

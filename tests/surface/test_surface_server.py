@@ -21,7 +21,7 @@ from webplatform.mcp.chat import (
     server_json,
 )
 from webplatform.mcp.protocol import TOOLS_DIGEST_META_KEY
-from webplatform.services import Platform
+from webplatform.platform import Platform
 from webplatform.store.models import Surface
 
 pytestmark = pytest.mark.anyio

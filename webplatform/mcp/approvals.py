@@ -20,8 +20,9 @@ import anyio.to_thread
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
-from webplatform.services import Platform, pending_for
+from webplatform.platform import Platform
 from webplatform.store.models import Surface
+from webplatform.tracking import pending_for
 
 from .naming import PENDING_APPROVALS_URI
 

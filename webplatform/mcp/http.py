@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from webplatform.config import Settings
-from webplatform.services import Platform
+from webplatform.platform import Platform
 from webplatform.store.models import Surface
 
 from .chat import ChatSurfaceError, build_chat_server

@@ -31,8 +31,9 @@ from mcp_types import (
 
 import webplatform
 from webplatform.answers import IN_PROGRESS, Answer, Status
+from webplatform.platform import Actor, Platform
 from webplatform.registry.model import ActionSpec, RunnableKind
-from webplatform.services import Actor, Platform, request_run
+from webplatform.services import request_run
 from webplatform.store.models import Surface
 from webplatform.suggest import did_you_mean
 

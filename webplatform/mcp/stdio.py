@@ -10,7 +10,7 @@ import warnings
 import anyio
 
 from webplatform.config import Settings
-from webplatform.services import Platform
+from webplatform.platform import Platform
 from webplatform.store.models import Surface
 
 from .chat import ChatSurfaceError, build_chat_server

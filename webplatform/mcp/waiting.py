@@ -15,7 +15,8 @@ import anyio
 import anyio.to_thread
 
 from webplatform.answers import Answer
-from webplatform.services import IN_PROGRESS_STATES, Platform, job_answer, job_state
+from webplatform.platform import Platform
+from webplatform.tracking import IN_PROGRESS_STATES, job_answer, job_state
 
 PROGRESS_EVERY_S = 3.0
 # A state read is a sub-millisecond indexed lookup; polling often keeps approvals snappy.

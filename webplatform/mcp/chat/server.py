@@ -22,8 +22,9 @@ from webplatform import gate
 from webplatform.answers import Answer, Status
 from webplatform.mcp import protocol, waiting
 from webplatform.mcp.results import answer_result
+from webplatform.platform import Actor, Platform
 from webplatform.registry.model import Registry
-from webplatform.services import Actor, Platform, request_run
+from webplatform.services import request_run
 from webplatform.store.models import Surface
 from webplatform.surface import (
     Declaration,

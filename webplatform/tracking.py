@@ -1,0 +1,145 @@
+"""Following a job once it is requested: the caller's answer for it, waiting for it, what waits.
+
+The MCP bridge, the dashboard and `aat run` read a job's outcome only through here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlmodel import Session
+
+from webplatform import jobs
+from webplatform.answers import Answer, Status
+from webplatform.config import Settings
+from webplatform.platform import Platform
+from webplatform.store.models import Job, JobState, Surface
+
+STDERR_TAIL_CHARS = 2000
+# The MCP bridge and `aat run` re-read a waiting job this often; approvals land within it.
+WAIT_POLL_S = 0.1
+IN_PROGRESS_STATES = frozenset({JobState.pending_approval, JobState.approved, JobState.running})
+
+
+def approval_url(settings: Settings, job_id: int) -> str:
+    """Where an operator decides on a job: the dashboard's job page."""
+    return f"{settings.dashboard_url.rstrip('/')}/jobs/{job_id}"
+
+
+def answer_for(job: Job, *, settings: Settings, warning: str | None = None) -> Answer:
+    """The caller's view of a job in its current state."""
+    state = JobState(job.state)
+    base = Answer(Status(state.value), job=job.id, tool=job.name, action=job.action)
+    if state is JobState.succeeded:
+        base.result = json.loads(job.result_json) if job.result_json else None
+    elif state in (JobState.failed, JobState.timed_out, JobState.lost, JobState.cancelled):
+        base.error = job.error or f"job ended {state.value}"
+        base.exit_code = job.exit_code
+        if job.stderr:
+            base.stderr_tail = job.stderr[-STDERR_TAIL_CHARS:]
+    elif state is JobState.denied:
+        base.reason = job.reason or "no reason given"
+        base.decided_by = job.decided_by
+    elif state is JobState.expired:
+        base.error = "nobody approved this call in time; it did not run. Ask again if still needed."
+    elif state is JobState.pending_approval:
+        assert job.id is not None
+        base.approval_url = approval_url(settings, job.id)
+        base.expires_at = job.expires_at.isoformat() if job.expires_at else None
+        base.next = (
+            f"an operator must approve this call in the dashboard; call job_status with "
+            f"job={job.id} (and wait_s) to get the outcome"
+        )
+        base.warning = warning
+    elif state in (JobState.approved, JobState.running):
+        base.decided_by = job.decided_by
+        base.next = f"call job_status with job={job.id} to get the result"
+    return base
+
+
+NOBODY_TO_APPROVE = (
+    "no dashboard is running: start it with `aat serve`, or nobody can approve this call"
+)
+
+
+def _dashboard_alive(session: Session, settings: Settings) -> bool:
+    within = max(3 * settings.heartbeat_s, 10.0)
+    return jobs.fresh_heartbeat(session=session, role="dashboard", within_s=within)
+
+
+def job_answer(*, platform: Platform, job_id: int) -> Answer:
+    """The current answer for a job id, or `invalid` when there is no such job."""
+    with platform.session(write=False) as session:
+        job = jobs.get_job(session=session, job_id=job_id)
+        if job is None:
+            return Answer(Status.invalid, error=f"no job {job_id}; job ids come from run results")
+        warning = None
+        if job.state == JobState.pending_approval.value and not _dashboard_alive(
+            session, platform.settings
+        ):
+            warning = NOBODY_TO_APPROVE
+        return answer_for(job, settings=platform.settings, warning=warning)
+
+
+def job_state(*, platform: Platform, job_id: int) -> JobState | None:
+    """Just the state of a job (cheap; used by waiting loops)."""
+    with platform.session(write=False) as session:
+        job = jobs.get_job(session=session, job_id=job_id)
+        return None if job is None else JobState(job.state)
+
+
+def wait_for_job(
+    *,
+    platform: Platform,
+    job_id: int,
+    timeout_s: float,
+    on_wait: Callable[[float], None] | None = None,
+    poll_s: float = WAIT_POLL_S,
+) -> Answer:
+    """Wait up to `timeout_s` for a job to finish or be decided; return its answer then.
+
+    `on_wait(elapsed_s)` is called on every poll (progress notifications, lease renewals).
+    Stopping the wait never stops the job.
+    """
+    start = time.monotonic()
+    while True:
+        state = job_state(platform=platform, job_id=job_id)
+        if state is None or state not in IN_PROGRESS_STATES:
+            break
+        elapsed = time.monotonic() - start
+        if elapsed >= timeout_s:
+            break
+        if on_wait is not None:
+            on_wait(elapsed)
+        time.sleep(min(poll_s, max(0.0, timeout_s - elapsed)))
+    return job_answer(platform=platform, job_id=job_id)
+
+
+def pending_for(
+    *, platform: Platform, surface: Surface | None = None, client: str | None = None
+) -> list[dict[str, Any]]:
+    """Jobs waiting for an operator that came in through `surface` from `client`, oldest first.
+
+    `None` matches any surface or client. Reading changes nothing (the MCP bridge's
+    level-triggered approvals resource is built on this).
+    """
+    with platform.session(write=False) as session:
+        waiting = jobs.pending_approvals(session=session, limit=500)
+        return [
+            {
+                "job": job.id,
+                "kind": job.kind,
+                "tool": job.name,
+                "action": job.action,
+                "args": json.loads(job.args_json),
+                "requested_at": job.created_at.isoformat(),
+                "expires_at": job.expires_at.isoformat() if job.expires_at else None,
+                "approval_url": approval_url(platform.settings, job.id or 0),
+            }
+            for job in waiting
+            if (surface is None or Surface(job.surface) is surface)
+            and (client is None or job.client == client)
+        ]
