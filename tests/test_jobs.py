@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, event
 from sqlmodel import Session
 
-from webplatform import jobs
+from webplatform import calls, jobs, leases
 from webplatform.canonical import args_digest, canonical_json
 from webplatform.jobs import LEGAL_MOVES
 from webplatform.store import Job, JobState, Surface, session_scope, transact, utcnow
@@ -34,7 +34,7 @@ def _new(
 ) -> Job:
     args = {"to": "a@example.org", "subject": "hi"} if args is None else args
     irreversible = state != S.running
-    return jobs.create_job(
+    return calls.create_job(
         session=session,
         kind="tool",
         name=name,
@@ -112,7 +112,7 @@ def test_every_illegal_move_raises_and_changes_nothing(engine: Engine, start: S,
 def test_an_irreversible_job_cannot_be_created_running(engine: Engine) -> None:
     args: dict[str, Any] = {}
     with pytest.raises(jobs.IllegalMove), session_scope(engine) as session:
-        jobs.create_job(
+        calls.create_job(
             session=session,
             kind="tool",
             name="outbox",
@@ -129,7 +129,7 @@ def test_an_irreversible_job_cannot_be_created_running(engine: Engine) -> None:
 
 def test_create_refuses_a_digest_of_other_arguments(engine: Engine) -> None:
     with pytest.raises(jobs.DigestMismatch), session_scope(engine) as session:
-        jobs.create_job(
+        calls.create_job(
             session=session,
             kind="tool",
             name="outbox",
@@ -298,30 +298,32 @@ def test_expire_due_only_expires_overdue_pending_jobs(engine: Engine) -> None:
 def test_claim_takes_the_oldest_approved_job_with_a_lease(engine: Engine) -> None:
     first, second = _make(engine, S.approved), _make(engine, S.approved)
     _make(engine, S.pending_approval)
-    claimed = transact(engine, lambda s: jobs.claim_next(session=s, worker_id="w1", lease_s=10))
+    claimed = transact(engine, lambda s: leases.claim_next(session=s, worker_id="w1", lease_s=10))
     assert claimed is not None and claimed.id == first.id
     assert claimed.state == S.running and claimed.worker_id == "w1"
     assert claimed.lease_expires_at is not None and claimed.started_at is not None
     assert claimed.lease_expires_at - claimed.started_at == timedelta(seconds=10)
-    again = transact(engine, lambda s: jobs.claim_next(session=s, worker_id="w2", lease_s=10))
+    again = transact(engine, lambda s: leases.claim_next(session=s, worker_id="w2", lease_s=10))
     assert again is not None and again.id == second.id
     assert (
-        transact(engine, lambda s: jobs.claim_next(session=s, worker_id="w3", lease_s=10)) is None
+        transact(engine, lambda s: leases.claim_next(session=s, worker_id="w3", lease_s=10)) is None
     )
 
 
 def test_finish_only_by_the_worker_that_holds_the_job(engine: Engine) -> None:
     _make(engine, S.approved)
-    job = transact(engine, lambda s: jobs.claim_next(session=s, worker_id="w1", lease_s=10))
+    job = transact(engine, lambda s: leases.claim_next(session=s, worker_id="w1", lease_s=10))
     assert job is not None
     with pytest.raises(jobs.StaleState, match="another worker"):
         transact(
             engine,
-            lambda s: jobs.finish(session=s, job_id=job.id or 0, worker_id="w2", state=S.succeeded),
+            lambda s: leases.finish(
+                session=s, job_id=job.id or 0, worker_id="w2", state=S.succeeded
+            ),
         )
     done = transact(
         engine,
-        lambda s: jobs.finish(
+        lambda s: leases.finish(
             session=s,
             job_id=job.id or 0,
             worker_id="w1",
@@ -338,26 +340,26 @@ def test_finish_only_by_the_worker_that_holds_the_job(engine: Engine) -> None:
 
 def test_a_lost_job_is_never_run_again(engine: Engine) -> None:
     _make(engine, S.approved)
-    job = transact(engine, lambda s: jobs.claim_next(session=s, worker_id="w1", lease_s=10))
+    job = transact(engine, lambda s: leases.claim_next(session=s, worker_id="w1", lease_s=10))
     assert job is not None
     job_id = job.id or 0
     # Renewed leases keep it alive; once the lease has run out it is lost.
-    assert transact(engine, lambda s: jobs.reap_lost(session=s)) == 0
+    assert transact(engine, lambda s: leases.reap_lost(session=s)) == 0
     later = utcnow() + timedelta(seconds=11)
-    assert transact(engine, lambda s: jobs.reap_lost(session=s, now=later)) == 1
+    assert transact(engine, lambda s: leases.reap_lost(session=s, now=later)) == 1
     assert _state(engine, job_id) == S.lost
     assert (
-        transact(engine, lambda s: jobs.claim_next(session=s, worker_id="w2", lease_s=10)) is None
+        transact(engine, lambda s: leases.claim_next(session=s, worker_id="w2", lease_s=10)) is None
     )
     assert not transact(
-        engine, lambda s: jobs.renew_lease(session=s, job_id=job_id, worker_id="w1", lease_s=10)
+        engine, lambda s: leases.renew_lease(session=s, job_id=job_id, worker_id="w1", lease_s=10)
     )
     with pytest.raises(jobs.StaleState, match="already lost"):
         transact(
             engine,
-            lambda s: jobs.finish(session=s, job_id=job_id, worker_id="w1", state=S.succeeded),
+            lambda s: leases.finish(session=s, job_id=job_id, worker_id="w1", state=S.succeeded),
         )
-    assert transact(engine, lambda s: jobs.reap_lost(session=s, now=later)) == 0
+    assert transact(engine, lambda s: leases.reap_lost(session=s, now=later)) == 0
     with session_scope(engine, write=False) as session:
         lost = jobs.get_job(session=session, job_id=job_id)
     assert lost is not None and lost.error and "not re-run" in lost.error
@@ -473,7 +475,7 @@ def test_digest_ignores_key_order_and_follows_values(args: dict[str, Any], seed:
     attempts=st.lists(
         st.tuples(st.sampled_from(ALL_STATES), st.sampled_from(ALL_STATES)), max_size=12
     ),
-    start=st.sampled_from(sorted(jobs.INITIAL_STATES)),
+    start=st.sampled_from(sorted(calls.INITIAL_STATES)),
 )
 def test_random_moves_only_ever_follow_legal_moves(
     engine: Engine, attempts: list[tuple[S, S]], start: S

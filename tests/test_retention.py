@@ -16,7 +16,7 @@ from sqlalchemy import Engine, event, update
 from sqlmodel import Session, col, select
 
 from dashboard.app import create_app
-from webplatform import jobs, worker
+from webplatform import calls, jobs, leases, worker
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.platform import Platform
@@ -45,7 +45,7 @@ def _worker(engine: Engine, settings: Settings) -> Worker:
 
 def _new(session: Session, state: S, n: int = 0) -> int:
     args = {"to": "bob@example.org", "subject": f"m{n}", "body": "x" * 200}
-    job = jobs.create_job(
+    job = calls.create_job(
         session=session,
         kind="tool",
         name="outbox",
@@ -76,7 +76,7 @@ def _finish(engine: Engine, job_id: int, how: str) -> None:
         elif how == "cancel":
             jobs.cancel(session=session, job_id=job_id, actor="olga")
         else:
-            jobs.finish(session=session, job_id=job_id, worker_id="w", state=S.succeeded)
+            leases.finish(session=session, job_id=job_id, worker_id="w", state=S.succeeded)
 
     transact(engine, go)
 
@@ -173,7 +173,7 @@ def test_pruning_goes_in_short_batches(
     def fill(session: Session) -> list[int]:
         made = [_new(session, S.running, i) for i in range(130)]
         for job_id in made:
-            jobs.finish(session=session, job_id=job_id, worker_id="w", state=S.succeeded)
+            leases.finish(session=session, job_id=job_id, worker_id="w", state=S.succeeded)
         return made
 
     made = transact(engine, fill)

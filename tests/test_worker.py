@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from webplatform import jobs, runner
+from webplatform import calls, jobs, leases, runner
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.registry import RegistryLoader, resolve_secrets
@@ -35,7 +35,7 @@ def _worker(engine: Engine, settings: Settings, root: Path = EXAMPLES_ROOT, **kw
 
 def _approved(engine: Engine, args: dict[str, Any], name: str = "outbox") -> Job:
     def create(session: Any) -> Job:
-        return jobs.create_job(
+        return calls.create_job(
             session=session,
             kind="tool",
             name=name,
@@ -143,7 +143,7 @@ def test_a_long_run_keeps_its_lease_while_others_housekeep(
         # Another process reaping dead leases the whole time must not take this live job.
         deadline = time.monotonic() + 30
         while _job(engine, job.id).state != S.succeeded and time.monotonic() < deadline:
-            transact(engine, lambda s: jobs.reap_lost(session=s))
+            transact(engine, lambda s: leases.reap_lost(session=s))
             time.sleep(0.1)
     finally:
         stop.set()
@@ -156,7 +156,9 @@ def test_a_job_whose_worker_died_is_lost_and_never_rerun(
     engine: Engine, settings: Settings
 ) -> None:
     job = _approved(engine, _message(1))
-    claimed = transact(engine, lambda s: jobs.claim_next(session=s, worker_id="dead", lease_s=0.1))
+    claimed = transact(
+        engine, lambda s: leases.claim_next(session=s, worker_id="dead", lease_s=0.1)
+    )
     assert claimed is not None and claimed.id == job.id
     time.sleep(0.2)
     worker = _worker(engine, settings)

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from webplatform import jobs, runner
+from webplatform import jobs, leases, runner
 from webplatform.canonical import canonical_json
 from webplatform.config import Settings
 from webplatform.outcome import RunResult
@@ -147,7 +147,7 @@ def lease_renewer(
         try:
             kept = transact(
                 engine,
-                lambda s: jobs.renew_lease(
+                lambda s: leases.renew_lease(
                     session=s, job_id=job_id, worker_id=worker_id, lease_s=lease_s
                 ),
             )
@@ -168,7 +168,7 @@ def finish_job(
     try:
         transact(
             engine,
-            lambda s: jobs.finish(
+            lambda s: leases.finish(
                 session=s, job_id=job_id, worker_id=worker_id, state=state, **fields
             ),
         )

@@ -2,30 +2,27 @@
 
 `UPDATE job SET state = :to ... WHERE id = :id AND state = :expected` decides every race in
 the database, so two operators clicking at once (or two workers claiming) get one winner;
-the loser gets `StaleState` naming what happened. Functions take the caller's session and
+the loser gets `StaleState` naming what happened. Creating a job is `webplatform.calls`;
+a worker's claims and leases are `webplatform.leases`. Functions take the caller's session and
 never commit, except `approve` recording an expiry (see there). Run them through
 `webplatform.store.transact(engine, lambda s: ...)` so SQLite lock waits are retried.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement
-from sqlmodel import Session, col, select, update
+from sqlmodel import Session, col
 
-from webplatform.canonical import args_digest, canonical_json
-from webplatform.store.audit import audit_events, record_event
+from webplatform.store.audit import audit_events
 from webplatform.store.heartbeats import beat, forget_heartbeat, fresh_heartbeat
 from webplatform.store.models import (
     TERMINAL_STATES,
     Job,
     JobState,
-    Surface,
     utcnow,
 )
-from webplatform.store.notify import notify_job
 from webplatform.store.queries import (
     count_pending,
     get_job,
@@ -41,6 +38,8 @@ from webplatform.store.transitions import (
     JobError,
     JobNotFound,
     StaleState,
+    call_detail,
+    move_overdue,
 )
 from webplatform.store.transitions import compare_and_set as _cas
 from webplatform.store.transitions import fetch_job as _fetch
@@ -59,12 +58,9 @@ __all__ = [
     "audit_events",
     "beat",
     "cancel",
-    "claim_next",
     "count_pending",
-    "create_job",
     "deny",
     "expire_due",
-    "finish",
     "forget_heartbeat",
     "fresh_heartbeat",
     "get_job",
@@ -72,14 +68,9 @@ __all__ = [
     "move",
     "pending_approvals",
     "prune_finished",
-    "reap_lost",
-    "renew_lease",
 ]
 
 S = JobState
-INITIAL_STATES = frozenset({S.pending_approval, S.approved, S.running})
-FINISH_STATES = frozenset({S.succeeded, S.failed, S.timed_out})
-_SCAN_BATCH = 500
 
 
 def move(
@@ -108,105 +99,6 @@ def move(
         detail=detail,
         fields=fields,
     )
-
-
-def _call_detail(job: Job) -> str:
-    # Decision events outlive the job row, so they name the exact call themselves.
-    return f"{job.kind} {job.name} {job.action} sha256:{job.args_digest}"
-
-
-def create_job(
-    *,
-    session: Session,
-    kind: str,
-    name: str,
-    action: str,
-    args: dict[str, Any],
-    digest: str,
-    irreversible: bool,
-    state: JobState | str,
-    surface: Surface | str,
-    client: str | None = None,
-    requested_by: str | None = None,
-    ttl_s: float | None = None,
-    worker_id: str | None = None,
-    lease_s: float | None = None,
-    address: str | None = None,
-    rerun_of: int | None = None,
-    decided_by: str | None = None,
-) -> Job:
-    """Record a new job in `state` and audit it.
-
-    - `pending_approval`: waits for an operator; expires after `ttl_s` (None: never).
-    - `approved`: an operator ran it from the dashboard after confirming (`decided_by`).
-    - `running`: a reversible call run inline by the requester (`worker_id`, `lease_s`);
-      the requester must renew the lease while it runs, or the job is reaped as lost.
-
-    `args` are stored as given (secrets already masked) and `digest` must be
-    `args_digest(kind, name, action, args)` over exactly those args, since the worker
-    re-checks it from the stored row before running.
-    """
-    state, surface = JobState(state), Surface(surface)  # plain strings are accepted too
-    if kind not in ("tool", "agent"):
-        raise ValueError(f"kind must be 'tool' or 'agent', not {kind!r}")
-    if state not in INITIAL_STATES:
-        raise IllegalMove(f"a job cannot start as {state.value}")
-    if irreversible and state == S.running:
-        raise IllegalMove("an irreversible job cannot start running: it needs an approval")
-    if digest != args_digest(kind=kind, name=name, action=action, args=args):
-        raise DigestMismatch("digest is not args_digest(kind, name, action, args) of these args")
-    now = utcnow()
-    job = Job(
-        kind=kind,
-        name=name,
-        action=action,
-        args_json=canonical_json(args),
-        args_digest=digest,
-        irreversible=irreversible,
-        state=state,
-        surface=surface,
-        client=client,
-        requested_by=requested_by,
-        created_at=now,
-        updated_at=now,
-        rerun_of=rerun_of,
-    )
-    if state == S.pending_approval and ttl_s is not None:
-        job.expires_at = now + timedelta(seconds=ttl_s)
-    if state == S.approved:
-        if not decided_by:
-            raise ValueError("an approved job needs decided_by (the operator who ran it)")
-        job.decided_by, job.decided_at, job.decided_from = decided_by, now, address
-    if state == S.running:
-        if not worker_id or lease_s is None:
-            raise ValueError("a running job needs worker_id and lease_s")
-        job.worker_id, job.started_at = worker_id, now
-        job.lease_expires_at = now + timedelta(seconds=lease_s)
-    session.add(job)
-    session.flush()
-    actor = decided_by or requested_by or client or surface.value
-    job_id = job.id
-    record_event(
-        session=session,
-        actor=actor,
-        event="created",
-        job_id=job_id,
-        to_state=state.value,
-        detail=_call_detail(job),
-        address=address,
-    )
-    if state == S.approved:
-        record_event(
-            session=session,
-            actor=actor,
-            event="approved",
-            job_id=job_id,
-            to_state=state.value,
-            detail=_call_detail(job),
-            address=address,
-        )
-    notify_job(session, job.id or 0, state)
-    return job
 
 
 def approve(
@@ -252,7 +144,7 @@ def approve(
         to=S.approved,
         actor=operator,
         address=address,
-        detail=_call_detail(job),
+        detail=call_detail(job),
         fields={"decided_by": operator, "decided_at": now, "decided_from": address},
     )
 
@@ -282,7 +174,7 @@ def deny(
         to=S.denied,
         actor=operator,
         address=address,
-        detail=reason or _call_detail(job),
+        detail=reason or call_detail(job),
         fields=fields,
     )
 
@@ -323,7 +215,7 @@ def expire_due(*, session: Session, now: datetime | None = None) -> int:
     """Move every pending job whose approval window has closed to `expired`; how many."""
     now = now or utcnow()
     # A job decided between the scan and its move keeps that decision.
-    return _move_overdue(
+    return move_overdue(
         session,
         expected=S.pending_approval,
         to=S.expired,
@@ -331,156 +223,3 @@ def expire_due(*, session: Session, now: datetime | None = None) -> int:
         detail="nobody decided in time",
         fields={"finished_at": now},
     )
-
-
-def claim_next(*, session: Session, worker_id: str, lease_s: float) -> Job | None:
-    """Take the oldest approved job: it becomes `running`, owned by `worker_id` with a lease.
-
-    Two workers never get the same job: PostgreSQL skips rows another claim has locked;
-    SQLite serialises writers and the compare-and-set settles anything left.
-    """
-    stmt = (
-        select(Job.id)
-        .where(Job.state == S.approved)
-        .order_by(col(Job.created_at), col(Job.id))
-        .limit(1)
-    )
-    if session.get_bind().dialect.name == "postgresql":
-        stmt = stmt.with_for_update(skip_locked=True)
-    for _ in range(20):
-        job_id = session.exec(stmt).first()
-        if job_id is None:
-            return None
-        now = utcnow()
-        fields = {
-            "worker_id": worker_id,
-            "started_at": now,
-            "lease_expires_at": now + timedelta(seconds=lease_s),
-        }
-        try:
-            return _cas(
-                session,
-                job_id=job_id,
-                expected=S.approved,
-                to=S.running,
-                actor=worker_id,
-                address=None,
-                detail=None,
-                fields=fields,
-            )
-        except StaleState:
-            continue  # another worker won this one; try the next
-    return None
-
-
-def renew_lease(*, session: Session, job_id: int, worker_id: str, lease_s: float) -> bool:
-    """Extend a running job's lease; False if it is no longer running on `worker_id`."""
-    stmt = (
-        update(Job)
-        .where(col(Job.id) == job_id, col(Job.state) == S.running, col(Job.worker_id) == worker_id)
-        .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s))
-        .execution_options(synchronize_session=False)
-    )
-    return session.exec(stmt).rowcount == 1
-
-
-def finish(
-    *,
-    session: Session,
-    job_id: int,
-    worker_id: str,
-    state: JobState,
-    exit_code: int | None = None,
-    result_json: str | None = None,
-    stdout: str | None = None,
-    stderr: str | None = None,
-    error: str | None = None,
-) -> Job:
-    """Record how a run ended (`succeeded`, `failed` or `timed_out`).
-
-    Only while the job is still `running` on `worker_id`; otherwise StaleState (it was
-    cancelled or reaped as lost, and that verdict stands).
-    """
-    if state not in FINISH_STATES:
-        raise IllegalMove(f"a run cannot finish as {state.value}")
-    fields = {
-        "finished_at": utcnow(),
-        "lease_expires_at": None,
-        "exit_code": exit_code,
-        "result_json": result_json,
-        "stdout": stdout,
-        "stderr": stderr,
-        "error": error,
-    }
-    try:
-        return _cas(
-            session,
-            job_id=job_id,
-            expected=S.running,
-            to=state,
-            actor=worker_id,
-            address=None,
-            detail=f"exit code {exit_code}",
-            fields=fields,
-            extra=(col(Job.worker_id) == worker_id,),
-        )
-    except StaleState as exc:
-        if exc.actual == S.running:
-            raise StaleState(
-                job_id=job_id,
-                expected=S.running,
-                actual=S.running,
-                decided_by=exc.decided_by,
-                message=f"job {job_id} is running on another worker",
-            ) from None
-        raise
-
-
-def reap_lost(*, session: Session, now: datetime | None = None) -> int:
-    """Mark running jobs whose lease ran out as `lost`; how many. Lost jobs never re-run."""
-    now = now or utcnow()
-    error = (
-        "its worker stopped renewing the lease (it died or lost the database); "
-        "it may or may not have had its effect, so it is not re-run"
-    )
-    # A renewal that landed between the scan and the move wins.
-    return _move_overdue(
-        session,
-        expected=S.running,
-        to=S.lost,
-        overdue=col(Job.lease_expires_at) < now,
-        detail="lease expired",
-        fields={"finished_at": now, "error": error},
-    )
-
-
-def _move_overdue(
-    session: Session,
-    *,
-    expected: JobState,
-    to: JobState,
-    overdue: ColumnElement[bool],
-    detail: str,
-    fields: dict[str, Any],
-) -> int:
-    """Move up to a batch of `expected` jobs matching `overdue` to `to`, each by its own
-    compare-and-set (which re-checks `overdue`); how many moved."""
-    stmt = select(Job.id).where(Job.state == expected, overdue).limit(_SCAN_BATCH)
-    moved = 0
-    for job_id in session.exec(stmt).all():
-        try:
-            _cas(
-                session,
-                job_id=job_id or 0,
-                expected=expected,
-                to=to,
-                actor="system",
-                address=None,
-                detail=detail,
-                fields=fields,
-                extra=(overdue,),
-            )
-            moved += 1
-        except StaleState:
-            continue
-    return moved

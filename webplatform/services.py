@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from webplatform import execution, gate, jobs
+from webplatform import calls, execution, gate
 from webplatform.answers import Answer, Status
 from webplatform.canonical import args_digest
 from webplatform.platform import Actor, Platform
@@ -211,7 +211,7 @@ def _create_job(
     digest = args_digest(kind=spec.kind, name=spec.name, action=action.name, args=stored_args)
 
     def insert(session: Session) -> int:
-        job = jobs.create_job(
+        job = calls.create_job(
             session=session,
             kind=spec.kind,
             name=spec.name,

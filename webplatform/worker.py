@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-from webplatform import jobs
+from webplatform import jobs, leases
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
 from webplatform.execution import RunFn, execute, finish_job
@@ -67,7 +67,7 @@ class Worker:
         """Expire overdue approvals, mark jobs with dead leases lost, leave a heartbeat, and
         (at start, then every `prune_every_s`) remove finished jobs past retention."""
         expired = transact(self.engine, lambda s: jobs.expire_due(session=s))
-        lost = transact(self.engine, lambda s: jobs.reap_lost(session=s))
+        lost = transact(self.engine, lambda s: leases.reap_lost(session=s))
         transact(
             self.engine,
             lambda s: jobs.beat(
@@ -113,7 +113,7 @@ class Worker:
         lease_s = self.settings.worker_lease_s
         job = transact(
             self.engine,
-            lambda s: jobs.claim_next(session=s, worker_id=self.worker_id, lease_s=lease_s),
+            lambda s: leases.claim_next(session=s, worker_id=self.worker_id, lease_s=lease_s),
         )
         if job is None:
             return False

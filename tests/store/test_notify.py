@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from webplatform import jobs, runner
+from webplatform import calls, jobs, runner
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.registry import RegistryLoader, resolve_secrets
@@ -21,7 +21,7 @@ SEND = {"to": "ops@example.org", "subject": "wake up", "body": "hi"}
 
 
 def _pending(session: Session) -> int:
-    job = jobs.create_job(
+    job = calls.create_job(
         session=session,
         kind="tool",
         name="outbox",

@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import ColumnElement
-from sqlmodel import Session, col, update
+from sqlmodel import Session, col, select, update
 
 from webplatform.store.audit import record_event
 from webplatform.store.models import TERMINAL_STATES, Job, JobState, utcnow
 from webplatform.store.notify import notify_job
 
 S = JobState
+_SCAN_BATCH = 500
 LEGAL_MOVES: dict[JobState, frozenset[JobState]] = {
     S.pending_approval: frozenset({S.approved, S.denied, S.expired, S.cancelled}),
     # An approved job nobody has claimed yet stays approved: expiry is only for decisions.
@@ -169,3 +170,41 @@ def compare_and_set(
     )
     notify_job(session, job_id, to)
     return job
+
+
+def call_detail(job: Job) -> str:
+    """`kind name action sha256:digest`: the exact call, as audit events name it."""
+    # Decision events outlive the job row, so they name the exact call themselves.
+    return f"{job.kind} {job.name} {job.action} sha256:{job.args_digest}"
+
+
+def move_overdue(
+    session: Session,
+    *,
+    expected: JobState,
+    to: JobState,
+    overdue: ColumnElement[bool],
+    detail: str,
+    fields: dict[str, Any],
+) -> int:
+    """Move up to a batch of `expected` jobs matching `overdue` to `to`, each by its own
+    compare-and-set (which re-checks `overdue`); how many moved."""
+    stmt = select(Job.id).where(Job.state == expected, overdue).limit(_SCAN_BATCH)
+    moved = 0
+    for job_id in session.exec(stmt).all():
+        try:
+            compare_and_set(
+                session,
+                job_id=job_id or 0,
+                expected=expected,
+                to=to,
+                actor="system",
+                address=None,
+                detail=detail,
+                fields=fields,
+                extra=(overdue,),
+            )
+            moved += 1
+        except StaleState:
+            continue
+    return moved
