@@ -148,7 +148,7 @@ import warnings
 from mcp.server.mcpserver import Context
 from webplatform.config import get_settings
 from webplatform.mcp import run_stdio
-from webplatform.mcp.server import Bridge
+from webplatform.mcp.bridge import Bridge
 
 original = Bridge.capabilities
 

@@ -9,20 +9,17 @@ never a protocol error.
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager, suppress
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.resources import FunctionResource
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import (
-    CallToolResult,
     EmptyResult,
     SubscribeRequestParams,
     ToolAnnotations,
@@ -30,25 +27,17 @@ from mcp_types import (
 )
 
 import webplatform
-from webplatform.answers import IN_PROGRESS, Answer, Status
-from webplatform.platform import Actor, Platform
-from webplatform.registry.model import ActionSpec, RunnableKind
-from webplatform.services import request_run
+from webplatform.platform import Platform
 from webplatform.store.models import Surface
-from webplatform.suggest import did_you_mean
 
-from . import naming, protocol, waiting
+from . import naming, protocol
 from .approvals import ApprovalWatcher, pending_body
-from .discovery import discover
+from .bridge import Bridge, ToolFn
 from .protocol import (
-    client_address,
     client_name,
-    progress_sender,
-    raw_arguments,
     tools_digest,
     wire_tools_digest,
 )
-from .results import answer_result, plain_result, tool_result
 
 logger = logging.getLogger(__name__)
 
@@ -74,195 +63,6 @@ ANNOTATIONS: dict[str, ToolAnnotations] = {
 _current_client: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "aat_mcp_client", default=None
 )
-
-ToolFn = Callable[[Context], Coroutine[Any, Any, CallToolResult]]
-
-
-def _unknown_keys(tool: str, raw: dict[str, Any]) -> Answer | None:
-    allowed = list(naming.INPUT_SCHEMAS[tool]["properties"])
-    unknown = [k for k in raw if k not in allowed]
-    if not unknown:
-        return None
-    near = {k: did_you_mean(k, allowed) for k in unknown}
-    return Answer(
-        Status.invalid,
-        error=(
-            f"{tool} takes {', '.join(allowed)}; "
-            f"unknown argument(s) {', '.join(map(repr, unknown))}"
-            + (" (tool arguments go inside args)" if tool.startswith("run_") else "")
-        ),
-        schema=naming.INPUT_SCHEMAS[tool],
-        did_you_mean=near,
-    )
-
-
-class Bridge:
-    """The seven tools for one process and surface."""
-
-    def __init__(self, platform: Platform, surface: Surface, watcher: ApprovalWatcher) -> None:
-        self.platform = platform
-        self.surface = surface
-        self.watcher = watcher
-
-    @property
-    def _max_bytes(self) -> int:
-        return self.platform.settings.result_max_bytes
-
-    def _invalid(self, answer: Answer) -> CallToolResult:
-        return answer_result(answer, max_bytes=self._max_bytes)
-
-    async def capabilities(self, ctx: Context) -> CallToolResult:
-        """`capabilities {kind?, name?, action?, search?}`."""
-        raw = raw_arguments(ctx)
-        if (problem := _unknown_keys(naming.CAPABILITIES, raw)) is not None:
-            return self._invalid(problem)
-        registry = await anyio.to_thread.run_sync(self.platform.registry)
-        max_bytes = self.platform.settings.capabilities_max_bytes
-        body = discover(registry, max_bytes=max_bytes, **raw)
-        return plain_result(body, max_bytes=max(max_bytes, self._max_bytes) + 2_000)
-
-    async def get_skill(self, ctx: Context) -> CallToolResult:
-        """`get_skill {name}`: the skill's markdown."""
-        raw = raw_arguments(ctx)
-        if (problem := _unknown_keys(naming.GET_SKILL, raw)) is not None:
-            return self._invalid(problem)
-        name = raw.get("name")
-        registry = await anyio.to_thread.run_sync(self.platform.registry)
-        skill = registry.skills.get(name) if isinstance(name, str) else None
-        if skill is None:
-            near = did_you_mean(name, list(registry.skills)) if isinstance(name, str) else []
-            shown = name if isinstance(name, str) else json.dumps(name)[:60]
-            return self._invalid(
-                Answer(
-                    Status.invalid,
-                    error=f"no skill named {shown!r}; skills: {', '.join(sorted(registry.skills))}",
-                    did_you_mean=near,
-                )
-            )
-        body = {"name": skill.name, "description": skill.description, "markdown": skill.body}
-        result = tool_result(body, is_error=False)
-        result.content[0].text = skill.body  # type: ignore[union-attr]
-        return result
-
-    async def job_status(self, ctx: Context) -> CallToolResult:
-        """`job_status {job, wait_s?}`: the job's answer, after waiting for a change if asked."""
-        raw = raw_arguments(ctx)
-        if (problem := _unknown_keys(naming.JOB_STATUS, raw)) is not None:
-            return self._invalid(problem)
-        job, wait_s = raw.get("job"), raw.get("wait_s", 0)
-        if isinstance(job, str) and job.strip().isdigit():
-            job = int(job)
-        if not isinstance(job, int) or isinstance(job, bool):
-            return self._invalid(
-                Answer(
-                    Status.invalid,
-                    error="job must be the integer job id from a run result",
-                    schema=naming.INPUT_SCHEMAS[naming.JOB_STATUS],
-                )
-            )
-        if wait_s is None:
-            wait_s = 0
-        if not isinstance(wait_s, int | float) or isinstance(wait_s, bool) or wait_s < 0:
-            return self._invalid(
-                Answer(
-                    Status.invalid,
-                    error="wait_s must be a number of seconds, 0 or more",
-                    schema=naming.INPUT_SCHEMAS[naming.JOB_STATUS],
-                )
-            )
-        limit = min(float(wait_s), self.platform.settings.approval_wait_s)
-        answer = await waiting.wait_for_job(
-            platform=self.platform,
-            job_id=job,
-            timeout_s=limit,
-            progress=progress_sender(ctx),
-            until_change=True,
-        )
-        return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
-
-    def _action_of(self, answer: Answer) -> ActionSpec | None:
-        if not answer.tool or not answer.action:
-            return None
-        registry = self.platform.registry()
-        spec = registry.tools.get(answer.tool) or registry.agents.get(answer.tool)
-        return spec.action(answer.action) if spec else None
-
-    def runner(self, kind: RunnableKind, *, confirmed: bool) -> ToolFn:
-        """The `run_*` or `run_*_confirmed` tool function for `kind`."""
-        tool = f"run_{kind}_confirmed" if confirmed else f"run_{kind}"
-
-        async def run(ctx: Context) -> CallToolResult:
-            return await self._run(ctx, tool=tool, kind=kind, confirmed=confirmed)
-
-        return run
-
-    async def _run(
-        self, ctx: Context, *, tool: str, kind: RunnableKind, confirmed: bool
-    ) -> CallToolResult:
-        raw = raw_arguments(ctx)
-        if (problem := _unknown_keys(tool, raw)) is not None:
-            return self._invalid(problem)
-        name, action, args = raw.get(kind), raw.get("action"), raw.get("args")
-        problem = _check_call(tool, kind, name, action)
-        if problem is not None:
-            return self._invalid(problem)
-        if isinstance(args, str):
-            # Some clients send objects as JSON text; accept that, report anything else.
-            with suppress(ValueError):
-                args = json.loads(args)
-        assert isinstance(name, str)  # checked by _check_call
-        rc = ctx.request_context
-        # A stdio bridge runs where its client started it (the agent's project), so
-        # relative paths an agent passes resolve there; over HTTP there is no such place.
-        cwd = Path.cwd() if self.surface is Surface.mcp_stdio else None
-        actor = Actor(
-            surface=self.surface, client=client_name(rc), address=client_address(rc), cwd=cwd
-        )
-        progress = progress_sender(ctx)
-        answer = await waiting.in_thread(
-            lambda: request_run(
-                platform=self.platform,
-                kind=kind,
-                name=name,
-                action=action,
-                args=args,
-                actor=actor,
-                confirmed=confirmed,
-            ),
-            progress=progress,
-            what=f"running {name}",
-        )
-        if answer.job is not None and answer.status in IN_PROGRESS:
-            if answer.status is Status.pending_approval:
-                await self.watcher.notify()
-            answer = await waiting.wait_for_job(
-                platform=self.platform,
-                job_id=answer.job,
-                timeout_s=self.platform.settings.approval_wait_s,
-                progress=progress,
-            )
-        return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
-
-
-def _check_call(tool: str, kind: str, name: Any, action: Any) -> Answer | None:
-    schema = naming.INPUT_SCHEMAS[tool]
-    if not isinstance(name, str) or not name:
-        return Answer(
-            Status.invalid,
-            error=f"{tool} needs {kind}: the {kind}'s name (a string)",
-            schema=schema,
-        )
-    if not naming.valid_name(name):
-        return Answer(
-            Status.invalid,
-            tool=name[:100],
-            error=f"{name[:100]!r} is not a {kind} name (lower-case letters, digits and -); "
-            f"call capabilities to list every {kind}",
-            schema=schema,
-        )
-    if action is not None and not isinstance(action, str):
-        return Answer(Status.invalid, tool=name, error="action must be a string", schema=schema)
-    return None
 
 
 def _middleware() -> Callable[..., Any]:
