@@ -1,0 +1,104 @@
+"""`aat`: start the dashboard, the MCP bridge and workers; run, check and configure.
+
+No command here can approve a job: `aat run` of an irreversible action goes through the
+approval queue like any other request (an import-linter contract keeps this module away
+from `webplatform.decisions`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from webplatform import __version__
+from webplatform.cli.admin import cmd_check, cmd_config, cmd_operator, cmd_surface
+from webplatform.cli.common import EXIT_FAILED, add_common
+from webplatform.cli.daemons import cmd_mcp, cmd_serve, cmd_worker
+from webplatform.cli.run import cmd_run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `aat` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="aat", description="Local tools for AI agents, with a human approving what matters."
+    )
+    parser.add_argument("--version", action="version", version=f"aat {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("serve", help="dashboard + /mcp endpoint + embedded worker")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--no-worker", action="store_true", help="do not embed a worker")
+    add_common(p)
+
+    p = sub.add_parser("mcp", help="the MCP bridge over stdio, for MCP clients")
+    p.add_argument("--surface", choices=["generic", "chat"], default="generic")
+    add_common(p)
+
+    p = sub.add_parser("worker", help="run approved jobs (more executors, any host)")
+    add_common(p)
+
+    p = sub.add_parser("run", help="run a tool action; irreversible ones wait for approval")
+    p.add_argument("tool")
+    p.add_argument("action", nargs="?")
+    p.add_argument("--agent", action="store_true", help="TOOL names an agent")
+    p.add_argument("--no-wait", action="store_true", help="queue and return at once")
+    add_common(p)
+
+    p = sub.add_parser("check", help="validate every manifest; exit 1 on errors")
+    add_common(p, db=False)
+
+    p = sub.add_parser("surface", help="publish the chat surface (chat_surface.yaml)")
+    p.add_argument("op", choices=["export"])
+    p.add_argument("--out", default="server.json", help="file to write; - for stdout")
+    p.add_argument("--url", help="public URL of /mcp/chat, listed under remotes")
+    add_common(p, db=False)
+
+    p = sub.add_parser("operator", help="manage dashboard operators")
+    p.add_argument("op", choices=["add", "list", "remove"])
+    p.add_argument("name", nargs="?")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    add_common(p, registry=False)
+
+    p = sub.add_parser("config", help="print ready-to-paste MCP client configuration")
+    p.add_argument("client", choices=["opencode", "claude"])
+    p.add_argument("--surface", choices=["generic", "chat"], default="generic")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `aat` console script; returns the exit code."""
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    parser = build_parser()
+    ns, extra = parser.parse_known_args(argv)
+    if extra and ns.command != "run":
+        parser.error(f"unrecognised arguments: {' '.join(extra)}")
+    if ns.command in ("serve", "worker"):
+        # Long-running services say what they do; one-shot commands print only their answer.
+        logging.getLogger().setLevel(logging.INFO)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+    handler = {
+        "serve": cmd_serve,
+        "mcp": cmd_mcp,
+        "worker": cmd_worker,
+        "run": cmd_run,
+        "check": cmd_check,
+        "surface": cmd_surface,
+        "operator": cmd_operator,
+        "config": cmd_config,
+    }[ns.command]
+    try:
+        return handler(ns, extra)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `aat run ... | head`: the reader left; say nothing more on a closed pipe.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        return EXIT_FAILED

@@ -1,0 +1,98 @@
+"""`aat check`, `aat surface`, `aat config`, `aat operator`: one-shot administration."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+
+from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from
+from webplatform.registry import RegistryLoader
+
+
+def cmd_check(ns: argparse.Namespace, _extra: list[str]) -> int:
+    """Validate every manifest under the registry roots."""
+    settings = settings_from(ns)
+    registry = RegistryLoader(settings.registry_roots).load()
+    for kind, items in (("tool", registry.tools), ("agent", registry.agents)):
+        for name, spec in sorted(items.items()):
+            print(f"ok     {kind:5} {name} ({len(spec.actions)} actions)")
+    for name in sorted(registry.skills):
+        print(f"ok     skill {name}")
+    for error in registry.errors:
+        print(f"error  {error.kind:5} {error}")
+    total = len(registry.tools) + len(registry.agents) + len(registry.skills)
+    print(f"{total} loaded, {len(registry.errors)} with errors")
+    from webplatform.surface import check_lines
+
+    lines, surface_errors = check_lines(settings.registry_roots, registry)
+    print("\n".join(lines))
+    return EXIT_FAILED if registry.errors or surface_errors else EXIT_OK
+
+
+def cmd_surface(ns: argparse.Namespace, _extra: list[str]) -> int:
+    """`aat surface export`: write the chat surface's server.json (MCP registry format)."""
+    from webplatform.mcp.chat import ChatSurfaceError, export_server_json
+
+    settings = settings_from(ns)
+    registry = RegistryLoader(settings.registry_roots).load()
+    out = None if ns.out == "-" else str(ns.out)
+    try:
+        document = export_server_json(
+            roots=settings.registry_roots, registry=registry, out=out, url=ns.url
+        )
+    except ChatSurfaceError as exc:
+        print(f"aat surface export: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if out is None:
+        print(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        print(f"wrote {out} (surface_version {document['version']})", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_config(ns: argparse.Namespace, _extra: list[str]) -> int:
+    """Print the MCP client configuration block for opencode or Claude Code."""
+    from webplatform.mcp.client_config import config_claude, config_opencode
+
+    config = config_opencode if ns.client == "opencode" else config_claude
+    block = config(ns.surface)
+    print(json.dumps(block, indent=2))
+    return EXIT_OK
+
+
+def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
+    """Add, list or remove dashboard operators."""
+    from webplatform.platform import Platform
+    from webplatform.store import operators
+
+    platform = Platform(settings_from(ns))
+    if ns.op == "list":
+        with platform.session() as session:
+            for op in operators.list_operators(session=session):
+                print(op.name)
+        return EXIT_OK
+    if not ns.name:
+        print(f"aat operator {ns.op}: give the operator's NAME", file=sys.stderr)
+        return EXIT_USAGE
+    if ns.op == "remove":
+        with platform.session() as session:
+            removed = operators.remove_operator(session=session, name=ns.name)
+        if not removed:
+            print(f"no operator {ns.name!r}; `aat operator list` shows them", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"removed operator {ns.name}")
+        return EXIT_OK
+    if ns.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = getpass.getpass(f"password for {ns.name}: ")
+    try:
+        with platform.session() as session:
+            operators.add_operator(session=session, name=ns.name, password=password)
+    except ValueError as exc:
+        print(f"aat operator add: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"added operator {ns.name}")
+    return EXIT_OK

@@ -1,0 +1,40 @@
+"""What every `aat` command shares: exit codes, the common options, settings, answers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from webplatform.answers import Answer, Status
+from webplatform.config import Settings, get_settings
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def settings_from(ns: argparse.Namespace) -> Settings:
+    """Settings from the environment, with `--registry` and `--db` applied on top."""
+    overrides: dict[str, Any] = {}
+    if getattr(ns, "registry", None):
+        overrides["registry"] = ":".join(ns.registry)
+    if getattr(ns, "db", None):
+        overrides["db_url"] = ns.db
+    return get_settings(**overrides)
+
+
+def add_common(p: argparse.ArgumentParser, *, registry: bool = True, db: bool = True) -> None:
+    """Add `--registry` and `--db` to a command's parser."""
+    if registry:
+        p.add_argument(
+            "--registry", action="append", metavar="DIR", help="registry root (repeatable)"
+        )
+    if db:
+        p.add_argument("--db", metavar="URL", help="database URL (default: SQLite in AAT_HOME)")
+
+
+def print_answer(answer: Answer) -> int:
+    """Print an answer as JSON; the exit code it means."""
+    print(json.dumps(answer.to_dict(), indent=2, ensure_ascii=False))
+    if answer.status is Status.invalid:
+        return EXIT_USAGE
+    return EXIT_FAILED if answer.is_error else EXIT_OK

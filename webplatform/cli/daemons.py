@@ -1,0 +1,58 @@
+"""`aat serve`, `aat mcp`, `aat worker`: the long-running processes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+
+from webplatform.cli.common import EXIT_OK, EXIT_USAGE, settings_from
+
+
+def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
+    """Run approved jobs until interrupted."""
+    from webplatform.platform import Platform
+    from webplatform.worker import make_worker
+
+    platform = Platform(settings_from(ns))
+    stop = threading.Event()
+    worker = make_worker(platform)
+    logging.getLogger("aat.worker").info("worker %s started", worker.worker_id)
+    try:
+        worker.run_forever(stop)
+    except KeyboardInterrupt:
+        stop.set()
+    return EXIT_OK
+
+
+def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
+    """Serve the MCP bridge on stdio; stdout carries protocol only."""
+    from webplatform.mcp.stdio import run_stdio
+
+    run_stdio(settings_from(ns), surface=ns.surface)
+    return EXIT_OK
+
+
+def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
+    """Serve the dashboard, `/mcp` and an embedded worker."""
+    import uvicorn
+
+    from dashboard.app import create_app
+    from dashboard.setup import print_setup_link
+    from webplatform.mcp.http import is_loopback
+    from webplatform.platform import Platform
+
+    settings = settings_from(ns)
+    if not is_loopback(ns.host) and not settings.mcp_token:
+        print(
+            f"aat serve: refusing to listen on {ns.host} without a bearer token for /mcp; "
+            "set AAT_MCP_TOKEN (and AAT_ALLOWED_HOSTS for the dashboard's Host names)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    platform = Platform(settings)
+    app = create_app(settings, platform=platform, embed_worker=not ns.no_worker)
+    print_setup_link(settings, platform, host=ns.host, port=ns.port)
+    uvicorn.run(app, host=ns.host, port=ns.port, log_level="info")
+    return EXIT_OK

@@ -1,0 +1,90 @@
+"""`aat run`: one tool action from the command line; irreversible ones wait for approval."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+
+from webplatform.answers import Answer, Status
+from webplatform.cli.common import print_answer, settings_from
+from webplatform.registry.model import RunnableKind
+
+
+def split_run_args(extra: list[str]) -> dict[str, str] | str:
+    """Parse `--name value`, `--name=value` and bare `--flag` pairs; an error string otherwise."""
+    raw: dict[str, str] = {}
+    i = 0
+    while i < len(extra):
+        token = extra[i]
+        if not token.startswith("--") or token == "--":
+            return (
+                f"expected --ARG VALUE, got {token!r} "
+                "(write --name=--value for a value that starts with --)"
+            )
+        name, eq, value = token[2:].partition("=")
+        if eq:
+            raw[name] = value
+        elif i + 1 < len(extra) and not extra[i + 1].startswith("--"):
+            raw[name] = extra[i + 1]
+            i += 1
+        else:
+            raw[name] = "true"
+        i += 1
+    return raw
+
+
+def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
+    """Run one tool action from the command line and print its answer as JSON."""
+    from webplatform import services
+    from webplatform.platform import Actor, Platform
+    from webplatform.store.models import Surface
+    from webplatform.tracking import wait_for_job
+    from webplatform.validation import parse_text_args
+
+    settings = settings_from(ns)
+    platform = Platform(settings)
+    kind: RunnableKind = "agent" if ns.agent else "tool"
+    raw = split_run_args(extra)
+    if isinstance(raw, str):
+        return print_answer(Answer(Status.invalid, tool=ns.tool, error=raw))
+    resolved = services.resolve_call(platform.registry(), kind, ns.tool, ns.action)
+    if isinstance(resolved, Answer):
+        return print_answer(resolved)
+    _spec, action = resolved
+    args, problems = parse_text_args(action, raw)
+    if problems:
+        return print_answer(
+            Answer(
+                Status.invalid,
+                tool=ns.tool,
+                action=action.name,
+                error=problems.line,
+                schema=services.action_schema(action),
+            )
+        )
+    actor = Actor(surface=Surface.cli, client=f"aat run ({getpass.getuser()})", cwd=Path.cwd())
+    answer = services.request_run(
+        platform=platform,
+        kind=kind,
+        name=ns.tool,
+        action=action.name,
+        args=args,
+        actor=actor,
+        confirmed=True,
+    )
+    if answer.status is Status.pending_approval and answer.job is not None and not ns.no_wait:
+        print(
+            f"queued as job {answer.job}: approve or deny it at {answer.approval_url}",
+            file=sys.stderr,
+        )
+        if answer.warning:
+            print(f"warning: {answer.warning}", file=sys.stderr)
+        try:
+            answer = wait_for_job(
+                platform=platform, job_id=answer.job, timeout_s=settings.approval_ttl_s + 60
+            )
+        except KeyboardInterrupt:
+            print(f"stopped waiting; job {answer.job} is still queued", file=sys.stderr)
+    return print_answer(answer)
