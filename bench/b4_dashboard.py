@@ -35,6 +35,7 @@ from bench.common import (
 from dashboard.app import create_app
 from webplatform.config import Settings
 from webplatform.platform import Platform
+from webplatform.store.engine import session_scope
 from webplatform.store.models import Job, JobState, Surface
 
 TITLE = "dashboard with 100,000 jobs and 1,000 pending approvals"
@@ -78,7 +79,7 @@ def seed(platform: Platform) -> int:
     with platform.engine.begin() as conn:
         for chunk in range(0, len(rows), 10_000):
             conn.execute(insert(Job), rows[chunk : chunk + 10_000])
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         return int(session.exec(select(func.max(Job.id))).one()[0])  # type: ignore[call-overload]
 
 

@@ -7,8 +7,6 @@ runs an embedded worker for approved jobs, and serves the MCP bridge at `/mcp`.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -25,8 +23,8 @@ from dashboard.errors import install_error_pages
 from dashboard.render import Pages, build_environment
 from dashboard.routes import ROUTERS
 from dashboard.security import Guard, GuardConfig
-from webplatform import jobs
 from webplatform.config import Settings
+from webplatform.housekeeping import Housekeeper
 from webplatform.mcp.http import create_chat_mcp_app, create_mcp_app
 from webplatform.platform import Platform
 from webplatform.worker import make_worker
@@ -54,7 +52,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         stop = threading.Event()
-        threads = [_start("aat-heartbeat", _heartbeat_loop, platform, stop)]
+        threads = [_start("aat-housekeeping", _housekeeping_loop, platform, stop)]
         if embed_worker:
             threads.append(_start("aat-worker", _worker_runner(platform), platform, stop))
         async with AsyncExitStack() as stack:
@@ -109,25 +107,14 @@ def _start(
     return thread
 
 
-def _heartbeat_loop(platform: Platform, stop: threading.Event) -> None:
-    """Say "a dashboard is here" every `heartbeat_s`, and close approval windows that ran out."""
-    host, pid = socket.gethostname(), os.getpid()
-    while True:
-        try:
-            with platform.session() as session:
-                jobs.beat(
-                    session=session,
-                    process_id=platform.process_id,
-                    role="dashboard",
-                    host=host,
-                    pid=pid,
-                )
-            with platform.session() as session:
-                jobs.expire_due(session=session)
-        except Exception:  # a locked or briefly unreachable database must not kill the beat
-            log.exception("dashboard heartbeat failed; retrying")
-        if stop.wait(platform.settings.heartbeat_s):
-            return
+def _housekeeping_loop(platform: Platform, stop: threading.Event) -> None:
+    """Say "a dashboard is here" every `heartbeat_s`, and do the shared background duties."""
+    Housekeeper(
+        engine=platform.engine,
+        settings=platform.settings,
+        process_id=platform.process_id,
+        role="dashboard",
+    ).run_forever(stop)
 
 
 def _worker_runner(platform: Platform) -> Callable[[Platform, threading.Event], None]:

@@ -12,11 +12,11 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from sqlmodel import Session
 from starlette.responses import Response
 
 from webplatform.platform import Platform
 from webplatform.store import audit, operators
-from webplatform.store.engine import session_scope
 
 SESSION_COOKIE = "aat_session"
 SESSION_TTL_S = 7 * 24 * 3600.0
@@ -66,14 +66,16 @@ class LoginLimiter:
 def operator_for_token(platform: Platform, token: str) -> str | None:
     """The operator a session cookie belongs to, or None (unknown or expired; removing an
     operator deletes their sessions)."""
-    with session_scope(platform.engine, write=False) as session:
-        # No touch: the approvals page polls every second and reads must not queue on writes.
-        return operators.session_operator(session=session, token=token, touch=False)
+    # No touch: the approvals page polls every second and reads must not queue on writes.
+    return platform.transact(
+        lambda s: operators.session_operator(session=s, token=token, touch=False), write=False
+    )
 
 
 def log_in(*, platform: Platform, username: str, password: str, address: str | None) -> str | None:
     """Check the password; on success open a session and return its cookie token."""
-    with platform.session() as session:
+
+    def attempt(session: Session) -> str | None:
         if not operators.authenticate(session=session, name=username, password=password):
             audit.record_event(
                 session=session,
@@ -86,18 +88,24 @@ def log_in(*, platform: Platform, username: str, password: str, address: str | N
         audit.record_event(session=session, actor=username, event="login", address=address)
         return token
 
+    return platform.transact(attempt)
+
 
 def log_out(*, platform: Platform, token: str, operator: str, address: str | None) -> None:
     """End a session; the cookie stops working at once, everywhere."""
-    with platform.session() as session:
+
+    def end(session: Session) -> None:
         operators.end_session(session=session, token=token)
         audit.record_event(session=session, actor=operator, event="logout", address=address)
+
+    platform.transact(end)
 
 
 def start_browser_session(*, platform: Platform, operator: str) -> str:
     """Open a session for an operator who just proved who they are (first-run setup)."""
-    with platform.session() as session:
-        return operators.start_session(session=session, operator=operator, ttl_s=SESSION_TTL_S)
+    return platform.transact(
+        lambda s: operators.start_session(session=s, operator=operator, ttl_s=SESSION_TTL_S)
+    )
 
 
 def set_session_cookie(response: Response, token: str, *, secure: bool) -> None:

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlmodel import Session
+
 from webplatform import jobs
 from webplatform.platform import Platform
 from webplatform.store import dashboard_queries
-from webplatform.store.engine import session_scope
 from webplatform.store.models import AuditEvent, Job, JobState, JobSummary, Surface
 
 PAGE_SIZE = 50
@@ -93,8 +94,8 @@ def job_page(
     *, platform: Platform, filters: JobFilters, before_id: int | None, limit: int = PAGE_SIZE
 ) -> list[JobSummary]:
     """One page of job history, newest first (keyset paging on id)."""
-    with session_scope(platform.engine, write=False) as session:
-        return jobs.list_jobs(
+    return platform.transact(
+        lambda session: jobs.list_jobs(
             session=session,
             state=filters.state,
             name=filters.tool,
@@ -103,7 +104,9 @@ def job_page(
             until=filters.until,
             before_id=before_id,
             limit=limit,
-        )
+        ),
+        write=False,
+    )
 
 
 def all_jobs(
@@ -123,8 +126,7 @@ def all_jobs(
 
 def pending_count(platform: Platform) -> int:
     """How many calls wait for an operator."""
-    with session_scope(platform.engine, write=False) as session:
-        return jobs.count_pending(session=session)
+    return platform.transact(lambda s: jobs.count_pending(session=s), write=False)
 
 
 @dataclass
@@ -138,9 +140,12 @@ class Queue:
 
 def approval_queue(platform: Platform, *, history: int = 30) -> Queue:
     """The pending queue (oldest first) and the recent decisions (newest first)."""
-    with session_scope(platform.engine, write=False) as session:
+
+    def read(session: Session) -> tuple[list[Job], list[Job]]:
         pending = jobs.pending_approvals(session=session)
-        decided = list(dashboard_queries.recent_decisions(session=session, limit=history))
+        return pending, list(dashboard_queries.recent_decisions(session=session, limit=history))
+
+    pending, decided = platform.transact(read, write=False)
     newest = max((j.id or 0 for j in pending), default=0)
     return Queue(pending=pending, history=decided, newest_id=newest)
 
@@ -160,11 +165,16 @@ class JobDetail:
 
 def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
     """Everything about one job, or None when there is no such job."""
-    with session_scope(platform.engine, write=False) as session:
+
+    def read(session: Session) -> tuple[Job | None, list[AuditEvent]]:
         job = jobs.get_job(session=session, job_id=job_id)
         if job is None:
-            return None
-        events = jobs.audit_events(session=session, job_id=job_id)
+            return None, []
+        return job, list(jobs.audit_events(session=session, job_id=job_id))
+
+    job, events = platform.transact(read, write=False)
+    if job is None:
+        return None
     duration = job.finished_at - job.started_at if job.finished_at and job.started_at else None
     approved_by = next((e.actor for e in events if e.event == "approved"), None)
     if (

@@ -14,6 +14,8 @@ import secrets
 import sys
 from typing import TextIO
 
+from sqlmodel import Session
+
 from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import meta, operators
@@ -27,13 +29,16 @@ def _hash(token: str) -> str:
 
 def open_setup(platform: Platform) -> str | None:
     """A fresh setup token when no operator exists (replacing any older one), else None."""
-    with platform.session() as session:
+
+    def renew(session: Session) -> str | None:
         if operators.count_operators(session=session) > 0:
             meta.delete_meta(session=session, key=SETUP_TOKEN_KEY)
             return None
         token = secrets.token_urlsafe(32)
         meta.set_meta(session=session, key=SETUP_TOKEN_KEY, value=_hash(token))
         return token
+
+    return platform.transact(renew)
 
 
 def setup_base_url(settings: Settings, host: str | None, port: int | None) -> str:
@@ -79,10 +84,13 @@ def print_setup_link(
 
 def setup_open(platform: Platform, token: str) -> bool:
     """True when `token` is the current setup token and no operator exists yet."""
-    with platform.session() as session:
+
+    def stored_hash(session: Session) -> str | None:
         if operators.count_operators(session=session) > 0:
-            return False
-        stored = meta.get_meta(session=session, key=SETUP_TOKEN_KEY)
+            return None
+        return meta.get_meta(session=session, key=SETUP_TOKEN_KEY)
+
+    stored = platform.transact(stored_hash, write=False)
     return stored is not None and hmac.compare_digest(stored, _hash(token))
 
 
@@ -91,7 +99,8 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
 
     Checks and uses up the token in the same transaction, so it works exactly once.
     """
-    with platform.session() as session:
+
+    def use_token(session: Session) -> str | None:
         stored = meta.get_meta(session=session, key=SETUP_TOKEN_KEY)
         if operators.count_operators(session=session) > 0 or stored is None:
             return "setup is already done: log in, or ask an operator to add you"
@@ -102,4 +111,6 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
         except operators.OperatorError as exc:
             return str(exc)
         meta.delete_meta(session=session, key=SETUP_TOKEN_KEY)
-    return None
+        return None
+
+    return platform.transact(use_token)

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, event, update
 from sqlmodel import Session, col, select
 
 from dashboard.app import create_app
-from webplatform import calls, jobs, leases, worker
+from webplatform import calls, housekeeping, jobs, leases
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.platform import Platform
@@ -119,7 +119,7 @@ def test_housekeeping_removes_old_finished_jobs_and_keeps_live_ones_and_decision
     _finish(engine, recent, "finish")
     _age(engine, [*live, succeeded, denied, cancelled], days=31)
 
-    _worker(engine, settings).housekeep()
+    _worker(engine, settings).housekeeper.run_once()
 
     assert _ids(engine) == {*live, recent}
     # The decisions outlive their jobs; the rest of a removed job's trail goes with it.
@@ -140,7 +140,7 @@ def test_retention_days_comes_from_the_environment(
         _finish(engine, job_id, "finish")
     _age(engine, [old], days=8)
     _age(engine, [young], days=6)
-    assert _worker(engine, week).prune() == 1
+    assert _worker(engine, week).housekeeper.prune()[0] == 1
     assert _ids(engine) == {young}
 
 
@@ -150,25 +150,25 @@ def test_pruning_runs_at_start_then_at_most_every_few_minutes(
     first = _make(engine, S.running)
     _finish(engine, first, "finish")
     _age(engine, [first], days=40)
-    housekeeper = _worker(engine, settings)
+    housekeeper = _worker(engine, settings).housekeeper
     assert housekeeper.prune_every_s >= 60
-    housekeeper.housekeep()
+    housekeeper.run_once()
     assert first not in _ids(engine)
 
     second = _make(engine, S.running)
     _finish(engine, second, "finish")
     _age(engine, [second], days=40)
-    housekeeper.housekeep()
+    housekeeper.run_once()
     assert second in _ids(engine), "pruned again within prune_every_s"
     housekeeper.prune_every_s = 0
-    housekeeper.housekeep()
+    housekeeper.run_once()
     assert second not in _ids(engine)
 
 
 def test_pruning_goes_in_short_batches(
     engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(worker, "PRUNE_BATCH", 40)
+    monkeypatch.setattr(housekeeping, "PRUNE_BATCH", 40)
 
     def fill(session: Session) -> list[int]:
         made = [_new(session, S.running, i) for i in range(130)]
@@ -180,7 +180,7 @@ def test_pruning_goes_in_short_batches(
     _age(engine, made, days=100)
     commits: list[int] = []
     event.listen(engine, "commit", lambda _conn: commits.append(1))
-    assert _worker(engine, settings).prune() == 130
+    assert _worker(engine, settings).housekeeper.prune()[0] == 130
     assert _ids(engine) == set()
     assert len(commits) >= 4, "one transaction per batch of 40, not one for all 130"
 
@@ -188,7 +188,7 @@ def test_pruning_goes_in_short_batches(
 @pytest.fixture
 def dashboard(settings: Settings) -> Iterator[tuple[TestClient, Engine]]:
     platform = Platform(settings)
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         operators.add_operator(session=session, name="olga", password="correct horse battery")
     app = create_app(settings, platform=platform, embed_worker=False, mcp=False)
     base = "http://127.0.0.1:8000"

@@ -12,6 +12,7 @@ from webplatform.answers import Answer, Status
 from webplatform.config import Settings
 from webplatform.platform import Actor, Platform
 from webplatform.services import request_run
+from webplatform.store.engine import session_scope
 from webplatform.store.models import JobState, Surface
 from webplatform.tracking import job_answer, wait_for_job
 from webplatform.worker import make_worker
@@ -63,7 +64,7 @@ def test_reversible_runs_now_and_is_recorded(platform: Platform) -> None:
     )
     assert answer.status is Status.succeeded
     assert answer.result == {"greeting": "Hello, Žofie!"}
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         job = jobs.get_job(session=session, job_id=answer.job or 0)
         assert job is not None
         assert (job.state, job.surface, job.client) == ("succeeded", "mcp-stdio", "test-agent")
@@ -121,7 +122,7 @@ def test_approved_job_runs_once_and_denied_one_never(
     first = send_message(platform)
     second = send_message(platform)
     assert first.job and second.job
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         digest = jobs.get_job(session=session, job_id=first.job).args_digest  # type: ignore[union-attr]
     decisions.approve(
         platform=platform, job_id=first.job, operator="ada", digest=digest, address=None
@@ -155,7 +156,7 @@ def test_deny_irreversible_switch_refuses_mcp_and_queues_nothing(settings: Setti
     answer = send_message(platform)
     assert answer.status is Status.refused
     assert answer.job is None
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         assert jobs.count_pending(session=session) == 0
 
 
@@ -193,7 +194,7 @@ def test_bad_calls_are_invalid_with_schema_or_suggestions(platform: Platform) ->
         confirmed=False,
     )
     assert plural.did_you_mean == ["list-sheets"]
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         assert jobs.list_jobs(session=session) == [], "invalid calls create no job"
 
 

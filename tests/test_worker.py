@@ -162,7 +162,7 @@ def test_a_job_whose_worker_died_is_lost_and_never_rerun(
     assert claimed is not None and claimed.id == job.id
     time.sleep(0.2)
     worker = _worker(engine, settings)
-    worker.housekeep()
+    worker.housekeeper.run_once()
     assert not worker.run_once()
     lost = _job(engine, job.id)
     assert lost.state == S.lost
@@ -203,7 +203,7 @@ def test_an_idle_worker_is_woken_by_an_approval_not_by_its_poll(
     # An hour between looks: only a wake-up from the approval (in-process on SQLite,
     # LISTEN/NOTIFY on PostgreSQL) can start the run within the wait below.
     worker = _worker(engine, settings)
-    worker.housekeep()
+    worker.housekeeper.run_once()
     stop = threading.Event()
     thread = threading.Thread(
         target=worker.run_forever, args=(stop,), kwargs={"poll_s": 3600, "listen_poll_s": 3600}

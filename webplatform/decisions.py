@@ -25,34 +25,32 @@ def approve(
     Raises `jobs.StaleState` (someone else decided), `jobs.ApprovalExpired`,
     `jobs.DigestMismatch` or `jobs.JobNotFound`; the caller shows them as messages.
     """
-    with platform.session() as session:
-        return jobs.approve(
+    return platform.transact(
+        lambda session: jobs.approve(
             session=session, job_id=job_id, operator=operator, digest=digest, address=address
         )
+    )
 
 
 def deny(
     *, platform: Platform, job_id: int, operator: str, reason: str | None, address: str | None
 ) -> Job:
     """Deny a pending job; the reason reaches the agent that asked."""
-    with platform.session() as session:
-        return jobs.deny(
-            session=session,
-            job_id=job_id,
-            operator=operator,
-            reason=(reason or "").strip()[:500] or None,
-            address=address,
+    reason = (reason or "").strip()[:500] or None
+    return platform.transact(
+        lambda session: jobs.deny(
+            session=session, job_id=job_id, operator=operator, reason=reason, address=address
         )
+    )
 
 
 def rerun(*, platform: Platform, job_id: int, actor: Actor) -> Answer:
     """Ask again for a finished job's exact call: a new job, with a new approval if irreversible."""
-    with platform.session() as session:
-        job = jobs.get_job(session=session, job_id=job_id)
-        if job is None:
-            return Answer(Status.invalid, error=f"no job {job_id}")
-        kind: RunnableKindLiteral = "agent" if job.kind == "agent" else "tool"
-        name, action, args = job.name, job.action, json.loads(job.args_json)
+    job = platform.transact(lambda s: jobs.get_job(session=s, job_id=job_id), write=False)
+    if job is None:
+        return Answer(Status.invalid, error=f"no job {job_id}")
+    kind: RunnableKindLiteral = "agent" if job.kind == "agent" else "tool"
+    name, action, args = job.name, job.action, json.loads(job.args_json)
     resolved = resolve_call(platform.registry(), kind, name, action)
     if isinstance(resolved, Answer):
         return resolved

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy import Engine
 from sqlmodel import Session
@@ -16,8 +16,10 @@ from sqlmodel import Session
 from webplatform.config import Settings
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import Registry
-from webplatform.store.engine import make_engine, session_scope
+from webplatform.store.engine import make_engine, transact
 from webplatform.store.models import Surface
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,11 @@ class Platform:
         """The registry as it is on disk now (cached on modification times)."""
         return self.loader.load()
 
-    @contextmanager
-    def session(self, *, write: bool = True) -> Iterator[Session]:
-        """A database session that commits on success and rolls back on error.
+    def transact(self, fn: Callable[[Session], T], *, write: bool = True) -> T:
+        """The one door to the database: run `fn(session)` in one transaction and return
+        its result, retrying a locked SQLite database with a bounded backoff.
 
-        `write=False` for reads: on SQLite it does not queue behind the write lock.
+        `fn` may run more than once, so it must only touch the database. `write=False` for
+        reads: on SQLite it does not queue behind the write lock.
         """
-        with session_scope(self.engine, write=write) as session:
-            yield session
+        return transact(self.engine, fn, write=write)

@@ -72,7 +72,8 @@ def _dashboard_alive(session: Session, settings: Settings) -> bool:
 
 def job_answer(*, platform: Platform, job_id: int) -> Answer:
     """The current answer for a job id, or `invalid` when there is no such job."""
-    with platform.session(write=False) as session:
+
+    def read(session: Session) -> Answer:
         job = jobs.get_job(session=session, job_id=job_id)
         if job is None:
             return Answer(Status.invalid, error=f"no job {job_id}; job ids come from run results")
@@ -83,12 +84,13 @@ def job_answer(*, platform: Platform, job_id: int) -> Answer:
             warning = NOBODY_TO_APPROVE
         return answer_for(job, settings=platform.settings, warning=warning)
 
+    return platform.transact(read, write=False)
+
 
 def job_state(*, platform: Platform, job_id: int) -> JobState | None:
     """Just the state of a job (cheap; used by waiting loops)."""
-    with platform.session(write=False) as session:
-        job = jobs.get_job(session=session, job_id=job_id)
-        return None if job is None else JobState(job.state)
+    job = platform.transact(lambda s: jobs.get_job(session=s, job_id=job_id), write=False)
+    return None if job is None else JobState(job.state)
 
 
 def wait_for_job(
@@ -126,20 +128,19 @@ def pending_for(
     `None` matches any surface or client. Reading changes nothing (the MCP bridge's
     level-triggered approvals resource is built on this).
     """
-    with platform.session(write=False) as session:
-        waiting = jobs.pending_approvals(session=session, limit=500)
-        return [
-            {
-                "job": job.id,
-                "kind": job.kind,
-                "tool": job.name,
-                "action": job.action,
-                "args": json.loads(job.args_json),
-                "requested_at": job.created_at.isoformat(),
-                "expires_at": job.expires_at.isoformat() if job.expires_at else None,
-                "approval_url": approval_url(platform.settings, job.id or 0),
-            }
-            for job in waiting
-            if (surface is None or Surface(job.surface) is surface)
-            and (client is None or job.client == client)
-        ]
+    waiting = platform.transact(lambda s: jobs.pending_approvals(session=s, limit=500), write=False)
+    return [
+        {
+            "job": job.id,
+            "kind": job.kind,
+            "tool": job.name,
+            "action": job.action,
+            "args": json.loads(job.args_json),
+            "requested_at": job.created_at.isoformat(),
+            "expires_at": job.expires_at.isoformat() if job.expires_at else None,
+            "approval_url": approval_url(platform.settings, job.id or 0),
+        }
+        for job in waiting
+        if (surface is None or Surface(job.surface) is surface)
+        and (client is None or job.client == client)
+    ]

@@ -16,31 +16,25 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-from webplatform import jobs, leases
+from webplatform import leases
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
 from webplatform.execution import RunFn, execute, finish_job
+from webplatform.housekeeping import Housekeeper
 from webplatform.registry.model import ActionSpec, Registry, ToolSpec
 from webplatform.store.engine import transact
-from webplatform.store.models import Job, JobState, utcnow
+from webplatform.store.models import Job, JobState
 from webplatform.store.notify import JobNotifications
 
 log = logging.getLogger(__name__)
 
-PRUNE_BATCH = 500
-
 
 class Worker:
     """Executes approved jobs from the shared database; several may run on several hosts."""
-
-    # Retention runs at the first housekeeping and then this often (seconds): old rows
-    # are not urgent, and every worker on every host does it.
-    prune_every_s: float = 300.0
 
     def __init__(
         self,
@@ -60,56 +54,16 @@ class Worker:
         self.worker_id = worker_id or (
             f"{socket.gethostname()}:{os.getpid()}:worker-{uuid.uuid4().hex[:8]}"
         )
-        self._last_housekeeping = float("-inf")
-        self._last_prune = float("-inf")
-
-    def housekeep(self) -> None:
-        """Expire overdue approvals, mark jobs with dead leases lost, leave a heartbeat, and
-        (at start, then every `prune_every_s`) remove finished jobs past retention."""
-        expired = transact(self.engine, lambda s: jobs.expire_due(session=s))
-        lost = transact(self.engine, lambda s: leases.reap_lost(session=s))
-        transact(
-            self.engine,
-            lambda s: jobs.beat(
-                session=s,
-                process_id=self.worker_id,
-                role="worker",
-                host=socket.gethostname(),
-                pid=os.getpid(),
-            ),
+        self.housekeeper = Housekeeper(
+            engine=engine, settings=settings, process_id=self.worker_id, role="worker"
         )
-        if expired or lost:
-            log.info("housekeeping: %d approval(s) expired, %d job(s) lost", expired, lost)
-        if time.monotonic() - self._last_prune >= self.prune_every_s:
-            self.prune()
-        self._last_housekeeping = time.monotonic()
-
-    def prune(self) -> int:
-        """Delete finished jobs older than AAT_RETENTION_DAYS, one short transaction per batch.
-
-        Pending, approved and running jobs, and decision audit events, are never removed.
-        """
-        self._last_prune = time.monotonic()
-        cutoff = utcnow() - timedelta(days=self.settings.retention_days)
-        removed = 0
-        while True:
-            batch = transact(
-                self.engine,
-                lambda s: jobs.prune_finished(
-                    session=s, older_than=cutoff, batch=PRUNE_BATCH, max_batches=1
-                ),
-            )
-            removed += batch
-            if batch < PRUNE_BATCH:
-                break
-        if removed:
-            log.info("housekeeping: %d finished job(s) past retention removed", removed)
-        return removed
+        self._last_housekeeping = float("-inf")
 
     def run_once(self) -> bool:
         """Housekeep when due, then claim and run one approved job; False if there was none."""
         if time.monotonic() - self._last_housekeeping >= self.settings.heartbeat_s:
-            self.housekeep()
+            self.housekeeper.run_once()
+            self._last_housekeeping = time.monotonic()
         lease_s = self.settings.worker_lease_s
         job = transact(
             self.engine,
@@ -141,12 +95,7 @@ class Worker:
                     wakeups.wait(listen_poll_s if wakeups.listening else poll_s, stop)
         finally:
             wakeups.close()
-        try:
-            transact(
-                self.engine, lambda s: jobs.forget_heartbeat(session=s, process_id=self.worker_id)
-            )
-        except Exception:
-            log.warning("worker %s: could not remove its heartbeat", self.worker_id)
+        self.housekeeper.forget()
         log.info("worker %s stopped", self.worker_id)
 
     def start_thread(self) -> tuple[threading.Thread, threading.Event]:

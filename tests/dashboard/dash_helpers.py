@@ -11,6 +11,7 @@ from webplatform.answers import Answer
 from webplatform.platform import Actor, Platform
 from webplatform.services import request_run
 from webplatform.store import operators
+from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface
 
 BASE = "http://127.0.0.1:8000"
@@ -20,7 +21,7 @@ PASSWORD = "correct horse battery"
 
 def add_operator(platform: Platform, name: str, password: str = PASSWORD) -> None:
     """Create an operator directly in the database."""
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         operators.add_operator(session=session, name=name, password=password)
 
 

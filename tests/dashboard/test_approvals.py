@@ -9,12 +9,13 @@ from fastapi.testclient import TestClient
 
 from webplatform import jobs
 from webplatform.answers import Status
+from webplatform.store.engine import session_scope
 from webplatform.store.models import utcnow
 from webplatform.tracking import job_answer
 
 
 def _job(platform, job_id):
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         assert job is not None
         return job
@@ -130,7 +131,7 @@ def test_approve_after_expiry_is_a_clear_refusal(settings, platform, alice):
     job_id = queue_send(platform).job
     page_digest = _job(platform, job_id).args_digest
     token = csrf(alice)
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         assert job is not None
         job.expires_at = utcnow() - timedelta(seconds=1)

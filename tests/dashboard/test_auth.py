@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from dashboard.app import create_app
 from dashboard.setup import print_setup_link
 from webplatform.store import operators
+from webplatform.store.engine import session_scope
 
 PAGES = [
     "/",
@@ -92,7 +93,7 @@ def test_logout_ends_the_session(alice):
 
 
 def test_removed_operator_is_logged_out(platform, alice):
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         operators.remove_operator(session=session, name="alice")
     assert alice.get("/").status_code == 303
 

@@ -9,6 +9,7 @@ from dash_helpers import ORIGIN, csrf, queue_send
 from openpyxl import load_workbook
 
 from webplatform import jobs
+from webplatform.store.engine import session_scope
 
 
 def _post_run(client, path, fields, **extra):
@@ -33,7 +34,7 @@ def test_wrong_type_values_get_a_message_and_nothing_is_lost(alice, platform):
     assert "argument &#39;delay-s&#39; must be a number" in r.text
     assert 'value="bob@example.org"' in r.text and 'value="Grüße"' in r.text
     assert 'value="soon"' in r.text
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         assert jobs.list_jobs(session=session) == []
 
 
@@ -55,12 +56,12 @@ def test_irreversible_run_needs_the_confirm_step_and_records_the_operator(alice,
     confirm = _post_run(alice, path, fields)
     assert confirm.status_code == 200 and "Confirm and run" in confirm.text
     assert "&#34;to&#34;: &#34;bob@example.org&#34;" in confirm.text
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         assert jobs.list_jobs(session=session) == []
     r = _post_run(alice, path, fields, confirm="yes")
     assert r.status_code == 303
     job_id = int(r.headers["location"].rsplit("/", 1)[1])
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         assert job is not None
         assert job.state.value == "approved" and job.decided_by == "alice"

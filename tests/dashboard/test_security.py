@@ -10,11 +10,12 @@ from fastapi.testclient import TestClient
 
 from dashboard.app import create_app
 from webplatform import jobs
+from webplatform.store.engine import session_scope
 from webplatform.store.models import JobState
 
 
 def _state(platform, job_id):
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         assert job is not None
         return job.state
@@ -50,7 +51,7 @@ def test_foreign_host_cannot_approve_even_with_a_session(platform, alice):
 
 
 def _digest(platform, job_id):
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         assert job is not None
         return job.args_digest

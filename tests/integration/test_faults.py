@@ -156,7 +156,7 @@ def test_dashboard_restart_keeps_approvals_sessions_and_history(
     settings: Settings, procs: Procs
 ) -> None:
     platform = Platform(settings)
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         operators.add_operator(session=session, name="olga", password=PASSWORD)
     ran = request_run(
         platform=platform,

@@ -34,7 +34,7 @@ def test_two_dashboards_and_two_workers_run_500_approved_jobs_exactly_once(
     pg_settings: Settings, procs: Procs
 ) -> None:
     platform = Platform(pg_settings)
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         operators.add_operator(session=session, name="olga", password=PASSWORD)
     env = aat_env(pg_settings, worker_lease_s=10, heartbeat_s=1)
     ports = [free_port(), free_port()]

@@ -18,6 +18,7 @@ from webplatform.config import Settings
 from webplatform.mcp import build_server, waiting
 from webplatform.platform import Platform
 from webplatform.registry import resolve_secrets
+from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface
 from webplatform.worker import Worker
 
@@ -95,7 +96,7 @@ def worker(platform: Platform) -> Iterator[Worker]:
 
 def approve(platform: Platform, job_id: int, operator: str = "olga") -> None:
     """Approve a job as an operator in the dashboard would."""
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         assert job is not None
         digest = job.args_digest

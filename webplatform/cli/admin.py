@@ -69,16 +69,14 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
 
     platform = Platform(settings_from(ns))
     if ns.op == "list":
-        with platform.session() as session:
-            for op in operators.list_operators(session=session):
-                print(op.name)
+        for op in platform.transact(lambda s: operators.list_operators(session=s), write=False):
+            print(op.name)
         return EXIT_OK
     if not ns.name:
         print(f"aat operator {ns.op}: give the operator's NAME", file=sys.stderr)
         return EXIT_USAGE
     if ns.op == "remove":
-        with platform.session() as session:
-            removed = operators.remove_operator(session=session, name=ns.name)
+        removed = platform.transact(lambda s: operators.remove_operator(session=s, name=ns.name))
         if not removed:
             print(f"no operator {ns.name!r}; `aat operator list` shows them", file=sys.stderr)
             return EXIT_FAILED
@@ -89,8 +87,9 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
     else:
         password = getpass.getpass(f"password for {ns.name}: ")
     try:
-        with platform.session() as session:
-            operators.add_operator(session=session, name=ns.name, password=password)
+        platform.transact(
+            lambda s: operators.add_operator(session=s, name=ns.name, password=password)
+        )
     except ValueError as exc:
         print(f"aat operator add: {exc}", file=sys.stderr)
         return EXIT_USAGE

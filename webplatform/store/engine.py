@@ -2,7 +2,8 @@
 
 `make_engine(settings)` prepares the database (owner-only file, WAL, migrations) so every
 process that opens it, concurrently or not, sees the same schema. `transact(engine, fn)`
-is the way to write: it retries SQLite's "database is locked" so users never see it.
+is the one door for every transaction (surfaces reach it as `Platform.transact`): it retries
+SQLite's "database is locked" with a bounded backoff so users never see it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ BUSY_TIMEOUT_MS = 10_000
 # Any fixed 64-bit number works; it only has to be the same in every aat process.
 PG_MIGRATION_LOCK = 0x0AA7_0001
 _WRITE_OPTION = "aat_write"
+# The longest pause between two attempts of a locked write (jitter adds up to as much again).
+_MAX_BACKOFF_S = 1.0
 
 
 def make_engine(settings: Settings) -> Engine:
@@ -144,7 +147,7 @@ def transact(
                 raise
             log.debug("database locked (attempt %d of %d); retrying", attempt, attempts)
             time.sleep(delay * (1 + random.random()))
-            delay *= 2
+            delay = min(delay * 2, _MAX_BACKOFF_S)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
