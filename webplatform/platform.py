@@ -24,11 +24,16 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Actor:
-    """Who asks for a run: the surface, the MCP client's name, the operator, their address."""
+    """Who asks for a run: the surface, the MCP client's name, the operator, their address.
+
+    `agent` is the name of the agent token the request carried (vouched for by the server);
+    `client` is whatever name the MCP client gave itself (self-reported, never trusted).
+    """
 
     surface: Surface
     client: str | None = None
     operator: str | None = None
+    agent: str | None = None
     address: str | None = None
     # The caller's working directory, so tools can resolve relative paths the caller gave.
     cwd: Path | None = None
@@ -36,7 +41,7 @@ class Actor:
     @property
     def name(self) -> str:
         """The name shown in history and audit events."""
-        return self.operator or self.client or self.surface.value
+        return self.operator or self.agent or self.client or self.surface.value
 
 
 class Platform:

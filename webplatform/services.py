@@ -222,7 +222,7 @@ def _create_job(
             state=state,
             surface=actor.surface.value,
             client=actor.client,
-            requested_by=actor.operator or actor.client,
+            requested_by=actor.operator or actor.agent or actor.client,
             address=actor.address,
             **extra,
         )

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from webplatform import __version__
 from webplatform.cli.admin import cmd_check, cmd_config, cmd_operator, cmd_surface
+from webplatform.cli.agents import cmd_agent
 from webplatform.cli.common import EXIT_FAILED, add_common
 from webplatform.cli.daemons import cmd_mcp, cmd_serve, cmd_worker
 from webplatform.cli.run import cmd_run
@@ -63,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
     add_common(p, registry=False)
 
+    p = sub.add_parser("agent", help="manage agent tokens for /mcp")
+    p.add_argument("op", choices=["add", "list", "revoke"])
+    p.add_argument("name", nargs="?")
+    p.add_argument("--owner", metavar="OPERATOR", help="the operator the agent acts for")
+    add_common(p, registry=False)
+
     p = sub.add_parser("config", help="print ready-to-paste MCP client configuration")
     p.add_argument("client", choices=["opencode", "claude"])
     p.add_argument("--surface", choices=["generic", "chat"], default="generic")
@@ -92,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "check": cmd_check,
         "surface": cmd_surface,
         "operator": cmd_operator,
+        "agent": cmd_agent,
         "config": cmd_config,
     }[ns.command]
     try:

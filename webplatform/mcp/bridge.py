@@ -26,7 +26,7 @@ from webplatform.suggest import did_you_mean
 from . import naming, waiting
 from .approvals import ApprovalWatcher
 from .discovery import discover
-from .protocol import client_address, client_name, progress_sender, raw_arguments
+from .protocol import agent_name, client_address, client_name, progress_sender, raw_arguments
 from .results import answer_result, plain_result, tool_result
 
 ToolFn = Callable[[Context], Coroutine[Any, Any, CallToolResult]]
@@ -170,7 +170,11 @@ class Bridge:
         # relative paths an agent passes resolve there; over HTTP there is no such place.
         cwd = Path.cwd() if self.surface is Surface.mcp_stdio else None
         actor = Actor(
-            surface=self.surface, client=client_name(rc), address=client_address(rc), cwd=cwd
+            surface=self.surface,
+            client=client_name(rc),
+            agent=agent_name(rc),
+            address=client_address(rc),
+            cwd=cwd,
         )
         progress = progress_sender(ctx)
         answer = await waiting.in_thread(

@@ -7,8 +7,9 @@ redirect. Both protocol eras are served on the same path: legacy clients open a 
 `initialize`, modern ones send self-contained requests carrying `MCP-Protocol-Version`.
 
 Host and Origin are checked against DNS rebinding (loopback names on any port, plus
-`AAT_ALLOWED_HOSTS`). A bearer token (`AAT_MCP_TOKEN`) is required whenever one is set, and
-always when the server listens beyond loopback; without a token such requests are refused.
+`AAT_ALLOWED_HOSTS`). A bearer token is required once any agent token exists (`aat agent
+add`), whenever `AAT_MCP_TOKEN` is set, and always when the server listens beyond loopback;
+without one such requests are refused.
 """
 
 from __future__ import annotations
@@ -19,18 +20,22 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from sqlmodel import Session
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from webplatform.config import Settings
 from webplatform.platform import Platform
-from webplatform.store.models import Surface
+from webplatform.store import agents
+from webplatform.store.models import AgentTokenPublic, Surface
 
 from .chat import ChatSurfaceError, build_chat_server
+from .protocol import AGENT_SCOPE_KEY
 from .server import build_server
 
 logger = logging.getLogger(__name__)
@@ -58,10 +63,17 @@ def is_loopback(host: str) -> bool:
 
 
 class BearerGate:
-    """Requires `Authorization: Bearer <AAT_MCP_TOKEN>` when a token is set or beyond loopback."""
+    """Guards `/mcp` with bearer tokens: agent tokens, and the shared `AAT_MCP_TOKEN`.
 
-    def __init__(self, app: ASGIApp, *, token: str, require: bool | None) -> None:
+    A token is required once any agent token exists (loopback too), when `AAT_MCP_TOKEN` is
+    set, and always beyond loopback. A valid agent token names its agent in the scope.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, platform: Platform, token: str, require: bool | None
+    ) -> None:
         self.app = app
+        self.platform = platform
         self.token = token
         self.require = require
 
@@ -72,34 +84,55 @@ class BearerGate:
         bound = str(server[0]) if server else "127.0.0.1"
         return bool(self.token) or not is_loopback(bound)
 
+    def _check(self, given: str) -> tuple[bool, str | None]:
+        """(agent tokens exist, the agent holding `given` or None), read on every request so
+        a revocation takes effect at once; `last_used_at` is written only now and then."""
+
+        def read(session: Session) -> tuple[bool, AgentTokenPublic | None]:
+            exist = agents.agents_exist(session=session)
+            return exist, agents.find_agent(session=session, token=given) if exist else None
+
+        exist, agent = self.platform.transact(read, write=False)
+        if agent is not None and agents.is_stale(agent):
+            name = agent.name
+            self.platform.transact(lambda s: agents.touch_agent(session=s, name=name))
+        return exist, agent.name if agent is not None else None
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass authorised requests through; answer the others 401/403."""
-        if scope["type"] != "http" or not self._needed(scope):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if not self.token:
+        scheme, _, value = Headers(scope=scope).get("authorization", "").partition(" ")
+        given = value.strip() if scheme.lower() == "bearer" else ""
+        exist, agent = await anyio.to_thread.run_sync(self._check, given)
+        if agent is not None:
+            scope[AGENT_SCOPE_KEY] = agent
+            await self.app(scope, receive, send)
+            return
+        shared_ok = bool(self.token) and hmac.compare_digest(given.encode(), self.token.encode())
+        if shared_ok or not (exist or self._needed(scope)):
+            await self.app(scope, receive, send)
+            return
+        if not self.token and not exist:
             response = JSONResponse(
-                {"error": "this /mcp listens beyond loopback: set AAT_MCP_TOKEN to use it"},
+                {
+                    "error": "this /mcp listens beyond loopback: mint an agent token "
+                    "(`aat agent add NAME`) or set AAT_MCP_TOKEN to use it"
+                },
                 status_code=403,
             )
             await response(scope, receive, send)
             return
-        given = Headers(scope=scope).get("authorization", "")
-        scheme, _, value = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            value.strip().encode(), self.token.encode()
-        ):
-            response = JSONResponse(
-                {
-                    "error": "missing or wrong bearer token: "
-                    "send Authorization: Bearer $AAT_MCP_TOKEN"
-                },
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="aat"'},
-            )
-            await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+        response = JSONResponse(
+            {
+                "error": "missing, wrong or revoked bearer token: send Authorization: Bearer "
+                "$AAT_AGENT_TOKEN (an agent token from `aat agent add NAME`)"
+            },
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="aat"'},
+        )
+        await response(scope, receive, send)
 
 
 def create_mcp_app(
@@ -144,6 +177,9 @@ def _http_parts(
     server.streamable_http_app(transport_security=transport_security(platform.settings))
     manager = server.session_manager
     app = BearerGate(
-        StreamableHTTPASGIApp(manager), token=platform.settings.mcp_token, require=require_token
+        StreamableHTTPASGIApp(manager),
+        platform=platform,
+        token=platform.settings.mcp_token,
+        require=require_token,
     )
     return app, manager.run

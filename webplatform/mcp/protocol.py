@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 # `server/discover` result `_meta` key: sha256 (hex) over the canonical JSON of the `tools`
 # array exactly as `tools/list` returns it, so a client or gateway can check its copy.
 TOOLS_DIGEST_META_KEY: Final = "aat/toolsDigest"
+# The ASGI scope key under which the `/mcp` gate (`http.BearerGate`) names the agent whose
+# token a request carried.
+AGENT_SCOPE_KEY: Final = "aat.agent"
 
 READ_ONLY: Final = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -54,6 +57,13 @@ def client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
     """The MCP client's self-declared name (`clientInfo.name`), in either protocol era."""
     params = ctx.session.client_params
     return params.client_info.name if params is not None and params.client_info else None
+
+
+def agent_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The agent whose token the HTTP request carried (set by the `/mcp` gate), or None."""
+    scope = getattr(ctx.request, "scope", None)
+    agent = scope.get(AGENT_SCOPE_KEY) if isinstance(scope, dict) else None
+    return agent if isinstance(agent, str) else None
 
 
 def client_address(ctx: ServerRequestContext[Any, Any]) -> str | None:

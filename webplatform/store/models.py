@@ -259,3 +259,31 @@ class Meta(SQLModel, table=True):
 
     key: str = Field(sa_type=String(100), primary_key=True)
     value: str = Field(sa_type=Text)
+
+
+class AgentToken(SQLModel, table=True):
+    """A named bearer token an MCP client sends to `/mcp`. Only its sha256 is kept.
+
+    The token is 256 random bits, so a fast hash is as safe as a slow one (there is nothing
+    to guess) and it can be looked up by index on every request.
+    """
+
+    __tablename__ = "agent_token"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_type=String(64), unique=True)
+    owner: str | None = Field(default=None, sa_type=String(64))
+    token_hash: str = Field(sa_type=String(64), unique=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class AgentTokenPublic(SQLModel):
+    """An agent token as listed anywhere: never the hash."""
+
+    name: str
+    owner: str | None = None
+    created_at: datetime
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None

@@ -150,6 +150,7 @@ class ChatBridge:
         actor = Actor(
             surface=self.surface,
             client=protocol.client_name(rc),
+            agent=protocol.agent_name(rc),
             address=protocol.client_address(rc),
             cwd=Path.cwd() if self.surface is Surface.mcp_stdio else None,
         )

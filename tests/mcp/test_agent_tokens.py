@@ -1,0 +1,167 @@
+"""Agent tokens on `/mcp` over real HTTP: 401 without a valid one, the token names the requester."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_helpers import body, make_platform
+from serving import uvicorn_in_thread
+from sqlmodel import select
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from webplatform.config import Settings
+from webplatform.mcp import create_mcp_app
+from webplatform.mcp.http import create_chat_mcp_app
+from webplatform.platform import Platform
+from webplatform.store import Job, JobState, session_scope
+from webplatform.store.agents import (
+    AgentTokenError,
+    add_agent,
+    list_agents,
+    revoke_agent,
+)
+from webplatform.store.operators import add_operator
+
+pytestmark = pytest.mark.anyio
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@contextlib.contextmanager
+def serve(platform: Platform) -> Iterator[str]:
+    """`/mcp` and `/mcp/chat` in a host app on a real uvicorn server; yields the base URL."""
+    mcp_app, mcp_lifespan = create_mcp_app(platform)
+    chat_app, chat_lifespan = create_chat_mcp_app(platform)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with mcp_lifespan(), chat_lifespan():
+            yield
+
+    app = Starlette(
+        routes=[Route("/mcp", endpoint=mcp_app), Route("/mcp/chat", endpoint=chat_app)],
+        lifespan=lifespan,
+    )
+    with uvicorn_in_thread(app) as base:
+        yield base
+
+
+def mint(platform: Platform, name: str, owner: str | None = None) -> str:
+    with session_scope(platform.engine) as session:
+        return add_agent(session=session, name=name, owner=owner)[1]
+
+
+def post(url: str, **headers: str) -> httpx.Response:
+    return httpx.post(url, json=INIT, headers={**HEADERS, **headers}, timeout=10)
+
+
+@contextlib.asynccontextmanager
+async def client_with(url: str, token: str) -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        yield client
+
+
+async def test_no_token_needed_until_one_exists_then_always(platform: Platform) -> None:
+    with serve(platform) as base:
+        assert post(f"{base}/mcp").status_code == 200
+        token = mint(platform, "build-bot")
+        for path in ("/mcp", "/mcp/chat"):
+            for headers in (
+                {},
+                {"Authorization": "Bearer wrong"},
+                {"Authorization": "Bearer"},  # empty
+                {"Authorization": token},  # malformed: no scheme
+                {"Authorization": f"Basic {token}"},
+            ):
+                refused = post(f"{base}{path}", **headers)
+                assert refused.status_code == 401, (path, headers)
+                assert refused.headers["WWW-Authenticate"].startswith("Bearer")
+                assert "AAT_AGENT_TOKEN" in refused.json()["error"]
+                assert token not in refused.text
+        assert post(f"{base}/mcp", Authorization=f"Bearer {token}").status_code == 200
+
+
+async def test_valid_token_runs_and_names_the_requester(platform: Platform) -> None:
+    with session_scope(platform.engine) as session:
+        add_operator(session=session, name="ada", password="correct horse")
+    token = mint(platform, "build-bot", owner="ada")
+    with serve(platform) as base:
+        async with client_with(f"{base}/mcp", token) as client:
+            ran = body(
+                await client.call_tool("run_tool", {"tool": "hello-world", "args": {"name": "T"}})
+            )
+            assert ran["result"] == {"greeting": "Hello, T!"}
+            queued = body(
+                await client.call_tool(
+                    "run_tool_confirmed",
+                    {"tool": "outbox", "action": "delete-messages", "args": {}},
+                )
+            )
+    assert queued["status"] == "pending_approval"
+    with session_scope(platform.engine, write=False) as session:
+        jobs = {j.id: j for j in session.exec(select(Job)).all()}
+        listed = list_agents(session=session)
+    assert {j.requested_by for j in jobs.values()} == {"build-bot"}
+    assert jobs[queued["job"]].state is JobState.pending_approval
+    # The client's own name is kept beside it, as the self-reported one.
+    assert all(j.client and j.client != "build-bot" for j in jobs.values())
+    assert listed[0].name == "build-bot" and listed[0].owner == "ada"
+    assert listed[0].last_used_at is not None
+
+
+async def test_revoked_token_is_refused_on_the_next_request(platform: Platform) -> None:
+    token = mint(platform, "build-bot")
+    keep = mint(platform, "other-bot")
+    with serve(platform) as base:
+        async with client_with(f"{base}/mcp", token) as client:
+            assert len((await client.list_tools()).tools) == 7
+            with session_scope(platform.engine) as session:
+                assert revoke_agent(session=session, name="build-bot")
+            with pytest.raises(Exception):  # noqa: B017 - the SDK surfaces the 401 its own way
+                await client.list_tools()
+        assert post(f"{base}/mcp", Authorization=f"Bearer {token}").status_code == 401
+        assert post(f"{base}/mcp", Authorization=f"Bearer {keep}").status_code == 200
+        with session_scope(platform.engine) as session:
+            assert revoke_agent(session=session, name="other-bot")
+        # All revoked: /mcp stays closed rather than falling open again.
+        assert post(f"{base}/mcp").status_code == 401
+
+
+async def test_shared_mcp_token_still_works_beside_agent_tokens(mcp_settings: Settings) -> None:
+    guarded = make_platform(mcp_settings, mcp_token="s3cret-token")
+    token = mint(guarded, "build-bot")
+    with serve(guarded) as base:
+        assert post(f"{base}/mcp", Authorization="Bearer s3cret-token").status_code == 200
+        assert post(f"{base}/mcp", Authorization=f"Bearer {token}").status_code == 200
+        assert post(f"{base}/mcp").status_code == 401
+    guarded.engine.dispose()
+
+
+def test_names_and_owners_are_checked(platform: Platform) -> None:
+    mint(platform, "build-bot")
+    with session_scope(platform.engine) as session:
+        with pytest.raises(AgentTokenError, match="already exists"):
+            add_agent(session=session, name="build-bot", owner=None)
+        with pytest.raises(AgentTokenError, match="invalid agent name"):
+            add_agent(session=session, name="no spaces", owner=None)
+        with pytest.raises(AgentTokenError, match="no operator 'ghost'"):
+            add_agent(session=session, name="x", owner="ghost")
+        assert not revoke_agent(session=session, name="nobody")

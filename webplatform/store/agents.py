@@ -1,0 +1,119 @@
+"""Agent tokens: named bearer tokens MCP clients send to `/mcp`, stored as sha256 only.
+
+Why sha256 and not argon2 (as for passwords): a token is 256 bits from `secrets`, so there is
+nothing to guess and a slow hash buys no safety; a fast, unsalted hash can be looked up by an
+index on every `/mcp` request, where argon2 would cost tens of milliseconds per request and
+need the name sent beside the token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from datetime import datetime, timedelta
+
+from sqlmodel import Session, col, func, select
+
+from webplatform.store.audit import record_event
+from webplatform.store.models import AgentToken, AgentTokenPublic, Operator, utcnow
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+TOKEN_PREFIX = "aat_"
+# `last_used_at` is written at most this often per token, so a busy agent does not turn every
+# MCP request into a database write.
+LAST_USED_RESOLUTION = timedelta(seconds=30)
+
+
+class AgentTokenError(ValueError):
+    """A token could not be minted or revoked; the message says how to fix it."""
+
+
+def token_hash(token: str) -> str:
+    """The stored form of a token: sha256 hex of its UTF-8 bytes."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def add_agent(
+    *, session: Session, name: str, owner: str | None, actor: str = "cli"
+) -> tuple[AgentTokenPublic, str]:
+    """Mint token `name` for `owner`; returns the row and the token (shown once, never stored).
+
+    Raises AgentTokenError for a bad or taken name (a revoked name stays taken, so history
+    keeps meaning one agent) or an owner who is not an operator.
+    """
+    if not NAME_PATTERN.fullmatch(name):
+        raise AgentTokenError(
+            f"invalid agent name {name!r}: use 1-64 letters, digits, '.', '_', '@' or '-'"
+        )
+    if session.exec(select(AgentToken).where(AgentToken.name == name)).first() is not None:
+        raise AgentTokenError(f"agent {name!r} already exists: pick another name")
+    if owner and session.exec(select(Operator).where(Operator.name == owner)).first() is None:
+        raise AgentTokenError(
+            f"no operator {owner!r} to own the token: `aat operator list` shows them"
+        )
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row = AgentToken(name=name, owner=owner, token_hash=token_hash(token), created_at=utcnow())
+    session.add(row)
+    session.flush()
+    record_event(session=session, actor=actor, event="agent-added", detail=name)
+    return _public(row), token
+
+
+def list_agents(*, session: Session) -> list[AgentTokenPublic]:
+    """Every agent token, by name (never the hashes)."""
+    rows = session.exec(select(AgentToken).order_by(col(AgentToken.name))).all()
+    return [_public(r) for r in rows]
+
+
+def revoke_agent(*, session: Session, name: str, actor: str = "cli") -> bool:
+    """Revoke token `name` (refused from the next request on); False if none is active."""
+    row = session.exec(select(AgentToken).where(AgentToken.name == name)).first()
+    if row is None or row.revoked_at is not None:
+        return False
+    row.revoked_at = utcnow()
+    session.add(row)
+    session.flush()
+    record_event(session=session, actor=actor, event="agent-revoked", detail=name)
+    return True
+
+
+def agents_exist(*, session: Session) -> bool:
+    """True once any agent token was minted (revoked ones count: `/mcp` stays closed)."""
+    return int(session.exec(select(func.count()).select_from(AgentToken)).one()) > 0
+
+
+def find_agent(*, session: Session, token: str) -> AgentTokenPublic | None:
+    """The active agent holding `token`, or None (unknown, revoked or empty). Reads only."""
+    if not token:
+        return None
+    stmt = select(AgentToken).where(AgentToken.token_hash == token_hash(token))
+    row = session.exec(stmt).first()
+    if row is None or row.revoked_at is not None:
+        return None
+    return _public(row)
+
+
+def is_stale(agent: AgentTokenPublic, *, now: datetime | None = None) -> bool:
+    """True when `agent`'s `last_used_at` is old enough to be worth a write."""
+    last = agent.last_used_at
+    return last is None or (now or utcnow()) - last >= LAST_USED_RESOLUTION
+
+
+def touch_agent(*, session: Session, name: str, now: datetime | None = None) -> None:
+    """Record that agent `name` was just used."""
+    row = session.exec(select(AgentToken).where(AgentToken.name == name)).first()
+    if row is not None:
+        row.last_used_at = now or utcnow()
+        session.add(row)
+        session.flush()
+
+
+def _public(row: AgentToken) -> AgentTokenPublic:
+    return AgentTokenPublic(
+        name=row.name,
+        owner=row.owner,
+        created_at=row.created_at,
+        last_used_at=row.last_used_at,
+        revoked_at=row.revoked_at,
+    )
