@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     # Extra Host names the dashboard answers to, comma-separated (`aat.example.org:8443`).
     allowed_hosts: str = ""
     mcp_token: str = ""
+    # `aat mcp --url`: a running `aat serve`'s /mcp to forward to, and the agent token to send.
+    mcp_url: str = ""
+    agent_token: str = ""
     retention_days: int = 30
     heartbeat_s: float = 2.0
 

@@ -37,6 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("mcp", help="the MCP bridge over stdio, for MCP clients")
     p.add_argument("--surface", choices=["generic", "chat"], default="generic")
+    p.add_argument(
+        "--url",
+        help="forward to a running `aat serve`'s /mcp (default AAT_MCP_URL), "
+        "sending AAT_AGENT_TOKEN; opens no database",
+    )
     add_common(p)
 
     p = sub.add_parser("worker", help="run approved jobs (more executors, any host)")
@@ -73,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("config", help="print ready-to-paste MCP client configuration")
     p.add_argument("client", choices=["opencode", "claude"])
     p.add_argument("--surface", choices=["generic", "chat"], default="generic")
+    p.add_argument("--url", help="a running `aat serve`'s /mcp: print the block for that mode")
     return parser
 
 

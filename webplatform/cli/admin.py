@@ -54,9 +54,22 @@ def cmd_surface(ns: argparse.Namespace, _extra: list[str]) -> int:
 
 def cmd_config(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Print the MCP client configuration block for opencode or Claude Code."""
-    from webplatform.mcp.client_config import config_claude, config_opencode
+    from webplatform.mcp import client_config
 
-    config = config_opencode if ns.client == "opencode" else config_claude
+    if ns.url:
+        if ns.surface != "generic":
+            print(
+                "aat config --url: the chat surface is served at /mcp/chat; give that URL "
+                "without --surface",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        opencode = ns.client == "opencode"
+        remote = client_config.remote_opencode if opencode else client_config.remote_claude
+        print(json.dumps(remote(ns.url), indent=2))
+        return EXIT_OK
+    opencode = ns.client == "opencode"
+    config = client_config.config_opencode if opencode else client_config.config_claude
     block = config(ns.surface)
     print(json.dumps(block, indent=2))
     return EXIT_OK

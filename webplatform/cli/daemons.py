@@ -8,6 +8,7 @@ import sys
 import threading
 
 from webplatform.cli.common import EXIT_OK, EXIT_USAGE, settings_from
+from webplatform.config import get_settings
 
 
 def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
@@ -27,7 +28,26 @@ def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
-    """Serve the MCP bridge on stdio; stdout carries protocol only."""
+    """Serve the MCP bridge on stdio; stdout carries protocol only.
+
+    With `--url` (or `AAT_MCP_URL`) it forwards to a running `aat serve` instead, and touches
+    neither the database, the registry nor `AAT_HOME`.
+    """
+    settings = get_settings()
+    url = ns.url or settings.mcp_url
+    if url:
+        if ns.registry or ns.db or ns.surface != "generic":
+            print(
+                "aat mcp --url: --registry, --db and --surface belong to the server; "
+                "drop them (the server at the URL decides)",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        from webplatform.mcp.relay import run_relay
+        from webplatform.mcp.stdio import configure_stderr_logging
+
+        configure_stderr_logging()
+        return run_relay(url=url, token=settings.agent_token)
     from webplatform.mcp.stdio import run_stdio
 
     run_stdio(settings_from(ns), surface=ns.surface)

@@ -1,5 +1,9 @@
 """`aat config opencode|claude`: ready-to-paste MCP client configuration for the stdio bridge.
 
+With `--url`, the block connects to a running `aat serve`'s `/mcp` instead, sending the agent
+token from the client's environment (`AAT_AGENT_TOKEN`): the token itself is never written
+into the block, so the file can be shared and committed.
+
 The command is absolute, so the block works from any working directory: the `aat` console
 script installed next to the running interpreter when there is one, else that interpreter with
 `-m webplatform`. Each argv element is its own list item (no shell, no quoting to get wrong).
@@ -37,3 +41,32 @@ def config_claude(surface: str = "generic") -> dict[str, Any]:
     """The `mcpServers` block for Claude Code (`.mcp.json`)."""
     command, *args = bridge_command(surface)
     return {"mcpServers": {SERVER_KEYS[surface]: {"command": command, "args": args}}}
+
+
+TOKEN_ENV = "AAT_AGENT_TOKEN"
+
+
+def remote_opencode(url: str) -> dict[str, Any]:
+    """opencode's block for a running `aat serve`: a remote server, token from the environment.
+
+    `{env:NAME}` is opencode's config substitution; `oauth: false` keeps opencode from starting
+    an OAuth flow when the token is missing (the 401 then says what to set).
+    """
+    entry = {
+        "type": "remote",
+        "url": url,
+        "headers": {"Authorization": f"Bearer {{env:{TOKEN_ENV}}}"},
+        "oauth": False,
+        "enabled": True,
+    }
+    return {"mcp": {SERVER_KEY: entry}}
+
+
+def remote_claude(url: str) -> dict[str, Any]:
+    """Claude Code's block for a running `aat serve`: streamable HTTP, token from `${...}`."""
+    entry = {
+        "type": "http",
+        "url": url,
+        "headers": {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"},
+    }
+    return {"mcpServers": {SERVER_KEY: entry}}
