@@ -36,6 +36,15 @@ def current_operator(request: Request) -> str:
     return str(name)
 
 
+def current_admin(request: Request) -> str:
+    """The logged-in operator, for pages only admins may use (agent tokens).
+
+    Every operator is an admin until operators have roles: this is the one place to narrow
+    it, and every admin-only route already depends on it.
+    """
+    return current_operator(request)
+
+
 def client_address(request: Request) -> str | None:
     """The caller's address, for audit events."""
     return request.client.host if request.client else None
@@ -64,6 +73,7 @@ def dashboard_actor(request: Request) -> Actor:
 PlatformDep = Annotated[Platform, Depends(get_platform)]
 PagesDep = Annotated[Pages, Depends(get_pages)]
 OperatorDep = Annotated[str, Depends(current_operator)]
+AdminDep = Annotated[str, Depends(current_admin)]
 AddressDep = Annotated[str | None, Depends(client_address)]
 ActorDep = Annotated[Actor, Depends(dashboard_actor)]
 FiltersDep = Annotated[JobFilters, Depends(job_filters)]
