@@ -19,6 +19,7 @@ from webplatform.cli.agents import cmd_agent
 from webplatform.cli.common import EXIT_FAILED, add_common
 from webplatform.cli.daemons import cmd_mcp, cmd_serve, cmd_worker
 from webplatform.cli.run import cmd_run
+from webplatform.cli.service import cmd_service
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--owner", metavar="OPERATOR", help="the operator the agent acts for")
     add_common(p, registry=False)
 
+    p = sub.add_parser("service", help="install aat as a systemd service under its own user")
+    p.add_argument("op", choices=["install"])
+    p.add_argument("--user", default="aat", help="the system user that runs aat (default aat)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--dry-run", action="store_true", help="print what it would do; change nothing")
+    p.add_argument("--home", default="/var/lib/aat", help=argparse.SUPPRESS)
+    p.add_argument("--unit-dir", default="/etc/systemd/system", help=argparse.SUPPRESS)
+
     p = sub.add_parser("config", help="print ready-to-paste MCP client configuration")
     p.add_argument("client", choices=["opencode", "claude"])
     p.add_argument("--surface", choices=["generic", "chat"], default="generic")
@@ -106,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "surface": cmd_surface,
         "operator": cmd_operator,
         "agent": cmd_agent,
+        "service": cmd_service,
         "config": cmd_config,
     }[ns.command]
     try:

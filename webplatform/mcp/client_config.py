@@ -21,14 +21,20 @@ SERVER_KEY = "aat"
 SERVER_KEYS = {"generic": SERVER_KEY, "chat": "aat-chat"}
 
 
-def bridge_command(surface: str = "generic") -> list[str]:
-    """The absolute argv that starts the stdio bridge (`aat mcp [--surface chat]`)."""
+def aat_command() -> list[str]:
+    """The absolute argv of `aat` itself: the console script next to this interpreter, or
+    the interpreter with `-m webplatform`."""
     python = Path(sys.executable).absolute()
     script = python.parent / ("aat.exe" if os.name == "nt" else "aat")
-    tail = ["mcp"] if surface == "generic" else ["mcp", "--surface", surface]
     if script.is_file() and os.access(script, os.X_OK):
-        return [str(script), *tail]
-    return [str(python), "-m", "webplatform", *tail]
+        return [str(script)]
+    return [str(python), "-m", "webplatform"]
+
+
+def bridge_command(surface: str = "generic") -> list[str]:
+    """The absolute argv that starts the stdio bridge (`aat mcp [--surface chat]`)."""
+    tail = ["mcp"] if surface == "generic" else ["mcp", "--surface", surface]
+    return [*aat_command(), *tail]
 
 
 def config_opencode(surface: str = "generic") -> dict[str, Any]:
