@@ -135,7 +135,7 @@ def test_every_refused_decision_answers_its_true_status(platform, alice, htmx):
     check(post(pending, "approve"), 422, "no digest")
     assert _job(platform, pending).state.value == "pending_approval"
 
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         job = jobs.get_job(session=session, job_id=pending)
         assert job is not None
         job.expires_at = utcnow() - timedelta(seconds=1)
