@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from dashboard.app import create_app
-from dashboard.setup import open_setup
+from dashboard.setup import open_setup, setup_base_url
 from webplatform.config import Settings
 from webplatform.platform import Platform
 
@@ -223,6 +223,13 @@ def test_mcp_job_links_stay_under_the_dashboard_url(tmp_path: Path) -> None:
     answer = queue_send(platform)
     assert answer.approval_url == f"https://example.org/aat/jobs/{answer.job}"
     platform.engine.dispose()
+
+
+def test_the_setup_link_names_the_proxys_address_under_a_root_path() -> None:
+    """Only the proxy's address has the prefix; the served address would lose it."""
+    behind = Settings(root_path="/aat", dashboard_url="https://example.org/aat")
+    assert setup_base_url(behind, "127.0.0.1", 8000) == "https://example.org/aat"
+    assert setup_base_url(Settings(), "127.0.0.1", 8000) == "http://127.0.0.1:8000"
 
 
 @pytest.mark.parametrize("bad", ["aat", "/a//b", "/aat?x=1"])
