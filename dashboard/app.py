@@ -23,6 +23,7 @@ from dashboard.errors import install_error_pages
 from dashboard.render import Pages, build_environment
 from dashboard.routes import ROUTERS
 from dashboard.security import Guard, GuardConfig
+from dashboard.urls import RootPath
 from webplatform.config import Settings
 from webplatform.housekeeping import Housekeeper
 from webplatform.mcp.http import create_chat_mcp_app, create_mcp_app
@@ -93,6 +94,8 @@ def create_app(
             extra_hosts=tuple(settings.extra_allowed_hosts), find_operator=find_operator
         ),
     )
+    # Added last, so it runs first: the guard and the routes already see the root path.
+    app.add_middleware(RootPath, root=settings.root_path)
     return app
 
 

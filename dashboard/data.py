@@ -187,14 +187,15 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
     return JobDetail(
         job=job,
         events=events,
-        args=_loads(job.args_json),
-        result=_loads(job.result_json),
+        args=json_or_text(job.args_json),
+        result=json_or_text(job.result_json),
         duration=duration,
         approved_by=approved_by,
     )
 
 
-def _loads(text: str | None) -> Any:
+def json_or_text(text: str | None) -> Any:
+    """Stored JSON decoded; text that is not JSON comes back as it is (None stays None)."""
     if text is None:
         return None
     try:

@@ -6,6 +6,7 @@ Routes declare these as `Annotated` parameters and stay thin; the values are put
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -13,6 +14,8 @@ from fastapi import Depends, HTTPException, Request
 from dashboard.data import JobFilters, parse_filters
 from dashboard.render import Pages
 from webplatform.platform import Actor, Platform
+from webplatform.registry import ToolSpec
+from webplatform.registry.model import RunnableKind
 from webplatform.store.models import Surface
 
 
@@ -70,6 +73,25 @@ def dashboard_actor(request: Request) -> Actor:
     )
 
 
+@dataclass(frozen=True)
+class Runnable:
+    """A tool or agent named in the URL (`/registry/{kind}/{name}`, `/run/{kind}/{name}/...`)."""
+
+    kind: RunnableKind
+    spec: ToolSpec
+
+
+def find_runnable(request: Request, kind: str, name: str) -> Runnable:
+    """The tool or agent the path names, or a 404 page that says where to look."""
+    if kind not in ("tool", "agent"):
+        raise HTTPException(404, f"no registry section {kind!r}: use tool or agent")
+    runnable: RunnableKind = "agent" if kind == "agent" else "tool"
+    spec = get_platform(request).registry().runnable(runnable, name)
+    if spec is None:
+        raise HTTPException(404, f"no {kind} named {name!r}; the registry page lists them all")
+    return Runnable(kind=runnable, spec=spec)
+
+
 PlatformDep = Annotated[Platform, Depends(get_platform)]
 PagesDep = Annotated[Pages, Depends(get_pages)]
 OperatorDep = Annotated[str, Depends(current_operator)]
@@ -77,3 +99,4 @@ AdminDep = Annotated[str, Depends(current_admin)]
 AddressDep = Annotated[str | None, Depends(client_address)]
 ActorDep = Annotated[Actor, Depends(dashboard_actor)]
 FiltersDep = Annotated[JobFilters, Depends(job_filters)]
+RunnableDep = Annotated[Runnable, Depends(find_runnable)]

@@ -10,10 +10,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
+from jinja2.runtime import Context
 from starlette.responses import HTMLResponse
 
+from dashboard import urls
 from dashboard.assets import TEMPLATES_DIR
+from dashboard.data import json_or_text
 
 
 def _ago(value: datetime | None, now: datetime | None = None) -> str:
@@ -48,15 +51,6 @@ def _pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
 
 
-def _fromjson(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def build_environment() -> Environment:
     """The template environment: autoescape on for every template, strict about typos."""
     env = Environment(
@@ -70,8 +64,15 @@ def build_environment() -> Environment:
     env.filters["iso"] = _iso
     env.filters["pretty_json"] = _pretty_json
     env.filters["span"] = _span
-    env.filters["fromjson"] = _fromjson
+    env.filters["fromjson"] = json_or_text
+    env.globals["url_for"] = _url_for
     return env
+
+
+@pass_context
+def _url_for(context: Context, name: str, /, **params: Any) -> str:
+    """`url_for("job_page", job_id=3)` in a template: the route's path under the root path."""
+    return urls.url_for(context["request"], name, **params)
 
 
 def is_htmx(request: Request) -> bool:
@@ -104,7 +105,8 @@ class Pages:
             "request": request,
             "operator": getattr(request.state, "operator", None),
             "csrf_token": getattr(request.state, "csrf_token", ""),
-            "path": request.url.path,
+            # Inside the app, without the root path: for marking the current page.
+            "path": urls.route_path(request.scope),
             **context,
         }
         fragment = block is not None and is_htmx(request)

@@ -20,6 +20,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dashboard import auth
+from dashboard.urls import route_path, under_root
 
 MAX_BODY_BYTES = 256 * 1024
 MCP_MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -84,7 +85,9 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        send = _with_security_headers(send, path=scope["path"])
+        # Paths inside the app: a root path (`aat serve --root-path`) is not part of them.
+        path = route_path(scope)
+        send = _with_security_headers(send, path=path)
         headers = Headers(scope=scope)
         if not self._host_ok(scope, headers):
             await _refuse(
@@ -96,7 +99,6 @@ class Guard:
                 "at the address `aat serve` printed, or add it to AAT_ALLOWED_HOSTS",
             )
             return
-        path: str = scope["path"]
         is_mcp = path == "/mcp" or path.startswith("/mcp/")
         limit = MCP_MAX_BODY_BYTES if is_mcp else MAX_BODY_BYTES
         if _declared_length(headers) > limit:
@@ -256,10 +258,11 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, text:
 
 async def _login_required(scope: Scope, receive: Receive, send: Send, *, unsafe: bool) -> None:
     headers = Headers(scope=scope)
-    target = scope["path"] + (
+    # `next` stays inside the app; the login page puts the root path in front when it redirects.
+    target = route_path(scope) + (
         ("?" + scope["query_string"].decode()) if scope["query_string"] else ""
     )
-    login = "/login?next=" + quote(target, safe="")
+    login = under_root(scope, "/login?next=" + quote(target, safe=""))
     response: Response
     if unsafe:
         response = PlainTextResponse(

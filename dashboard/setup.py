@@ -42,8 +42,9 @@ def open_setup(platform: Platform) -> str | None:
 
 
 def setup_base_url(settings: Settings, host: str | None, port: int | None) -> str:
-    """The address to print: the one being served, or `AAT_DASHBOARD_URL` for a wildcard."""
-    if host is None or port is None:
+    """The address to print: the one being served, or `AAT_DASHBOARD_URL` for a wildcard
+    address or behind a proxy (a root path: only the proxy's address has the prefix)."""
+    if host is None or port is None or settings.root_path:
         return settings.dashboard_url.rstrip("/")
     try:
         address = ipaddress.ip_address(host.strip("[]"))

@@ -25,12 +25,13 @@ _PLACEHOLDER: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class SearchHit:
-    """One registry search result: a tool, agent, skill, or one action of a tool or agent."""
+    """One registry search result: a tool, agent, skill, or one action of a tool or agent.
+
+    No URL here: the template builds it (under the root path) from kind, name and action."""
 
     kind: str
     name: str
     description: str
-    href: str
     action: str | None = None
     badge: str | None = None
 
@@ -118,11 +119,8 @@ def search(registry: Registry, query: str) -> list[SearchHit]:
     for kind, specs in kinds:
         for name in sorted(specs):
             spec = specs[name]
-            href = f"/registry/{kind}/{name}"
             if _matches(words, spec.name, spec.description):
-                hits.append(
-                    SearchHit(kind=kind, name=name, description=spec.description, href=href)
-                )
+                hits.append(SearchHit(kind=kind, name=name, description=spec.description))
             if not words:
                 continue
             for action in spec.actions:
@@ -133,18 +131,13 @@ def search(registry: Registry, query: str) -> list[SearchHit]:
                             name=name,
                             action=action.name,
                             description=action.description,
-                            href=f"{href}#action-{action.name}",
                             badge=gate.describe(name, action),
                         )
                     )
     for name in sorted(registry.skills):
         skill = registry.skills[name]
         if _matches(words, skill.name, skill.description):
-            hits.append(
-                SearchHit(
-                    kind="skill", name=name, description=skill.description, href=f"/skills/{name}"
-                )
-            )
+            hits.append(SearchHit(kind="skill", name=name, description=skill.description))
     return hits
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,14 +24,24 @@ def free_port() -> int:
 
 
 @contextmanager
-def aat_serve(*, env: Mapping[str, str], port: int, log: Path) -> Iterator[str]:
-    """`python -m webplatform serve --port PORT`, healthy; yields its base URL, then stops it."""
+def aat_serve(
+    *,
+    env: Mapping[str, str],
+    port: int,
+    log: Path,
+    command: Sequence[str] = (sys.executable, "-m", "webplatform"),
+    cwd: Path | None = None,
+    args: Sequence[str] = (),
+) -> Iterator[str]:
+    """`COMMAND serve --port PORT ARGS` (by default `python -m webplatform`), healthy; yields
+    its base URL, then stops it."""
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "webplatform", "serve", "--port", str(port)],
+            [*command, "serve", "--port", str(port), *args],
             env=dict(env),
             stdout=out,
             stderr=subprocess.STDOUT,
+            cwd=cwd,
         )
     url = f"http://127.0.0.1:{port}"
     try:

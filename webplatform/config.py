@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EXAMPLES_ROOT = Path(__file__).parent / "examples"
@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     result_max_bytes: int = 20_000
     mcp_deny_irreversible: bool = False
     dashboard_url: str = "http://127.0.0.1:8000"
+    # The path prefix a reverse proxy strips before passing requests on (`/aat`); every URL
+    # the dashboard hands out carries it. Empty: served at the root.
+    root_path: str = ""
     # Extra Host names the dashboard answers to, comma-separated (`aat.example.org:8443`).
     allowed_hosts: str = ""
     mcp_token: str = ""
@@ -38,6 +41,14 @@ class Settings(BaseSettings):
     agent_token: str = ""
     retention_days: int = 30
     heartbeat_s: float = 2.0
+
+    @field_validator("root_path")
+    @classmethod
+    def _root_path_shape(cls, value: str) -> str:
+        root = value.strip().rstrip("/")
+        if root and (not root.startswith("/") or "//" in root or "?" in root or "#" in root):
+            raise ValueError(f"AAT_ROOT_PATH must be a path like /aat, not {value!r}")
+        return root
 
     @property
     def registry_roots(self) -> list[Path]:

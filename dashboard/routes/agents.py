@@ -50,7 +50,7 @@ def agents_page(
 
 
 @router.post("/agents")
-def mint(
+def mint_agent(
     request: Request,
     platform: PlatformDep,
     pages: PagesDep,
@@ -68,7 +68,7 @@ def mint(
 
 
 @router.post("/agents/{name}/revoke")
-def revoke(
+def revoke_agent(
     request: Request, platform: PlatformDep, pages: PagesDep, admin: AdminDep, name: str
 ) -> Response:
     """Revoke a token: its next `/mcp` request gets 401."""

@@ -6,6 +6,7 @@ of two operators clicking at once, one wins and the other is told who decided.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Form, HTTPException, Request
@@ -16,6 +17,7 @@ from dashboard import data
 from dashboard.deps import ActorDep, AddressDep, FiltersDep, OperatorDep, PagesDep, PlatformDep
 from dashboard.render import Pages, is_htmx
 from dashboard.routes.approvals import render_queue
+from dashboard.urls import url_for
 from webplatform import decisions, jobs
 from webplatform.platform import Platform
 from webplatform.store.models import JobState, Surface
@@ -106,52 +108,63 @@ def _expired(job_id: int) -> str:
     return f"job {job_id} expired before it was approved: it will not run; ask for it again"
 
 
+def _refusal(job_id: int, exc: jobs.JobError) -> tuple[int, str]:
+    """The status and message of a refused decision: 409, the job is no longer as shown."""
+    if isinstance(exc, jobs.DigestMismatch):
+        return 409, (
+            f"job {job_id}'s arguments are not the ones this page showed: reload the page "
+            "and review them again"
+        )
+    if isinstance(exc, jobs.ApprovalExpired) or (
+        # Expiry may have been recorded by a sweep just before the click: same message.
+        isinstance(exc, jobs.StaleState) and exc.actual is JobState.expired
+    ):
+        return 409, _expired(job_id)
+    return 409, str(exc)
+
+
+def _refused(
+    request: Request,
+    platform: Platform,
+    pages: Pages,
+    job_id: int,
+    return_to: str,
+    status_code: int,
+    error: str,
+) -> Response:
+    """The refusal, with its true status for every client; htmx swaps the notice in anyway
+    (`responseHandling` in base.html)."""
+    if return_to == "approvals" or is_htmx(request):
+        return render_queue(
+            request, platform, pages, error=error, block="notice", status_code=status_code
+        )
+    return render_job(request, platform, pages, job_id, error=error, status_code=status_code)
+
+
 async def _decide(
     request: Request,
     platform: Platform,
     pages: Pages,
     job_id: int,
     verb: str,
-    call: object,
+    call: Callable[[], object],
     return_to: str,
 ) -> Response:
     try:
-        await run_in_threadpool(call)  # type: ignore[arg-type]
+        await run_in_threadpool(call)
     except jobs.JobNotFound:
         raise HTTPException(404, f"no job {job_id}: it never existed or was pruned") from None
-    except jobs.StaleState as exc:
-        # Expiry may have been recorded by a sweep just before the click: same message.
-        error = _expired(job_id) if exc.actual is JobState.expired else str(exc)
-    except jobs.ApprovalExpired:
-        error = _expired(job_id)
-    except jobs.DigestMismatch:
-        error = (
-            f"job {job_id}'s arguments are not the ones this page showed: reload the page "
-            "and review them again"
-        )
+    except (jobs.StaleState, jobs.ApprovalExpired, jobs.DigestMismatch) as exc:
+        status_code, error = _refusal(job_id, exc)
+        return _refused(request, platform, pages, job_id, return_to, status_code, error)
+    if is_htmx(request):
+        message = f"{NOTICES[verb]} job {job_id}."
+        return render_queue(request, platform, pages, block="notice", message=message)
+    if return_to != "job":
+        target = url_for(request, "approvals_page") + f"?done={verb}&job={job_id}"
     else:
-        if is_htmx(request) or return_to != "job":
-            if is_htmx(request):
-                return render_queue(
-                    request,
-                    platform,
-                    pages,
-                    block="notice",
-                    message=f"{NOTICES[verb]} job {job_id}.",
-                )
-            return RedirectResponse(f"/approvals?done={verb}&job={job_id}", status_code=303)
-        return RedirectResponse(f"/jobs/{job_id}?done={verb}", status_code=303)
-    if return_to == "approvals" or is_htmx(request):
-        # htmx swaps only 2xx answers, so the refusal comes back 200 to be shown.
-        return render_queue(
-            request,
-            platform,
-            pages,
-            error=error,
-            block="notice",
-            status_code=200 if is_htmx(request) else 409,
-        )
-    return render_job(request, platform, pages, job_id, error=error, status_code=409)
+        target = url_for(request, "job_page", job_id=job_id) + f"?done={verb}"
+    return RedirectResponse(target, status_code=303)
 
 
 @router.post("/jobs/{job_id}/approve")
@@ -166,6 +179,9 @@ async def approve(
     return_to: Annotated[str, Form()] = "job",
 ) -> Response:
     """Approve exactly the call whose digest the page showed."""
+    if not digest.strip():
+        error = "the form carried no digest of the arguments: reload the page and approve there"
+        return _refused(request, platform, pages, job_id, return_to, 422, error)
 
     def call() -> None:
         decisions.approve(
@@ -211,4 +227,5 @@ def rerun(
             error=answer.error or f"could not ask again: {answer.status.value}",
             status_code=400,
         )
-    return RedirectResponse(f"/jobs/{answer.job}?done=rerun&new={answer.job}", status_code=303)
+    target = url_for(request, "job_page", job_id=answer.job) + f"?done=rerun&new={answer.job}"
+    return RedirectResponse(target, status_code=303)

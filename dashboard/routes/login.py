@@ -10,12 +10,15 @@ from starlette.responses import RedirectResponse, Response
 
 from dashboard import auth, setup
 from dashboard.deps import AddressDep, OperatorDep, PagesDep, PlatformDep
+from dashboard.urls import under_root, url_for
 
 router = APIRouter()
 
 
 def _safe_next(target: str | None) -> str:
-    """Only a path on this site: `next=https://evil.example` must not redirect away."""
+    """Only a path on this site: `next=https://evil.example` must not redirect away.
+
+    It is a path inside the app (no root path); the redirect puts the root path in front."""
     if not target:
         return "/"
     parts = urlsplit(target)
@@ -73,7 +76,7 @@ def login(
             status_code=401,
         )
     limiter.succeeded(*keys)
-    response = RedirectResponse(_safe_next(next), status_code=303)
+    response = RedirectResponse(under_root(request.scope, _safe_next(next)), status_code=303)
     auth.set_session_cookie(response, token, secure=_secure(platform))
     return response
 
@@ -85,7 +88,7 @@ def logout(
     """End this browser's session."""
     token = request.cookies.get(auth.SESSION_COOKIE, "")
     auth.log_out(platform=platform, token=token, operator=operator, address=address)
-    response = RedirectResponse("/login", status_code=303)
+    response = RedirectResponse(url_for(request, "login_form"), status_code=303)
     auth.clear_session_cookie(response, secure=_secure(platform))
     return response
 
@@ -131,7 +134,7 @@ def setup_submit(
             {"token": token, "error": error, "username": username},
             status_code=400,
         )
-    response = RedirectResponse("/", status_code=303)
+    response = RedirectResponse(url_for(request, "overview"), status_code=303)
     session_token = auth.start_browser_session(platform=platform, operator=username)
     auth.set_session_cookie(response, session_token, secure=_secure(platform))
     return response

@@ -7,8 +7,7 @@ from markdown_it import MarkdownIt
 from starlette.responses import Response
 
 from dashboard import views
-from dashboard.deps import OperatorDep, PagesDep, PlatformDep
-from webplatform.registry.model import RunnableKind
+from dashboard.deps import OperatorDep, PagesDep, PlatformDep, RunnableDep
 
 router = APIRouter()
 # `html` off: a skill's markdown cannot smuggle raw HTML (or script) into the page.
@@ -31,22 +30,12 @@ def registry_page(
 
 @router.get("/registry/{kind}/{name}")
 def tool_page(
-    request: Request,
-    platform: PlatformDep,
-    pages: PagesDep,
-    _operator: OperatorDep,
-    kind: str,
-    name: str,
+    request: Request, pages: PagesDep, _operator: OperatorDep, runnable: RunnableDep
 ) -> Response:
     """One tool or agent: its actions, argument tables, output schemas and call shapes."""
-    if kind not in ("tool", "agent"):
-        raise HTTPException(404, f"no registry section {kind!r}: use tool or agent")
-    runnable: RunnableKind = "agent" if kind == "agent" else "tool"
-    spec = platform.registry().runnable(runnable, name)
-    if spec is None:
-        raise HTTPException(404, f"no {kind} named {name!r}; the registry page lists them all")
+    kind = runnable.kind
     return pages.render(
-        request, "tool.html", {"kind": runnable, "tool": views.tool_view(runnable, spec)}
+        request, "tool.html", {"kind": kind, "tool": views.tool_view(kind, runnable.spec)}
     )
 
 

@@ -12,51 +12,43 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from dashboard import views
-from dashboard.deps import ActorDep, OperatorDep, PagesDep, PlatformDep
+from dashboard.deps import ActorDep, OperatorDep, PagesDep, PlatformDep, Runnable, RunnableDep
+from dashboard.urls import url_for
 from webplatform import gate
 from webplatform.answers import Status
-from webplatform.platform import Platform
-from webplatform.registry import ActionSpec, ToolSpec
-from webplatform.registry.model import RunnableKind
+from webplatform.registry import ActionSpec
 from webplatform.services import request_run
 from webplatform.validation import parse_text_args
 
 router = APIRouter()
 
 
-def _resolve(
-    platform: Platform, kind: str, name: str, action: str
-) -> tuple[RunnableKind, ToolSpec, ActionSpec]:
-    if kind not in ("tool", "agent"):
-        raise HTTPException(404, f"no registry section {kind!r}: use tool or agent")
-    runnable: RunnableKind = "agent" if kind == "agent" else "tool"
-    spec = platform.registry().runnable(runnable, name)
-    if spec is None:
-        raise HTTPException(404, f"no {kind} named {name!r}; the registry page lists them all")
-    act = spec.action(action)
+def _action(runnable: Runnable, action: str) -> ActionSpec:
+    act = runnable.spec.action(action)
     if act is None:
-        names = ", ".join(a.name for a in spec.actions)
-        raise HTTPException(404, f"{kind} {name!r} has no action {action!r}; actions: {names}")
-    return runnable, spec, act
+        names = ", ".join(a.name for a in runnable.spec.actions)
+        raise HTTPException(
+            404,
+            f"{runnable.kind} {runnable.spec.name!r} has no action {action!r}; actions: {names}",
+        )
+    return act
 
 
 @router.get("/run/{kind}/{name}/{action}")
 def run_form(
     request: Request,
-    platform: PlatformDep,
     pages: PagesDep,
     _operator: OperatorDep,
-    kind: str,
-    name: str,
+    runnable: RunnableDep,
     action: str,
 ) -> Response:
     """The form for one action, with defaults filled in."""
-    runnable, spec, act = _resolve(platform, kind, name, action)
+    act, spec = _action(runnable, action), runnable.spec
     return pages.render(
         request,
         "run.html",
         {
-            "kind": runnable,
+            "kind": runnable.kind,
             "tool": spec,
             "action": act,
             "fields": views.form_fields(act),
@@ -72,18 +64,17 @@ async def run_submit(
     platform: PlatformDep,
     pages: PagesDep,
     actor: ActorDep,
-    kind: str,
-    name: str,
+    runnable: RunnableDep,
     action: str,
 ) -> Response:
     """Validate; confirm first if irreversible; then run (or queue for the worker); show the job."""
-    runnable, spec, act = _resolve(platform, kind, name, action)
+    act, spec = _action(runnable, action), runnable.spec
     form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
     raw = views.raw_form_values(act, form)
     args, problems = parse_text_args(act, raw)
     irreversible = gate.is_irreversible(spec.name, act)
     context = {
-        "kind": runnable,
+        "kind": runnable.kind,
         "tool": spec,
         "action": act,
         "badge": gate.describe(spec.name, act),
@@ -113,7 +104,7 @@ async def run_submit(
     answer = await run_in_threadpool(
         request_run,
         platform=platform,
-        kind=runnable,
+        kind=runnable.kind,
         name=spec.name,
         action=act.name,
         args=args,
@@ -132,4 +123,4 @@ async def run_submit(
             },
             status_code=400,
         )
-    return RedirectResponse(f"/jobs/{answer.job}", status_code=303)
+    return RedirectResponse(url_for(request, "job_page", job_id=answer.job), status_code=303)

@@ -190,3 +190,21 @@ def test_the_approvals_page_cannot_be_framed(page: Page, server: Server, attacke
             buttons = 0
         assert buttons == 0
     assert any("frame-ancestors" in text or "X-Frame-Options" in text for text in refused), refused
+
+
+def test_a_refused_decision_answers_409_and_htmx_shows_why(page: Page, server: Server):
+    job_id = _queue_directly(server)
+    card = page.locator(f'article.card[data-job-id="{job_id}"]')
+    expect(card).to_be_visible(timeout=2500)
+    # A stale page: the digest it carries is not the call's. Changed and clicked in one
+    # script, so a poll of the queue cannot swap a fresh card in between.
+    stale = f"""() => {{
+        document.querySelector('#card-{job_id} input[name=digest]').value = '0'.repeat(64);
+        document.querySelector('#card-{job_id} button.approve').click();
+    }}"""
+    with page.expect_response(f"{server.url}/jobs/{job_id}/approve") as response:
+        page.evaluate(stale)
+    assert response.value.status == 409
+    expect(page.locator("#notice")).to_contain_text("review them again")
+    assert page.url == f"{server.url}/approvals"  # swapped in place, no navigation
+    expect(card).to_be_visible()  # still pending

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from dash_helpers import ORIGIN, add_operator, csrf, log_in, queue_send
 from fastapi.testclient import TestClient
 
@@ -105,7 +106,48 @@ def test_htmx_decision_returns_the_notice_and_refreshes_the_queue(platform, alic
         data={"csrf_token": csrf(alice), "digest": _job(platform, job_id).args_digest},
         headers={**ORIGIN, "HX-Request": "true"},
     )
-    assert again.status_code == 200 and "already approved by alice" in again.text
+    # The refusal tells htmx the truth too; base.html's responseHandling swaps it in.
+    assert again.status_code == 409 and "already approved by alice" in again.text
+    assert "<html" not in again.text and 'role="alert"' in again.text
+
+
+@pytest.mark.parametrize("htmx", [False, True], ids=["form", "htmx"])
+def test_every_refused_decision_answers_its_true_status(platform, alice, htmx):
+    extra = {"HX-Request": "true"} if htmx else {}
+
+    def post(job_id, verb, **form):
+        data = {"csrf_token": csrf(alice), "return_to": "approvals", **form}
+        return alice.post(f"/jobs/{job_id}/{verb}", data=data, headers={**ORIGIN, **extra})
+
+    def check(r, status, words):
+        assert r.status_code == status and words in r.text, (r.status_code, r.text[:300])
+        # htmx gets the notice block alone, a plain form post the whole page around it.
+        assert ("<html" in r.text) is not htmx
+
+    decided = queue_send(platform).job
+    assert post(decided, "deny").status_code == (200 if htmx else 303)
+    check(post(decided, "deny"), 409, "already denied by alice")
+    digest = _job(platform, decided).args_digest
+    check(post(decided, "approve", digest=digest), 409, "already denied by alice")
+
+    pending = queue_send(platform).job
+    check(post(pending, "approve", digest="0" * 64), 409, "review them again")
+    check(post(pending, "approve"), 422, "no digest")
+    assert _job(platform, pending).state.value == "pending_approval"
+
+    with session_scope(platform.engine) as session:
+        job = jobs.get_job(session=session, job_id=pending)
+        assert job is not None
+        job.expires_at = utcnow() - timedelta(seconds=1)
+        session.add(job)
+    check(post(pending, "approve", digest=digest), 409, "expired")
+
+    forged = alice.post(
+        f"/jobs/{queue_send(platform).job}/deny",
+        data={"csrf_token": "f" * 64},
+        headers={**ORIGIN, **extra},
+    )
+    assert forged.status_code == 403 and "CSRF" in forged.text
 
 
 def test_deny_with_a_reason_reaches_the_agent(platform, alice):

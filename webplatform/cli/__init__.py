@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--no-worker", action="store_true", help="do not embed a worker")
+    p.add_argument(
+        "--root-path", metavar="/PREFIX", help="path prefix a reverse proxy strips (AAT_ROOT_PATH)"
+    )
     add_common(p)
 
     p = sub.add_parser("mcp", help="the MCP bridge over stdio, for MCP clients")

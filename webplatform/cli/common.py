@@ -19,6 +19,8 @@ def settings_from(ns: argparse.Namespace) -> Settings:
         overrides["registry"] = ":".join(ns.registry)
     if getattr(ns, "db", None):
         overrides["db_url"] = ns.db
+    if getattr(ns, "root_path", None) is not None:
+        overrides["root_path"] = ns.root_path
     return get_settings(**overrides)
 
 
