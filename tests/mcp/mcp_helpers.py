@@ -45,8 +45,15 @@ def mcp_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def platform(mcp_settings: Settings) -> Iterator[Platform]:
-    """A platform on the test's own database and the example registry."""
+def platform(
+    mcp_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Platform]:
+    """A platform on the test's own database and the example registry.
+
+    The stdio bridge's workspace is the folder it was started in: here the test's `tmp_path`,
+    as a client started in a project folder would have it.
+    """
+    monkeypatch.chdir(tmp_path)
     plat = Platform(mcp_settings)
     yield plat
     plat.engine.dispose()
