@@ -111,7 +111,9 @@ def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
         return declared
     reads, writes = declared
     scratch = Path(tempfile.mkdtemp(prefix=f"aat-{tool.name}-"))
-    jail = Jail(scratch, env={"TMPDIR": str(scratch)})
+    # Tools learn their workspaces so they can say where they may write before they try.
+    env = {"TMPDIR": str(scratch), "AAT_WORKSPACES": ":".join(str(w) for w in workspaces)}
+    jail = Jail(scratch, env=env)
     if confined:
         jail.rules = {
             "read": [
