@@ -28,6 +28,7 @@ BASE_ENV_KEYS = {
     "AAT_HOME",
     "AAT_TOOL",
     "AAT_ACTION",
+    "AAT_WORKSPACES",  # the call's workspaces, so a tool can say where it may write
 }
 
 
