@@ -60,6 +60,22 @@ def pg_schema(server_url: str) -> Iterator[str]:
         admin.dispose()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def project_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Tests run from a project folder of their own, as a user would.
+
+    The caller's folder is a workspace (SPEC §14), and the checkout that holds aat's
+    installation may not be one: `aat mcp` or `aat run` started from it would refuse tools.
+    """
+    folder = tmp_path_factory.mktemp("project")
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield folder
+    finally:
+        os.chdir(before)
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """The database kind a test runs on: "sqlite" and "postgresql"."""

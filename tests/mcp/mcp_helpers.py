@@ -131,8 +131,8 @@ def later(delay_s: float, fn: Callable[[], None]) -> threading.Thread:
 
 @pytest.fixture
 def registry_root(tmp_path: Path) -> Path:
-    """An empty registry root the test fills with manifests."""
-    root = tmp_path / "registry"
+    """An empty registry root the test fills with manifests (beside the workspace `tmp_path`)."""
+    root = tmp_path.parent / f"{tmp_path.name}-registry"
     for sub in ("tools", "agents", "skills"):
         (root / sub).mkdir(parents=True)
     return root
