@@ -74,6 +74,8 @@ def create_app(
     app.state.platform = platform
     app.state.settings = settings
     app.state.pages = Pages(build_environment(), pending_count=lambda: pending_count(platform))
+    # Every page warns while the operator lets tools run unconfined (SPEC §14).
+    app.state.pages.env.globals["unconfined"] = settings.unconfined
     app.state.login_limiter = auth.LoginLimiter()
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     if mcp_app is not None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from pg_server import HOW_TO, throwaway_server
 from sqlalchemy import Engine, create_engine, make_url, text
+from workspaces import aat_home_beside
 
 from webplatform.config import Settings
 from webplatform.store import make_engine
@@ -59,6 +60,22 @@ def pg_schema(server_url: str) -> Iterator[str]:
         admin.dispose()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def project_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Tests run from a project folder of their own, as a user would.
+
+    The caller's folder is a workspace (SPEC §14), and the checkout that holds aat's
+    installation may not be one: `aat mcp` or `aat run` started from it would refuse tools.
+    """
+    folder = tmp_path_factory.mktemp("project")
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield folder
+    finally:
+        os.chdir(before)
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """The database kind a test runs on: "sqlite" and "postgresql"."""
@@ -67,22 +84,22 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Settings]:
-    """Settings with AAT_HOME in tmp_path and a database nobody else uses."""
-    home = tmp_path / "aat-home"
+    """Settings with their own AAT_HOME, `tmp_path` as workspace, a database nobody else uses."""
+    home = aat_home_beside(tmp_path)
     if backend == "sqlite":
-        yield Settings(home=home)
+        yield Settings(home=home, workspaces=str(tmp_path))
         return
     # Looked up only here, so a SQLite-only selection never starts a PostgreSQL server.
     server_url = str(request.getfixturevalue("pg_url"))
     with pg_schema(server_url) as url:
-        yield Settings(home=home, db_url=url)
+        yield Settings(home=home, db_url=url, workspaces=str(tmp_path))
 
 
 @pytest.fixture
 def pg_settings(pg_url: str, tmp_path: Path) -> Iterator[Settings]:
     """Settings on PostgreSQL only (for the several-hosts path), in a schema of its own."""
     with pg_schema(pg_url) as url:
-        yield Settings(home=tmp_path / "aat-home", db_url=url)
+        yield Settings(home=aat_home_beside(tmp_path), db_url=url, workspaces=str(tmp_path))
 
 
 @pytest.fixture

@@ -22,8 +22,12 @@ def env(tmp_path: Path) -> dict[str, str]:
 def aat(
     env: dict[str, str], *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
+    # Run from a project folder beside AAT_HOME: the caller's folder is the call's workspace,
+    # and a workspace may not contain AAT_HOME or aat's installation (SPEC §14).
+    work = Path(env["AAT_HOME"]).parent / "work"
+    work.mkdir(exist_ok=True)
     return subprocess.run(
-        [*AAT, *args], env=env, input=stdin, capture_output=True, text=True, timeout=60
+        [*AAT, *args], env=env, input=stdin, capture_output=True, text=True, timeout=60, cwd=work
     )
 
 
@@ -112,3 +116,21 @@ def test_home_and_database_are_private(env: dict[str, str], tmp_path: Path) -> N
     home = tmp_path / "home"
     assert home.stat().st_mode & 0o777 == 0o700
     assert (home / "aat.db").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("writes", ["$AAT_HOME", "${AAT_HOME}/..", "/"])
+def test_check_rejects_writes_that_reach_aat_home(
+    env: dict[str, str], tmp_path: Path, writes: str
+) -> None:
+    tool = tmp_path / "reg" / "tools" / "greedy"
+    tool.mkdir(parents=True)
+    (tool / "main.py").write_text("print('{}')\n")
+    (tool / "tool.yaml").write_text(
+        "name: greedy\ndescription: x\nversion: 0.1.0\nruntime: python\nentrypoint: main.py\n"
+        f"writes:\n  - {writes}\nactions:\n  - name: go\n"
+    )
+    done = aat(env, "check", "--registry", str(tmp_path / "reg"))
+    assert done.returncode == 1
+    error_lines = [line for line in done.stdout.splitlines() if line.startswith("error")]
+    assert len(error_lines) == 1, done.stdout
+    assert "tool.yaml:7" in error_lines[0] and "is or contains AAT_HOME" in error_lines[0]

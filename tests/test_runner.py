@@ -28,6 +28,7 @@ BASE_ENV_KEYS = {
     "AAT_HOME",
     "AAT_TOOL",
     "AAT_ACTION",
+    "AAT_WORKSPACES",  # the call's workspaces, so a tool can say where it may write
 }
 
 
@@ -54,6 +55,8 @@ def load_tool(folder: Path) -> ToolSpec:
         manifest_path=folder / "tool.yaml",
         secrets=tuple(raw.get("secrets") or ()),
         actions=actions,
+        reads=tuple(raw.get("reads") or ()),
+        writes=tuple(raw.get("writes") or ()),
     )
 
 
@@ -183,9 +186,11 @@ def test_secrets_reach_the_tool_only_when_given_and_declared(home: Path) -> None
 
 
 def test_caller_cwd_is_passed_as_aat_caller_cwd(home: Path, tmp_path: Path) -> None:
-    res = call("echo", "echo", home=home, caller_cwd=tmp_path)
+    work = tmp_path / "work"  # a folder of its own: a workspace may not contain AAT_HOME
+    work.mkdir()
+    res = call("echo", "echo", home=home, caller_cwd=work)
     assert res.result is not None
-    assert res.result["env"]["AAT_CALLER_CWD"] == str(tmp_path)
+    assert res.result["env"]["AAT_CALLER_CWD"] == str(work)
 
 
 # --- outcomes ------------------------------------------------------------------------------------
@@ -206,7 +211,7 @@ def test_hanging_tool_times_out_fast(home: Path) -> None:
 def test_grandchild_ignoring_sigterm_dies_with_the_timeout(home: Path) -> None:
     res = call("misbehave", "grandchild", home=home, timeout_s=1.0)
     assert res.outcome == "timed_out"
-    grandchild = int((home / "grandchild.pid").read_text())
+    grandchild = int((home / "pids" / "grandchild.pid").read_text())
     assert wait_dead(grandchild), f"grandchild {grandchild} survived the timeout"
 
 
@@ -216,7 +221,7 @@ def test_child_left_behind_does_not_hang_the_run_and_is_killed(home: Path) -> No
     assert time.monotonic() - started < 5
     assert res.outcome == "succeeded", res.error
     assert res.result == {"ok": True}
-    assert wait_dead(int((home / "stray.pid").read_text()))
+    assert wait_dead(int((home / "pids" / "stray.pid").read_text()))
 
 
 def test_crash_is_a_failure_with_the_stderr_tail(home: Path) -> None:

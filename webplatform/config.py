@@ -41,6 +41,12 @@ class Settings(BaseSettings):
     agent_token: str = ""
     retention_days: int = 30
     heartbeat_s: float = 2.0
+    # `:`-separated folders tools may read and write (SPEC §14), besides the caller's folder.
+    workspaces: str = ""
+    # The operator accepts running tools unconfined where Landlock is missing.
+    unconfined: bool = False
+    # Behave as if the kernel had no Landlock: only for testing the refusal above.
+    confine_pretend_unavailable: bool = False
 
     @field_validator("root_path")
     @classmethod

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from webplatform import jobs, leases, runner
+from webplatform import confine, jobs, leases, runner
 from webplatform.canonical import canonical_json
 from webplatform.config import Settings
 from webplatform.outcome import RunResult
@@ -78,6 +78,7 @@ def execute(
                 engine=engine, job_id=job_id, worker_id=worker_id, lease_s=settings.worker_lease_s
             ),
             tick_s=max(0.05, min(1.0, settings.worker_lease_s / 4)),
+            fence=confine.Fence.from_settings(settings),
             **extra,
         )
     except LeaseLost:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from webplatform import confine
 from webplatform.launch import build_argv, build_env
 from webplatform.outcome import RunResult, classify
 from webplatform.registry.model import ActionSpec, ToolSpec
@@ -45,6 +46,7 @@ def run(
     on_tick: Callable[[], None] | None = None,
     tick_s: float = 1.0,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    fence: confine.Fence | None = None,
 ) -> RunResult:
     """Run one action of a tool to completion and describe what happened.
 
@@ -53,14 +55,31 @@ def run(
     while the tool runs (a worker renews its lease there). If a callback raises, the process
     group is killed and the exception propagates: that is the caller's failure, not the tool's.
     `caller_cwd`, when given, reaches the tool as `AAT_CALLER_CWD` so it can resolve relative
-    paths the user typed (the tool's own cwd is its folder).
+    paths the user typed (the tool's own cwd is its folder), and is a workspace. The process is
+    confined (`webplatform.confine`) by `fence`, by default one that protects `home`.
     """
     argv = build_argv(tool, action, args)
     env = build_env(tool, action, home=home, secrets=secrets, caller_cwd=caller_cwd)
     limit = action.timeout_s or timeout_s or DEFAULT_TIMEOUT_S
     problem = _missing_program(tool, argv[0], env["PATH"])
-    if problem:
-        return _not_started(problem)
+    jail = problem or confine.lock(tool, fence or confine.Fence(home=home), caller_cwd)
+    if isinstance(jail, str):
+        return _not_started(jail)
+    with jail:
+        argv, env = jail.wrap(argv), {**env, **jail.env}
+        return _spawn(argv, env, tool, limit, on_start, on_tick, tick_s, max_output_bytes)
+
+
+def _spawn(
+    argv: list[str],
+    env: dict[str, str],
+    tool: ToolSpec,
+    limit: float,
+    on_start: Callable[[int], None] | None,
+    on_tick: Callable[[], None] | None,
+    tick_s: float,
+    max_output_bytes: int,
+) -> RunResult:
     started = time.monotonic()
     try:
         proc = subprocess.Popen(

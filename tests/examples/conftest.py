@@ -7,19 +7,20 @@ from typing import Any
 
 import pytest
 from example_support import RunExample, load_example
+from workspaces import aat_home_beside
 
-from webplatform import outcome, runner
+from webplatform import confine, outcome, runner
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    path = tmp_path / "aat-home"
+    path = aat_home_beside(tmp_path)
     path.mkdir()
     return path
 
 
 @pytest.fixture
-def run_example(home: Path) -> RunExample:
+def run_example(home: Path, tmp_path: Path) -> RunExample:
     """`run_example("xlsx", "read-sheet", {...})` -> RunResult; kind="agent" for agents."""
 
     def run(
@@ -33,6 +34,7 @@ def run_example(home: Path) -> RunExample:
         tool = load_example(kind, name)
         spec = tool.action(action)
         assert spec is not None, f"{name} has no action {action}"
-        return runner.run(tool, spec, args or {}, home=home, secrets={}, **kw)
+        fence = confine.Fence(home=home, workspaces=(str(tmp_path),))
+        return runner.run(tool, spec, args or {}, home=home, secrets={}, fence=fence, **kw)
 
     return run

@@ -49,4 +49,6 @@ def load_example(kind: str, name: str) -> ToolSpec:
         manifest_path=manifest,
         secrets=tuple(raw.get("secrets") or ()),
         actions=actions,
+        reads=tuple(raw.get("reads") or ()),
+        writes=tuple(raw.get("writes") or ()),
     )

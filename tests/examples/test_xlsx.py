@@ -7,7 +7,7 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-from example_support import RunExample
+from example_support import RunExample, load_example
 
 
 @pytest.fixture
@@ -145,3 +145,45 @@ def test_dump_saves_to_a_new_file_and_never_overwrites(
     assert again.outcome == "usage_error"
     assert again.error is not None and "already exists" in again.error
     assert target.read_bytes() == data
+
+
+@pytest.mark.parametrize("name", ["openpyxl.py", "evil.pth", ".bashrc", "run", "x.sh", "a.pyc"])
+def test_dump_refuses_names_that_could_be_imported_or_run(
+    run_example: RunExample, workbook: Path, tmp_path: Path, name: str
+) -> None:
+    res = run_example("xlsx", "dump", {"path": str(workbook), "save": str(tmp_path / name)})
+    assert res.outcome == "usage_error"
+    assert res.error is not None and ".txt or .md" in res.error
+    assert not (tmp_path / name).exists()
+
+
+def test_dump_saves_only_inside_a_workspace(
+    run_example: RunExample, workbook: Path, home: Path
+) -> None:
+    outside = home / "dump.txt"  # AAT_HOME is beside the workspace, not in it
+    res = run_example("xlsx", "dump", {"path": str(workbook), "save": str(outside)})
+    assert res.outcome == "usage_error"
+    assert res.error is not None and "only inside a workspace" in res.error
+    assert not outside.exists()
+
+
+def test_dump_never_saves_beside_code(
+    run_example: RunExample, workbook: Path, tmp_path: Path
+) -> None:
+    package = tmp_path / "package"
+    package.mkdir()
+    (package / "module.py").write_text("print('hi')\n")
+    res = run_example("xlsx", "dump", {"path": str(workbook), "save": str(package / "d.txt")})
+    assert res.outcome == "usage_error"
+    assert res.error is not None and "holds code" in res.error
+    assert not (package / "d.txt").exists()
+
+
+def test_dump_cannot_write_into_its_own_folder_even_past_its_checks(
+    run_example: RunExample, workbook: Path
+) -> None:
+    """The xlsx folder is not a workspace: the tool refuses, and Landlock would refuse anyway."""
+    own = load_example("tool", "xlsx").folder / "notes.txt"
+    res = run_example("xlsx", "dump", {"path": str(workbook), "save": str(own)})
+    assert res.outcome == "usage_error"
+    assert not own.exists()

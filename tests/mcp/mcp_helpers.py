@@ -45,8 +45,15 @@ def mcp_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def platform(mcp_settings: Settings) -> Iterator[Platform]:
-    """A platform on the test's own database and the example registry."""
+def platform(
+    mcp_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Platform]:
+    """A platform on the test's own database and the example registry.
+
+    The stdio bridge's workspace is the folder it was started in: here the test's `tmp_path`,
+    as a client started in a project folder would have it.
+    """
+    monkeypatch.chdir(tmp_path)
     plat = Platform(mcp_settings)
     yield plat
     plat.engine.dispose()
@@ -124,8 +131,8 @@ def later(delay_s: float, fn: Callable[[], None]) -> threading.Thread:
 
 @pytest.fixture
 def registry_root(tmp_path: Path) -> Path:
-    """An empty registry root the test fills with manifests."""
-    root = tmp_path / "registry"
+    """An empty registry root the test fills with manifests (beside the workspace `tmp_path`)."""
+    root = tmp_path.parent / f"{tmp_path.name}-registry"
     for sub in ("tools", "agents", "skills"):
         (root / sub).mkdir(parents=True)
     return root

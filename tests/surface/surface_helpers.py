@@ -47,8 +47,11 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    """A private copy of the example registry, with its chat_surface.yaml, to edit freely."""
-    target = tmp_path / "registry"
+    """A private copy of the example registry, with its chat_surface.yaml, to edit freely.
+
+    It lies beside `tmp_path`, the test's workspace: a workspace may not overlap a registry.
+    """
+    target = tmp_path.parent / f"{tmp_path.name}-registry"
     shutil.copytree(EXAMPLES_ROOT, target, ignore=shutil.ignore_patterns("__pycache__"))
     return target
 

@@ -11,9 +11,22 @@ from typing import Any
 from webplatform.registry.actions import ActionCheck
 from webplatform.registry.checks import Collector, Where, did_you_mean
 from webplatform.registry.model import RUNTIMES, ManifestError, RunnableKind, Runtime, ToolSpec
+from webplatform.registry.paths import expand, write_problem
 from webplatform.registry.yamldoc import YamlProblem, parse_yaml
 
-MANIFEST_KEYS = ("name", "description", "version", "runtime", "entrypoint", "secrets", "actions")
+MANIFEST_KEYS = (
+    "name",
+    "description",
+    "version",
+    "runtime",
+    "entrypoint",
+    "secrets",
+    "actions",
+    "reads",
+    "writes",
+)
+# Stands in for AAT_HOME while a manifest is checked: which folder it is depends on settings.
+_SOME_HOME = Path("/AAT_HOME")
 SECRET_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -69,6 +82,8 @@ class _ManifestCheck(ActionCheck):
         runtime = self.runtime(data)
         entrypoint, ep_path = self.entrypoint(data, folder, runtime)
         secrets = self.secrets(data)
+        reads = self.paths(data, "reads", folder)
+        writes = self.paths(data, "writes", folder)
         actions = self.actions(data, name or folder.name)
         if self.errors or not (name and description and runtime and entrypoint):
             return None, ep_path
@@ -83,6 +98,8 @@ class _ManifestCheck(ActionCheck):
             self.path,
             secrets,
             actions,
+            reads,
+            writes,
         )
         return spec, ep_path
 
@@ -170,3 +187,32 @@ class _ManifestCheck(ActionCheck):
             else:
                 names.append(item)
         return tuple(names)
+
+    def paths(self, data: dict[Any, Any], key: str, folder: Path) -> tuple[str, ...]:
+        """`reads:` or `writes:`, absolute once expanded; `writes:` keeps clear of aat itself."""
+        raw = data.get(key)
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            self.fail(f"`{key}` must be a list of paths, e.g. `{key}: [$AAT_HOME/outbox]`", (key,))
+            return ()
+        found: list[str] = []
+        for i, item in enumerate(raw):
+            if not isinstance(item, str) or not item.strip():
+                self.fail(f"{key} entry {item!r} must be a path in quotes", (key, i))
+                continue
+            try:
+                path = expand(item, home=_SOME_HOME)
+            except ValueError as exc:
+                self.fail(f"`{key}`: {exc}", (key, i))
+                continue
+            # The folder holding tools/NAME is this tool's registry root.
+            roots = [folder.resolve().parent.parent]
+            problem = key == "writes" and write_problem(
+                path, home=_SOME_HOME, registry_roots=roots, what=f"`{key}: {item}`"
+            )
+            if problem:
+                self.fail(problem, (key, i))
+                continue
+            found.append(item)
+        return tuple(found)

@@ -60,6 +60,9 @@ class ToolSpec:
     manifest_path: Path
     secrets: tuple[str, ...] = ()
     actions: tuple[ActionSpec, ...] = ()
+    # Paths as written in the manifest (`$AAT_HOME`, `~` expanded when the tool runs).
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
     def action(self, name: str) -> ActionSpec | None:
         """The action called exactly `name`, or None."""

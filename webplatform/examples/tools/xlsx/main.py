@@ -5,6 +5,8 @@ Prints one JSON object; exit 0 ok, 2 for a call that needs fixing (missing file,
 extension, unknown sheet), 1 when the workbook itself cannot be read.
 Relative paths are resolved against AAT_CALLER_CWD (the caller's directory): the tool's own
 working directory is its folder, which is never what the user meant.
+`dump --save` writes a new .txt/.md file only inside a workspace (AAT_WORKSPACES, set by aat),
+never into a folder that holds code, and never under a name that could be imported or run.
 """
 
 import argparse
@@ -15,6 +17,10 @@ import sys
 from pathlib import Path
 
 EXTENSIONS = (".xlsx", ".xlsm")
+# Text only: any other name (.py, .pth, .sh, no suffix, ...) could be imported or executed.
+SAVE_SUFFIXES = (".txt", ".md")
+CODE_MARKERS = ("tool.yaml", "agent.yaml", "pyproject.toml", "setup.py", "package.json")
+CODE_SUFFIXES = (".py", ".pth", ".pyc", ".so", ".js", ".sh")
 
 
 class UsageError(Exception):
@@ -130,9 +136,33 @@ def as_text(value):
     return "" if value is None else str(value)
 
 
+def save_path(raw):
+    """Where `--save` may write: a new text file in a workspace, away from any code."""
+    path = resolve(raw)
+    name = path.name
+    if name.startswith(".") or path.suffix.lower() not in SAVE_SUFFIXES:
+        raise UsageError(
+            f"--save {name!r}: a dump is saved only as a .txt or .md file (not hidden, not a "
+            "name that could be imported or run); choose a name like dump.txt"
+        )
+    folder = path.parent.resolve()
+    workspaces = [Path(w).resolve() for w in os.environ.get("AAT_WORKSPACES", "").split(":") if w]
+    if not any(folder == w or folder.is_relative_to(w) for w in workspaces):
+        where = ", ".join(map(str, workspaces)) or "none: set AAT_WORKSPACES or run from a project"
+        raise UsageError(f"--save {path}: dumps are saved only inside a workspace ({where})")
+    if folder.is_dir() and any(
+        entry.name in CODE_MARKERS or entry.suffix.lower() in CODE_SUFFIXES
+        for entry in folder.iterdir()
+    ):
+        raise UsageError(
+            f"--save {path}: {folder} holds code; save the dump in a folder of its own"
+        )
+    return folder / name
+
+
 def dump(args):
     path = workbook_path(args.path)
-    save = resolve(args.save) if args.save else None
+    save = save_path(args.save) if args.save else None
     wb = open_workbook(path)
     parts, truncated = [], False
     for ws in wb.worksheets:

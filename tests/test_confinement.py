@@ -1,0 +1,183 @@
+"""Tools cannot reach aat (SPEC §14): real confined subprocesses, real jobs, real refusals."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import openpyxl
+import pytest
+from workspaces import aat_home_beside
+
+from webplatform import confine
+from webplatform.answers import Answer, Status
+from webplatform.config import Settings
+from webplatform.platform import Actor, Platform
+from webplatform.services import request_run
+from webplatform.store.models import Surface
+
+TESTS = Path(__file__).resolve().parent
+AGENT = Actor(surface=Surface.mcp_stdio, client="test-agent")
+SITE_PACKAGES = Path(openpyxl.__file__).resolve().parents[1]
+USER_HOME = Path(pwd.getpwuid(os.getuid()).pw_dir)
+
+
+@pytest.fixture
+def platform(tmp_path: Path) -> Iterator[Platform]:
+    """The test registry (tests/tools), a SQLite database in AAT_HOME, `tmp_path` as workspace."""
+    settings = Settings(
+        home=aat_home_beside(tmp_path), registry=str(TESTS), workspaces=str(tmp_path)
+    )
+    plat = Platform(settings)
+    # What aat keeps beside its database: keys and settings files (stand-ins, same place).
+    (settings.home / "signing.key").write_text("not-for-tools")
+    (settings.home / "settings.toml").write_text("secret = 'not-for-tools'\n")
+    yield plat
+    plat.engine.dispose()
+
+
+def escape(platform: Platform, action: str, **args: str) -> Answer:
+    return request_run(
+        platform=platform,
+        kind="tool",
+        name="escape",
+        action=action,
+        args=args,
+        actor=AGENT,
+        confirmed=False,
+    )
+
+
+def targets(platform: Platform) -> dict[str, Path]:
+    home = platform.settings.home
+    ssh = USER_HOME / ".ssh"
+    ssh.mkdir(mode=0o700, exist_ok=True)  # the folder must exist for the refusal to be the OS's
+    return {
+        "database": home / "aat.db",
+        "key": home / "signing.key",
+        "settings": home / "settings.toml",
+        "registry file": TESTS / "tools" / "echo" / "tool.yaml",
+        "AAT_HOME itself": home,
+        "~/.ssh": ssh,
+        "~/.ssh/authorized_keys": ssh / "authorized_keys",
+        "a .pth in site-packages": SITE_PACKAGES / "aat-escape-probe.pth",
+    }
+
+
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_a_tool_gets_the_os_refusal_for_everything_of_aats(platform: Platform, mode: str) -> None:
+    for what, asked in targets(platform).items():
+        # A folder is written by planting a new file in it.
+        target = asked / "escape-probe" if mode == "write" and asked.is_dir() else asked
+        existed = target.exists()
+        before = target.read_bytes() if target.is_file() else None
+        try:
+            answer = escape(platform, "probe", target=str(asked), mode=mode)
+        finally:
+            if not existed and target.exists():  # only if confinement failed: clean up
+                target.unlink()
+        if mode == "read" and not existed:
+            continue  # nothing to read: the write probe is the one that matters
+        assert answer.status is Status.failed, f"{what}: {answer}"
+        # The job records the operating system's refusal, not a message of the tool's own.
+        assert answer.error is not None and "Permission denied" in answer.error, what
+        assert str(target) in answer.error, what
+        assert target.exists() == existed, what
+        if before is not None:
+            assert target.read_bytes() == before, what
+
+
+def test_reading_installed_libraries_is_allowed(platform: Platform) -> None:
+    answer = escape(
+        platform, "probe", target=str(SITE_PACKAGES / "openpyxl" / "__init__.py"), mode="read"
+    )
+    assert answer.status is Status.succeeded, answer
+
+
+def test_the_payload_of_the_attack_cannot_open_the_database(platform: Platform) -> None:
+    answer = escape(platform, "approve-all")
+    assert answer.status is Status.failed
+    assert answer.error is not None and "unable to open database file" in answer.error
+
+
+def test_a_tool_writes_its_tmpdir_and_a_workspace(platform: Platform, tmp_path: Path) -> None:
+    target = tmp_path / "out.txt"
+    answer = escape(platform, "scratch", **{"workspace-file": str(target)})
+    assert answer.status is Status.succeeded, answer
+    assert answer.result is not None
+    assert answer.result["tmp"] == "scratch" and answer.result["workspace"] == "workspace"
+    assert target.read_text() == "workspace"
+    scratch = Path(answer.result["tmpdir"])
+    assert scratch != Path("/tmp") and not scratch.exists()  # fresh per job, removed afterwards
+
+
+def test_a_folder_outside_every_workspace_is_refused(platform: Platform, tmp_path: Path) -> None:
+    elsewhere = aat_home_beside(tmp_path).parent / f"{tmp_path.name}-elsewhere"
+    elsewhere.mkdir()
+    answer = escape(platform, "scratch", **{"workspace-file": str(elsewhere / "out.txt")})
+    assert answer.status is Status.failed
+    assert answer.error is not None and "Permission denied" in answer.error
+    assert not (elsewhere / "out.txt").exists()
+
+
+def test_a_workspace_that_contains_aat_home_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "aat-home"
+    settings = Settings(home=home, registry=str(TESTS), workspaces=str(tmp_path))
+    plat = Platform(settings)
+    try:
+        answer = escape(plat, "scratch", **{"workspace-file": str(tmp_path / "x.txt")})
+    finally:
+        plat.engine.dispose()
+    assert answer.status is Status.failed
+    assert answer.error == (
+        f"workspace {tmp_path} contains AAT_HOME or aat's database ({home.resolve()}); "
+        "work from a project folder, or set AAT_WORKSPACES to folders outside it"
+    )
+    assert not (tmp_path / "x.txt").exists()
+
+
+@pytest.mark.parametrize("folder", ["registry", "installation"])
+def test_a_workspace_over_the_registry_or_the_installation_is_refused(
+    tmp_path: Path, folder: str
+) -> None:
+    fence = confine.Fence(home=aat_home_beside(tmp_path), registry_roots=(TESTS,))
+    where = TESTS / "tools" if folder == "registry" else Path(sys.prefix)
+    problem = confine.workspace_problem(fence, where.resolve())
+    assert problem is not None and f"workspace {where.resolve()} overlaps" in problem
+
+
+def test_without_landlock_tools_are_refused_unless_the_operator_accepts(tmp_path: Path) -> None:
+    settings = Settings(
+        home=aat_home_beside(tmp_path),
+        registry=str(TESTS),
+        workspaces=str(tmp_path),
+        confine_pretend_unavailable=True,
+    )
+    plat = Platform(settings)
+    try:
+        refused = escape(plat, "scratch", **{"workspace-file": str(tmp_path / "a.txt")})
+        plat.settings = settings.model_copy(update={"unconfined": True})
+        accepted = escape(plat, "probe", target=str(settings.home / "aat.db"), mode="read")
+    finally:
+        plat.engine.dispose()
+    assert refused.status is Status.failed and refused.error == confine.UNAVAILABLE
+    assert not (tmp_path / "a.txt").exists()
+    # Unconfined, the same probe that is refused above reads aat's database: what the operator
+    # accepted with AAT_UNCONFINED=1.
+    assert accepted.status is Status.succeeded, accepted
+
+
+def test_the_launcher_refuses_to_run_a_tool_it_could_not_confine(tmp_path: Path) -> None:
+    """Rules the kernel rejects mean no run at all, never an unconfined one."""
+    marker = tmp_path / "ran"
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(confine.jail.LAUNCHER), "not json", "--", "true"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode != 0 and not marker.exists()

@@ -1,0 +1,178 @@
+"""A jail for one tool run: its scratch folder, its Landlock rules, the launcher argv.
+
+The server process is multi-threaded, so nothing is done between fork and exec in it
+(no `preexec_fn`): the runner spawns `python -I -S landlock.py RULES -- ARGV...` instead,
+which confines itself and then execs the tool's real argv.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from webplatform.confine import landlock
+from webplatform.confine.fence import Fence, workspaces_for
+from webplatform.registry.model import ToolSpec
+from webplatform.registry.paths import expand, interpreter_prefixes, write_problem
+
+LAUNCHER = Path(landlock.__file__).resolve()
+# Read-only system paths a runtime needs. /etc is listed file by file: it can hold secrets.
+SYSTEM_READS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/opt",
+    "/etc/alternatives",
+    "/etc/ca-certificates",
+    "/etc/ssl",
+    "/etc/pki",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/locale.alias",
+    "/etc/mime.types",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/resolv.conf",
+    "/etc/gai.conf",
+    "/etc/os-release",
+    "/proc/self",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/sys/devices/system/cpu",
+    "/dev/urandom",
+    "/dev/random",
+)
+DEVICE_WRITES = ("/dev/null", "/dev/zero", "/dev/full")
+
+UNAVAILABLE = (
+    "tools are not run: this kernel has no Landlock to confine them (needs Linux 5.13+ with "
+    "Landlock enabled); to run them unconfined anyway, the operator sets AAT_UNCONFINED=1"
+)
+
+
+@dataclass
+class Jail:
+    """How one run is confined: argv prefix, environment additions, and its scratch folder.
+
+    Use it as a context manager: leaving it removes the scratch folder.
+    """
+
+    scratch: Path
+    rules: dict[str, list[str]] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The argv that confines the process, then runs `argv` (unchanged when unconfined)."""
+        if self.rules is None:
+            return argv
+        rules = json.dumps(self.rules, ensure_ascii=False)
+        return [sys.executable, "-I", "-S", str(LAUNCHER), rules, "--", *argv]
+
+    def __enter__(self) -> Jail:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def available(fence: Fence) -> bool:
+    """Whether tools can be confined here."""
+    return not fence.pretend_unavailable and landlock.abi_version() >= 1
+
+
+def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
+    """The jail for one run of `tool`, or a one-line reason it must not run at all."""
+    confined = available(fence)
+    if not confined and not fence.unconfined:
+        return UNAVAILABLE
+    workspaces = workspaces_for(fence, caller_cwd)
+    if isinstance(workspaces, str):
+        return workspaces
+    declared = _declared(tool, fence)
+    if isinstance(declared, str):
+        return declared
+    reads, writes = declared
+    scratch = Path(tempfile.mkdtemp(prefix=f"aat-{tool.name}-"))
+    # Tools learn their workspaces so they can say where they may write before they try.
+    env = {"TMPDIR": str(scratch), "AAT_WORKSPACES": ":".join(str(w) for w in workspaces)}
+    jail = Jail(scratch, env=env)
+    if confined:
+        jail.rules = {
+            "read": [
+                *SYSTEM_READS,
+                *(str(p) for p in interpreter_prefixes()),
+                str(Path(sys.executable).resolve().parent),
+                str(tool.folder.resolve()),
+                *(str(p) for p in reads),
+            ],
+            "write": [str(scratch), *(str(p) for p in [*workspaces, *writes]), *DEVICE_WRITES],
+        }
+        exposed = _exposed(jail.rules, fence)
+        if exposed:
+            jail.__exit__(None, None, None)
+            return exposed
+    return jail
+
+
+def _exposed(rules: dict[str, list[str]], fence: Fence) -> str | None:
+    """A last check that no rule reaches aat's own state (say, AAT_HOME under /opt)."""
+    for rule in (*rules["read"], *rules["write"]):
+        path = Path(rule).resolve()
+        for secret in fence.secret_paths:
+            if secret.is_relative_to(path):
+                return (
+                    f"aat's own state ({secret}) lies inside {path}, which tools may read; "
+                    "move AAT_HOME (and the database) to a folder of its own"
+                )
+    return None
+
+
+def _declared(tool: ToolSpec, fence: Fence) -> tuple[list[Path], list[Path]] | str:
+    """The manifest's `reads:` and `writes:`, expanded and checked against this host's fence."""
+    home = fence.home.expanduser().resolve()
+    reads: list[Path] = []
+    writes: list[Path] = []
+    for raws, into in ((tool.reads, reads), (tool.writes, writes)):
+        key = "writes" if into is writes else "reads"
+        for raw in raws:
+            try:
+                path = expand(raw, home=home)
+            except ValueError as exc:
+                return f"{tool.name}: `{key}`: {exc}"
+            problem = _declared_problem(path, key, raw, fence, home)
+            if problem:
+                return f"{tool.name}: {problem}; fix {tool.manifest_path.name}"
+            if key == "writes" and not path.exists():
+                path.mkdir(parents=True, exist_ok=True)  # Landlock rules need the folder
+            into.append(path)
+    return reads, writes
+
+
+def _declared_problem(path: Path, key: str, raw: str, fence: Fence, home: Path) -> str | None:
+    what = f"`{key}: {raw}`"
+    for secret in fence.secret_paths:
+        if secret.is_relative_to(path):
+            return f"{what} is or contains aat's own state ({secret})"
+    if path.is_relative_to(home) and path.exists() and not path.is_dir():
+        return f"{what} is one of aat's own files in AAT_HOME; name a folder of its own there"
+    if key == "writes":
+        return write_problem(path, home=home, registry_roots=fence.registry_roots, what=what)
+    return None
