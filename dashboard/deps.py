@@ -10,7 +10,9 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
+from dashboard.auth import LoginLimiter
 from dashboard.data import JobFilters, parse_filters
+from dashboard.passkeys import RelyingParty, relying_party
 from dashboard.render import Pages
 from webplatform.platform import Actor, Platform
 from webplatform.store.models import Surface
@@ -41,6 +43,17 @@ def client_address(request: Request) -> str | None:
     return request.client.host if request.client else None
 
 
+def get_relying_party(request: Request) -> RelyingParty:
+    """Where the browser is, for WebAuthn (the Host header was checked by the guard)."""
+    return relying_party(request.url.scheme, request.headers.get("host", ""))
+
+
+def get_limiter(request: Request) -> LoginLimiter:
+    """The login throttle, shared by passwords typed to approve."""
+    limiter: LoginLimiter = request.app.state.login_limiter
+    return limiter
+
+
 def job_filters(
     state: str | None = None,
     tool: str | None = None,
@@ -67,3 +80,5 @@ OperatorDep = Annotated[str, Depends(current_operator)]
 AddressDep = Annotated[str | None, Depends(client_address)]
 ActorDep = Annotated[Actor, Depends(dashboard_actor)]
 FiltersDep = Annotated[JobFilters, Depends(job_filters)]
+RelyingPartyDep = Annotated[RelyingParty, Depends(get_relying_party)]
+LimiterDep = Annotated[LoginLimiter, Depends(get_limiter)]

@@ -2,7 +2,17 @@
 
 from fastapi import APIRouter
 
-from dashboard.routes import approvals, exports, health, jobs, login, overview, registry, run
+from dashboard.routes import (
+    account,
+    approvals,
+    exports,
+    health,
+    jobs,
+    login,
+    overview,
+    registry,
+    run,
+)
 
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
@@ -13,4 +23,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     exports.router,
     jobs.router,
     approvals.router,
+    account.router,
 )

@@ -12,12 +12,22 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
-from dashboard import data
-from dashboard.deps import ActorDep, AddressDep, FiltersDep, OperatorDep, PagesDep, PlatformDep
+from dashboard import data, stepup
+from dashboard.deps import (
+    ActorDep,
+    AddressDep,
+    FiltersDep,
+    LimiterDep,
+    OperatorDep,
+    PagesDep,
+    PlatformDep,
+    RelyingPartyDep,
+)
 from dashboard.render import Pages, is_htmx
 from dashboard.routes.approvals import render_queue
 from webplatform import decisions, jobs
 from webplatform.platform import Platform
+from webplatform.stepup import StepUpMismatch
 from webplatform.store.models import JobState, Surface
 
 router = APIRouter()
@@ -73,6 +83,7 @@ def render_job(
         {
             "d": detail,
             "job": detail.job,
+            "has_passkey": stepup.has_passkey(platform, getattr(request.state, "operator", "")),
             "message": message,
             "error": error,
         },
@@ -115,10 +126,13 @@ async def _decide(
     call: object,
     return_to: str,
 ) -> Response:
+    status = 409
     try:
         await run_in_threadpool(call)  # type: ignore[arg-type]
     except jobs.JobNotFound:
         raise HTTPException(404, f"no job {job_id}: it never existed or was pruned") from None
+    except (stepup.StepUpRefused, StepUpMismatch) as exc:
+        error, status = str(exc), 403
     except jobs.StaleState as exc:
         # Expiry may have been recorded by a sweep just before the click: same message.
         error = _expired(job_id) if exc.actual is JobState.expired else str(exc)
@@ -149,9 +163,9 @@ async def _decide(
             pages,
             error=error,
             block="notice",
-            status_code=200 if is_htmx(request) else 409,
+            status_code=200 if is_htmx(request) else status,
         )
-    return render_job(request, platform, pages, job_id, error=error, status_code=409)
+    return render_job(request, platform, pages, job_id, error=error, status_code=status)
 
 
 @router.post("/jobs/{job_id}/approve")
@@ -161,15 +175,36 @@ async def approve(
     pages: PagesDep,
     operator: OperatorDep,
     address: AddressDep,
+    limiter: LimiterDep,
+    rp: RelyingPartyDep,
     job_id: int,
     digest: Annotated[str, Form()] = "",
     return_to: Annotated[str, Form()] = "job",
+    password: Annotated[str, Form()] = "",
+    passkey: Annotated[str, Form()] = "",
 ) -> Response:
-    """Approve exactly the call whose digest the page showed."""
+    """Approve exactly the call whose digest the page showed, with a fresh step-up (the
+    operator's password typed in the card, or a passkey assertion bound to this digest)."""
 
     def call() -> None:
+        step_up = stepup.verify(
+            platform=platform,
+            limiter=limiter,
+            rp=rp,
+            operator=operator,
+            proof=stepup.Proof(password=password, passkey=passkey),
+            purpose="approve",
+            digest=digest,
+            job_id=job_id,
+            address=address,
+        )
         decisions.approve(
-            platform=platform, job_id=job_id, operator=operator, digest=digest, address=address
+            platform=platform,
+            job_id=job_id,
+            operator=operator,
+            digest=digest,
+            address=address,
+            step_up=step_up,
         )
 
     return await _decide(request, platform, pages, job_id, "approved", call, return_to)

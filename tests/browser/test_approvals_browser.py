@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from browser_helpers import REBOUND_HOST, Attacker, Server, serve_env
+from browser_helpers import PASSWORD, REBOUND_HOST, Attacker, Server, serve_env
 from mcp import Client
 from playwright.sync_api import Browser, Page, expect
 
@@ -76,6 +76,7 @@ def test_mcp_request_appears_live_and_approve_runs_it_once(page: Page, server: S
     expect(page).to_have_title(re.compile(r"^\(1\) Approvals"))
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT), full_page=True)
+    card.locator("input[name=password]").fill(PASSWORD)  # the step-up approving needs
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator("#notice")).to_contain_text(f"Approved job {job_id}.")
     answer = call.answer()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dash_helpers import ORIGIN, add_operator, csrf, log_in, queue_send
+from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf, log_in, queue_send
 from fastapi.testclient import TestClient
 
 from webplatform import jobs
@@ -24,6 +24,7 @@ def _job(platform, job_id):
 def _approve(client, platform, job_id, **extra):
     form = {
         "csrf_token": csrf(client),
+        "password": PASSWORD,
         "digest": _job(platform, job_id).args_digest,
         "return_to": "approvals",
         **extra,
@@ -77,7 +78,11 @@ def test_two_operators_one_wins_the_other_is_told(app, platform, alice):
     with TestClient(app, base_url="http://127.0.0.1:8000", follow_redirects=False) as bob:
         log_in(bob, "bob")
         job_id = queue_send(platform).job
-        bob_form = {"csrf_token": csrf(bob), "digest": _job(platform, job_id).args_digest}
+        bob_form = {
+            "csrf_token": csrf(bob),
+            "password": PASSWORD,
+            "digest": _job(platform, job_id).args_digest,
+        }
         assert _approve(alice, platform, job_id).status_code == 303
         r = bob.post(
             f"/jobs/{job_id}/approve", data={**bob_form, "return_to": "job"}, headers=ORIGIN
@@ -93,6 +98,7 @@ def test_htmx_decision_returns_the_notice_and_refreshes_the_queue(platform, alic
         f"/jobs/{job_id}/approve",
         data={
             "csrf_token": csrf(alice),
+            "password": PASSWORD,
             "digest": _job(platform, job_id).args_digest,
             "return_to": "approvals",
         },
@@ -102,7 +108,11 @@ def test_htmx_decision_returns_the_notice_and_refreshes_the_queue(platform, alic
     assert r.headers["hx-trigger"] == "queue-changed"
     again = alice.post(
         f"/jobs/{job_id}/approve",
-        data={"csrf_token": csrf(alice), "digest": _job(platform, job_id).args_digest},
+        data={
+            "csrf_token": csrf(alice),
+            "password": PASSWORD,
+            "digest": _job(platform, job_id).args_digest,
+        },
         headers={**ORIGIN, "HX-Request": "true"},
     )
     assert again.status_code == 200 and "already approved by alice" in again.text
@@ -139,7 +149,7 @@ def test_approve_after_expiry_is_a_clear_refusal(settings, platform, alice):
     r = alice.post(
         f"/jobs/{job_id}/approve",
         headers=ORIGIN,
-        data={"csrf_token": token, "digest": page_digest, "return_to": "job"},
+        data={"csrf_token": token, "password": PASSWORD, "digest": page_digest, "return_to": "job"},
     )
     assert r.status_code == 409
     assert "expired" in r.text and "will not run" in r.text
@@ -152,7 +162,12 @@ def test_approve_with_another_digest_is_refused(platform, alice):
     r = alice.post(
         f"/jobs/{job_id}/approve",
         headers=ORIGIN,
-        data={"csrf_token": csrf(alice), "digest": "0" * 64, "return_to": "job"},
+        data={
+            "csrf_token": csrf(alice),
+            "password": PASSWORD,
+            "digest": "0" * 64,
+            "return_to": "job",
+        },
     )
     assert r.status_code == 409 and "review them again" in r.text
     assert _job(platform, job_id).state.value == "pending_approval"
@@ -162,7 +177,9 @@ def test_unknown_job_is_a_404_page(alice):
     r = alice.get("/jobs/999999")
     assert r.status_code == 404 and "no job 999999" in r.text and "<html" in r.text
     r = alice.post(
-        "/jobs/999999/approve", headers=ORIGIN, data={"csrf_token": csrf(alice), "digest": "x"}
+        "/jobs/999999/approve",
+        headers=ORIGIN,
+        data={"csrf_token": csrf(alice), "password": PASSWORD, "digest": "x"},
     )
     assert r.status_code == 404
     assert alice.get("/jobs/not-a-number").status_code == 400
