@@ -62,7 +62,7 @@ def test_irreversible_run_needs_the_confirm_step_and_records_the_operator(alice,
     for refused in [{}, {"password": "not the password"}]:
         r = _post_run(alice, path, fields, confirm="yes", **refused)
         assert r.status_code == 403 and "password" in r.text and "Confirm and run" in r.text
-        with platform.session() as session:
+        with session_scope(platform.engine) as session:
             assert jobs.list_jobs(session=session) == []
     r = _post_run(alice, path, fields, confirm="yes", password=PASSWORD)
     assert r.status_code == 303

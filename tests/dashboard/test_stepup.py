@@ -11,18 +11,19 @@ from stepup_helpers import job_step_up
 
 from webplatform import decisions, jobs
 from webplatform.stepup import StepUpMismatch
+from webplatform.store.engine import session_scope
 from webplatform.store.models import AuditEvent, JobState
 
 
 def _job(platform, job_id):
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         assert job is not None
         return job
 
 
 def _events(platform, job_id):
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         return list(session.exec(select(AuditEvent).where(AuditEvent.job_id == job_id)).all())
 
 
