@@ -37,6 +37,7 @@ from dashboard.security import csrf_token_for
 
 TITLE = "approval latency: Approve POST -> tool started -> MCP result (SQLite, one host)"
 ROUNDS = 25
+PASSWORD = "bench-password-1"
 
 
 def pending_job(db: Path, after: int) -> tuple[int, str] | None:
@@ -53,7 +54,7 @@ def pending_job(db: Path, after: int) -> tuple[int, str] | None:
 def login(base: str) -> httpx.Client:
     """An httpx client logged in as the bench operator, sending Origin like a browser."""
     http = httpx.Client(base_url=base, headers={"Origin": base}, timeout=30)
-    answer = http.post("/login", data={"username": "bench", "password": "bench-password-1"})
+    answer = http.post("/login", data={"username": "bench", "password": PASSWORD})
     assert answer.status_code in (200, 303), answer.text[:300]
     assert http.cookies.get(SESSION_COOKIE), "login set no session cookie"
     return http
@@ -62,7 +63,7 @@ def login(base: str) -> httpx.Client:
 async def measure(report: Report) -> None:
     """Run B3 and add its rows to `report`."""
     with temp_home("b3") as home:
-        add_operator(home, "bench", "bench-password-1")
+        add_operator(home, "bench", PASSWORD)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         env = aat_env(home, AAT_REGISTRY=str(BENCH_REGISTRY), AAT_DASHBOARD_URL=base)
@@ -132,7 +133,13 @@ async def _rounds(
                 last = job_id
                 await anyio.sleep(0.3)  # let the bridge settle into its wait
                 posted = time.time()
-                form = {"digest": digest, "csrf_token": csrf, "return_to": "job"}
+                # The card's password step-up: approving needs it, besides the session.
+                form = {
+                    "digest": digest,
+                    "csrf_token": csrf,
+                    "return_to": "job",
+                    "password": PASSWORD,
+                }
                 answer = await anyio.to_thread.run_sync(
                     partial(http.post, f"/jobs/{job_id}/approve", data=form)
                 )

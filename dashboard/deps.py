@@ -11,7 +11,9 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
+from dashboard.auth import LoginLimiter
 from dashboard.data import JobFilters, parse_filters
+from dashboard.passkeys import RelyingParty, relying_party
 from dashboard.render import Pages
 from webplatform.platform import Actor, Platform
 from webplatform.registry import ToolSpec
@@ -51,6 +53,17 @@ def current_admin(request: Request) -> str:
 def client_address(request: Request) -> str | None:
     """The caller's address, for audit events."""
     return request.client.host if request.client else None
+
+
+def get_relying_party(request: Request) -> RelyingParty:
+    """Where the browser is, for WebAuthn (the Host header was checked by the guard)."""
+    return relying_party(request.url.scheme, request.headers.get("host", ""))
+
+
+def get_limiter(request: Request) -> LoginLimiter:
+    """The login throttle, shared by passwords typed to approve."""
+    limiter: LoginLimiter = request.app.state.login_limiter
+    return limiter
 
 
 def job_filters(
@@ -100,3 +113,5 @@ AddressDep = Annotated[str | None, Depends(client_address)]
 ActorDep = Annotated[Actor, Depends(dashboard_actor)]
 FiltersDep = Annotated[JobFilters, Depends(job_filters)]
 RunnableDep = Annotated[Runnable, Depends(find_runnable)]
+RelyingPartyDep = Annotated[RelyingParty, Depends(get_relying_party)]
+LimiterDep = Annotated[LoginLimiter, Depends(get_limiter)]

@@ -6,12 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from stepup_helpers import job_step_up, password_step_up
 
 from webplatform import decisions, jobs
 from webplatform.answers import Answer, Status
 from webplatform.config import Settings
 from webplatform.platform import Actor, Platform
 from webplatform.services import request_run
+from webplatform.stepup import StepUp
 from webplatform.store.engine import session_scope
 from webplatform.store.models import JobState, Surface
 from webplatform.tracking import job_answer, wait_for_job
@@ -20,6 +22,7 @@ from webplatform.worker import make_worker
 AGENT = Actor(surface=Surface.mcp_stdio, client="test-agent")
 OPERATOR = Actor(surface=Surface.dashboard, operator="ada", address="127.0.0.1")
 MESSAGE = {"to": "ops@example.org", "subject": "please send the report", "body": "Dobrý den"}
+STEP_UP = password_step_up("ada", name="outbox", action="send-message", args=MESSAGE)
 
 
 @pytest.fixture
@@ -32,7 +35,7 @@ def send_message(
     *,
     actor: Actor = AGENT,
     confirmed: bool = True,
-    operator_approved: bool = False,
+    operator_approved: StepUp | None = None,
 ) -> Answer:
     """Ask for the irreversible `outbox send-message` with the test message."""
     return request_run(
@@ -125,7 +128,12 @@ def test_approved_job_runs_once_and_denied_one_never(
     with session_scope(platform.engine) as session:
         digest = jobs.get_job(session=session, job_id=first.job).args_digest  # type: ignore[union-attr]
     decisions.approve(
-        platform=platform, job_id=first.job, operator="ada", digest=digest, address=None
+        platform=platform,
+        job_id=first.job,
+        operator="ada",
+        digest=digest,
+        address=None,
+        step_up=job_step_up(platform, first.job, "ada"),
     )
     decisions.deny(
         platform=platform, job_id=second.job, operator="ada", reason="not today", address=None
@@ -141,14 +149,14 @@ def test_approved_job_runs_once_and_denied_one_never(
 
 
 def test_dashboard_operator_run_is_approved_by_that_operator(platform: Platform) -> None:
-    answer = send_message(platform, actor=OPERATOR, operator_approved=True)
+    answer = send_message(platform, actor=OPERATOR, operator_approved=STEP_UP)
     assert answer.status is Status.approved
     assert answer.decided_by == "ada"
 
 
 def test_only_a_dashboard_operator_can_pre_approve(platform: Platform) -> None:
     with pytest.raises(PermissionError):
-        send_message(platform, operator_approved=True)
+        send_message(platform, operator_approved=STEP_UP)
 
 
 def test_deny_irreversible_switch_refuses_mcp_and_queues_nothing(settings: Settings) -> None:

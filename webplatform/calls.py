@@ -36,11 +36,13 @@ def create_job(
     address: str | None = None,
     rerun_of: int | None = None,
     decided_by: str | None = None,
+    step_up: str | None = None,
 ) -> Job:
     """Record a new job in `state` and audit it.
 
     - `pending_approval`: waits for an operator; expires after `ttl_s` (None: never).
-    - `approved`: an operator ran it from the dashboard after confirming (`decided_by`).
+    - `approved`: an operator ran it from the dashboard after confirming (`decided_by`,
+      with `step_up` naming the proof they gave, for the audit trail).
     - `running`: a reversible call run inline by the requester (`worker_id`, `lease_s`);
       the requester must renew the lease while it runs, or the job is reaped as lost.
 
@@ -104,7 +106,7 @@ def create_job(
             event="approved",
             job_id=job_id,
             to_state=state.value,
-            detail=call_detail(job),
+            detail=call_detail(job) + (f"; {step_up}" if step_up else ""),
             address=address,
         )
     notify_job(session, job.id or 0, state)

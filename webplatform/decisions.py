@@ -13,21 +13,36 @@ from webplatform.answers import Answer, Status
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
 from webplatform.services import request_run, resolve_call
+from webplatform.stepup import StepUp, check_step_up
 from webplatform.store.models import Job
 from webplatform.tracking import job_answer
 
 
 def approve(
-    *, platform: Platform, job_id: int, operator: str, digest: str, address: str | None
+    *,
+    platform: Platform,
+    job_id: int,
+    operator: str,
+    digest: str,
+    address: str | None,
+    step_up: StepUp,
 ) -> Job:
     """Approve a pending job for exactly the arguments whose digest the operator saw.
 
+    `step_up` is the fresh proof the dashboard verified (password or passkey); it must be
+    this operator's and for this digest, or `StepUpMismatch` is raised and nothing changes.
     Raises `jobs.StaleState` (someone else decided), `jobs.ApprovalExpired`,
     `jobs.DigestMismatch` or `jobs.JobNotFound`; the caller shows them as messages.
     """
+    check_step_up(step_up, operator=operator, digest=digest)
     return platform.transact(
         lambda session: jobs.approve(
-            session=session, job_id=job_id, operator=operator, digest=digest, address=address
+            session=session,
+            job_id=job_id,
+            operator=operator,
+            digest=digest,
+            address=address,
+            step_up=step_up.describe(),
         )
     )
 

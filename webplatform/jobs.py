@@ -109,8 +109,10 @@ def approve(
     digest: str,
     address: str | None = None,
     now: datetime | None = None,
+    step_up: str | None = None,
 ) -> Job:
-    """Approve a pending job for exactly the call the operator saw (`digest`).
+    """Approve a pending job for exactly the call the operator saw (`digest`); `step_up`
+    names the proof the operator gave (recorded in the audit event, never a secret).
 
     Raises DigestMismatch if the job's digest differs, StaleState if it was already
     decided, and ApprovalExpired if its window has closed: the job is then moved to
@@ -144,7 +146,7 @@ def approve(
         to=S.approved,
         actor=operator,
         address=address,
-        detail=call_detail(job),
+        detail=call_detail(job) + (f"; {step_up}" if step_up else ""),
         fields={"decided_by": operator, "decided_at": now, "decided_from": address},
     )
 

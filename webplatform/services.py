@@ -16,6 +16,7 @@ from webplatform.canonical import args_digest
 from webplatform.platform import Actor, Platform
 from webplatform.registry import resolve_secrets
 from webplatform.registry.model import ActionSpec, Registry, RunnableKind, ToolSpec
+from webplatform.stepup import StepUp, check_step_up
 from webplatform.store.engine import transact
 from webplatform.store.models import JobState, Surface
 from webplatform.suggest import did_you_mean
@@ -78,13 +79,14 @@ def request_run(
     args: Any,
     actor: Actor,
     confirmed: bool,
-    operator_approved: bool = False,
+    operator_approved: StepUp | None = None,
 ) -> Answer:
     """Validate and gate a call, then run it now (reversible) or queue it for approval.
 
     `confirmed` is the `*_confirmed` tool (or `aat run`): without it an irreversible action is
     refused with `approval_required`. `operator_approved` is only for the dashboard's run form
-    after its confirm step, where the logged-in operator is the approver.
+    after its confirm step, where the logged-in operator is the approver: the step-up proof
+    they gave, which must be theirs and for exactly these arguments.
     """
     resolved = resolve_call(platform.registry(), kind, name, action)
     if isinstance(resolved, Answer):
@@ -113,8 +115,11 @@ def request_run(
                 f"call run_{kind}_confirmed with the same arguments"
             ),
         )
-    if operator_approved and not (actor.surface is Surface.dashboard and actor.operator):
-        raise PermissionError("only a logged-in operator on the dashboard approves a run")
+    if operator_approved is not None:
+        if not (actor.surface is Surface.dashboard and actor.operator):
+            raise PermissionError("only a logged-in operator on the dashboard approves a run")
+        digest = args_digest(kind=spec.kind, name=spec.name, action=act.name, args=clean)
+        check_step_up(operator_approved, operator=actor.operator, digest=digest)
     mcp = actor.surface in (Surface.mcp_stdio, Surface.mcp_http)
     if mcp and platform.settings.mcp_deny_irreversible:
         return Answer(
@@ -151,7 +156,7 @@ def _queue(
     action: ActionSpec,
     args: dict[str, Any],
     actor: Actor,
-    approved: bool,
+    approved: StepUp | None,
 ) -> Answer:
     job_id = _create_job(
         platform=platform,
@@ -163,6 +168,7 @@ def _queue(
         state=JobState.approved if approved else JobState.pending_approval,
         ttl_s=None if approved else platform.settings.approval_ttl_s,
         decided_by=actor.operator if approved else None,
+        step_up=approved.describe() if approved else None,
     )
     return job_answer(platform=platform, job_id=job_id)
 

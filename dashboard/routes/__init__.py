@@ -3,6 +3,7 @@
 from fastapi import APIRouter
 
 from dashboard.routes import (
+    account,
     agents,
     approvals,
     exports,
@@ -24,4 +25,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     jobs.router,
     approvals.router,
     agents.router,
+    account.router,
 )

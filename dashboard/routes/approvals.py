@@ -13,7 +13,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from dashboard import data
+from dashboard import data, stepup
 from dashboard.deps import OperatorDep, PagesDep, PlatformDep
 from dashboard.render import Pages
 from webplatform.platform import Platform
@@ -41,6 +41,7 @@ def render_queue(
         {
             "queue": queue,
             "pending_count": len(queue.pending),
+            "has_passkey": stepup.has_passkey(platform, getattr(request.state, "operator", "")),
             "message": message,
             "error": error,
         },

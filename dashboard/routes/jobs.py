@@ -13,13 +13,23 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
-from dashboard import data
-from dashboard.deps import ActorDep, AddressDep, FiltersDep, OperatorDep, PagesDep, PlatformDep
+from dashboard import data, stepup
+from dashboard.deps import (
+    ActorDep,
+    AddressDep,
+    FiltersDep,
+    LimiterDep,
+    OperatorDep,
+    PagesDep,
+    PlatformDep,
+    RelyingPartyDep,
+)
 from dashboard.render import Pages, is_htmx
 from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
 from webplatform import decisions, jobs
 from webplatform.platform import Platform
+from webplatform.stepup import StepUpMismatch
 from webplatform.store.models import JobState, Surface
 
 router = APIRouter()
@@ -75,6 +85,7 @@ def render_job(
         {
             "d": detail,
             "job": detail.job,
+            "has_passkey": stepup.has_passkey(platform, getattr(request.state, "operator", "")),
             "message": message,
             "error": error,
         },
@@ -154,6 +165,8 @@ async def _decide(
         await run_in_threadpool(call)
     except jobs.JobNotFound:
         raise HTTPException(404, f"no job {job_id}: it never existed or was pruned") from None
+    except (stepup.StepUpRefused, StepUpMismatch) as exc:
+        return _refused(request, platform, pages, job_id, return_to, 403, str(exc))
     except (jobs.StaleState, jobs.ApprovalExpired, jobs.DigestMismatch) as exc:
         status_code, error = _refusal(job_id, exc)
         return _refused(request, platform, pages, job_id, return_to, status_code, error)
@@ -174,18 +187,39 @@ async def approve(
     pages: PagesDep,
     operator: OperatorDep,
     address: AddressDep,
+    limiter: LimiterDep,
+    rp: RelyingPartyDep,
     job_id: int,
     digest: Annotated[str, Form()] = "",
     return_to: Annotated[str, Form()] = "job",
+    password: Annotated[str, Form()] = "",
+    passkey: Annotated[str, Form()] = "",
 ) -> Response:
-    """Approve exactly the call whose digest the page showed."""
+    """Approve exactly the call whose digest the page showed, with a fresh step-up (the
+    operator's password typed in the card, or a passkey assertion bound to this digest)."""
     if not digest.strip():
         error = "the form carried no digest of the arguments: reload the page and approve there"
         return _refused(request, platform, pages, job_id, return_to, 422, error)
 
     def call() -> None:
+        step_up = stepup.verify(
+            platform=platform,
+            limiter=limiter,
+            rp=rp,
+            operator=operator,
+            proof=stepup.Proof(password=password, passkey=passkey),
+            purpose="approve",
+            digest=digest,
+            job_id=job_id,
+            address=address,
+        )
         decisions.approve(
-            platform=platform, job_id=job_id, operator=operator, digest=digest, address=address
+            platform=platform,
+            job_id=job_id,
+            operator=operator,
+            digest=digest,
+            address=address,
+            step_up=step_up,
         )
 
     return await _decide(request, platform, pages, job_id, "approved", call, return_to)

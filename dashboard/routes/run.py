@@ -11,11 +11,22 @@ from fastapi import APIRouter, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
-from dashboard import views
-from dashboard.deps import ActorDep, OperatorDep, PagesDep, PlatformDep, Runnable, RunnableDep
+from dashboard import stepup, views
+from dashboard.deps import (
+    ActorDep,
+    AddressDep,
+    LimiterDep,
+    OperatorDep,
+    PagesDep,
+    PlatformDep,
+    RelyingPartyDep,
+    Runnable,
+    RunnableDep,
+)
 from dashboard.urls import url_for
 from webplatform import gate
 from webplatform.answers import Status
+from webplatform.canonical import args_digest
 from webplatform.registry import ActionSpec
 from webplatform.services import request_run
 from webplatform.validation import parse_text_args
@@ -65,9 +76,13 @@ async def run_submit(
     pages: PagesDep,
     actor: ActorDep,
     runnable: RunnableDep,
+    limiter: LimiterDep,
+    rp: RelyingPartyDep,
+    address: AddressDep,
     action: str,
 ) -> Response:
-    """Validate; confirm first if irreversible; then run (or queue for the worker); show the job."""
+    """Validate; confirm first if irreversible (with a step-up: confirming is approving);
+    then run (or queue for the worker); show the job."""
     act, spec = _action(runnable, action), runnable.spec
     form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
     raw = views.raw_form_values(act, form)
@@ -90,17 +105,39 @@ async def run_submit(
             },
             status_code=400,
         )
+    digest = args_digest(kind=runnable.kind, name=spec.name, action=act.name, args=args)
+    confirm = {
+        **context,
+        "raw": raw,
+        "args_json": json.dumps(args, indent=2, ensure_ascii=False),
+        "why": gate.why_irreversible(spec.name, act),
+        "digest": digest,
+        "error": None,
+        "has_passkey": irreversible and stepup.has_passkey(platform, actor.operator or ""),
+    }
     if irreversible and form.get("confirm") != "yes":
-        return pages.render(
-            request,
-            "run_confirm.html",
-            {
-                **context,
-                "raw": raw,
-                "args_json": json.dumps(args, indent=2, ensure_ascii=False),
-                "why": gate.why_irreversible(spec.name, act),
-            },
-        )
+        return pages.render(request, "run_confirm.html", confirm)
+    step_up = None
+    if irreversible:
+        try:
+            step_up = await run_in_threadpool(
+                stepup.verify,
+                platform=platform,
+                limiter=limiter,
+                rp=rp,
+                operator=actor.operator or "",
+                proof=stepup.Proof(
+                    password=form.get("password", ""), passkey=form.get("passkey", "")
+                ),
+                purpose="run",
+                digest=digest,
+                job_id=None,
+                address=address,
+            )
+        except stepup.StepUpRefused as exc:
+            return pages.render(
+                request, "run_confirm.html", {**confirm, "error": str(exc)}, status_code=403
+            )
     answer = await run_in_threadpool(
         request_run,
         platform=platform,
@@ -110,7 +147,7 @@ async def run_submit(
         args=args,
         actor=actor,
         confirmed=True,
-        operator_approved=irreversible,
+        operator_approved=step_up,
     )
     if answer.job is None or answer.status is Status.invalid:
         return pages.render(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,3 +62,16 @@ class Attacker:
 
     url: str
     html: dict[str, str]
+
+
+def queue_directly(server: Server, subject: str = "s") -> int:
+    """Queue an irreversible `outbox send-message` with `aat run --no-wait`; its job id."""
+    out = subprocess.run(
+        [sys.executable, "-m", "webplatform", "run", "outbox", "send-message", "--no-wait"]
+        + ["--to", "x@example.org", "--subject", subject, "--body", "b"],
+        env=serve_env(server.home, server.port),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return int(json.loads(out.stdout)["job"])

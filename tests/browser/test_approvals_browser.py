@@ -4,10 +4,7 @@ over streamable HTTP asking for the irreversible call; and the attacks that must
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from browser_helpers import REBOUND_HOST, Attacker, Server, serve_env
+from browser_helpers import PASSWORD, REBOUND_HOST, Attacker, Server, queue_directly
 from mcp import Client
 from playwright.sync_api import Browser, Page, expect
 
@@ -76,6 +73,7 @@ def test_mcp_request_appears_live_and_approve_runs_it_once(page: Page, server: S
     expect(page).to_have_title(re.compile(r"^\(1\) Approvals"))
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT), full_page=True)
+    card.locator("input[name=password]").fill(PASSWORD)  # the step-up approving needs
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator("#notice")).to_contain_text(f"Approved job {job_id}.")
     answer = call.answer()
@@ -92,7 +90,7 @@ def test_deny_with_a_reason_reaches_the_mcp_client(page: Page, server: Server):
     call.start()
     card, job_id = _new_card(page)
     page.wait_for_timeout(1200)  # let a poll or two swap the queue while typing
-    card.get_by_role("textbox").fill("not before the board meeting")
+    card.get_by_role("textbox", name="Reason for denying").fill("not before the board meeting")
     page.wait_for_timeout(1200)
     expect(page.locator(f"#reason-{job_id}")).to_have_value("not before the board meeting")
     page.locator(f'[data-job-id="{job_id}"]').get_by_role("button", name="Deny", exact=True).click()
@@ -103,39 +101,13 @@ def test_deny_with_a_reason_reaches_the_mcp_client(page: Page, server: Server):
     assert server.outbox() == []
 
 
-def _queue_directly(server: Server) -> int:
-    """Queue a call with `aat run --no-wait` and return its job id."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webplatform",
-            "run",
-            "outbox",
-            "send-message",
-            "--no-wait",
-            "--to",
-            "x@example.org",
-            "--subject",
-            "s",
-            "--body",
-            "b",
-        ],
-        env=serve_env(server.home, server.port),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    return int(json.loads(out.stdout)["job"])
-
-
 def _state(page: Page, server: Server, job_id: int) -> str:
     page.goto(f"{server.url}/jobs/{job_id}")
     return page.locator("h1 .state").inner_text()
 
 
 def test_a_form_on_another_origin_cannot_approve(page: Page, server: Server, attacker: Attacker):
-    job_id = _queue_directly(server)
+    job_id = queue_directly(server)
     page.goto(f"{server.url}/jobs/{job_id}")
     digest = page.locator("input[name=digest]").first.input_value()
     token = page.locator("input[name=csrf_token]").first.input_value()
@@ -158,7 +130,7 @@ def test_a_foreign_host_name_is_refused(page: Page, server: Server):
 
 
 def test_a_post_without_a_session_is_refused(browser: Browser, server: Server):
-    job_id = _queue_directly(server)
+    job_id = queue_directly(server)
     context = browser.new_context()
     try:
         response = context.request.post(
@@ -175,7 +147,7 @@ def test_a_post_without_a_session_is_refused(browser: Browser, server: Server):
 
 
 def test_the_approvals_page_cannot_be_framed(page: Page, server: Server, attacker: Attacker):
-    _queue_directly(server)
+    queue_directly(server)
     refused: list[str] = []
     page.on("console", lambda msg: refused.append(msg.text))
     attacker.html["/frame.html"] = f'<iframe src="{server.url}/approvals" width="900"></iframe>'
@@ -193,13 +165,14 @@ def test_the_approvals_page_cannot_be_framed(page: Page, server: Server, attacke
 
 
 def test_a_refused_decision_answers_409_and_htmx_shows_why(page: Page, server: Server):
-    job_id = _queue_directly(server)
+    job_id = queue_directly(server)
     card = page.locator(f'article.card[data-job-id="{job_id}"]')
     expect(card).to_be_visible(timeout=2500)
     # A stale page: the digest it carries is not the call's. Changed and clicked in one
     # script, so a poll of the queue cannot swap a fresh card in between.
     stale = f"""() => {{
         document.querySelector('#card-{job_id} input[name=digest]').value = '0'.repeat(64);
+        document.querySelector('#card-{job_id} input[name=password]').value = '{PASSWORD}';
         document.querySelector('#card-{job_id} button.approve').click();
     }}"""
     with page.expect_response(f"{server.url}/jobs/{job_id}/approve") as response:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from dash_helpers import ORIGIN, add_operator, csrf, log_in, queue_send
+from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf, log_in, queue_send
 from fastapi.testclient import TestClient
 
 from webplatform import jobs
@@ -25,6 +25,7 @@ def _job(platform, job_id):
 def _approve(client, platform, job_id, **extra):
     form = {
         "csrf_token": csrf(client),
+        "password": PASSWORD,
         "digest": _job(platform, job_id).args_digest,
         "return_to": "approvals",
         **extra,
@@ -78,7 +79,11 @@ def test_two_operators_one_wins_the_other_is_told(app, platform, alice):
     with TestClient(app, base_url="http://127.0.0.1:8000", follow_redirects=False) as bob:
         log_in(bob, "bob")
         job_id = queue_send(platform).job
-        bob_form = {"csrf_token": csrf(bob), "digest": _job(platform, job_id).args_digest}
+        bob_form = {
+            "csrf_token": csrf(bob),
+            "password": PASSWORD,
+            "digest": _job(platform, job_id).args_digest,
+        }
         assert _approve(alice, platform, job_id).status_code == 303
         r = bob.post(
             f"/jobs/{job_id}/approve", data={**bob_form, "return_to": "job"}, headers=ORIGIN
@@ -94,6 +99,7 @@ def test_htmx_decision_returns_the_notice_and_refreshes_the_queue(platform, alic
         f"/jobs/{job_id}/approve",
         data={
             "csrf_token": csrf(alice),
+            "password": PASSWORD,
             "digest": _job(platform, job_id).args_digest,
             "return_to": "approvals",
         },
@@ -103,7 +109,11 @@ def test_htmx_decision_returns_the_notice_and_refreshes_the_queue(platform, alic
     assert r.headers["hx-trigger"] == "queue-changed"
     again = alice.post(
         f"/jobs/{job_id}/approve",
-        data={"csrf_token": csrf(alice), "digest": _job(platform, job_id).args_digest},
+        data={
+            "csrf_token": csrf(alice),
+            "password": PASSWORD,
+            "digest": _job(platform, job_id).args_digest,
+        },
         headers={**ORIGIN, "HX-Request": "true"},
     )
     # The refusal tells htmx the truth too; base.html's responseHandling swaps it in.
@@ -128,10 +138,12 @@ def test_every_refused_decision_answers_its_true_status(platform, alice, htmx):
     assert post(decided, "deny").status_code == (200 if htmx else 303)
     check(post(decided, "deny"), 409, "already denied by alice")
     digest = _job(platform, decided).args_digest
-    check(post(decided, "approve", digest=digest), 409, "already denied by alice")
+    check(
+        post(decided, "approve", digest=digest, password=PASSWORD), 409, "already denied by alice"
+    )
 
     pending = queue_send(platform).job
-    check(post(pending, "approve", digest="0" * 64), 409, "review them again")
+    check(post(pending, "approve", digest="0" * 64, password=PASSWORD), 409, "review them again")
     check(post(pending, "approve"), 422, "no digest")
     assert _job(platform, pending).state.value == "pending_approval"
 
@@ -140,7 +152,7 @@ def test_every_refused_decision_answers_its_true_status(platform, alice, htmx):
         assert job is not None
         job.expires_at = utcnow() - timedelta(seconds=1)
         session.add(job)
-    check(post(pending, "approve", digest=digest), 409, "expired")
+    check(post(pending, "approve", digest=digest, password=PASSWORD), 409, "expired")
 
     forged = alice.post(
         f"/jobs/{queue_send(platform).job}/deny",
@@ -181,7 +193,7 @@ def test_approve_after_expiry_is_a_clear_refusal(settings, platform, alice):
     r = alice.post(
         f"/jobs/{job_id}/approve",
         headers=ORIGIN,
-        data={"csrf_token": token, "digest": page_digest, "return_to": "job"},
+        data={"csrf_token": token, "password": PASSWORD, "digest": page_digest, "return_to": "job"},
     )
     assert r.status_code == 409
     assert "expired" in r.text and "will not run" in r.text
@@ -194,7 +206,12 @@ def test_approve_with_another_digest_is_refused(platform, alice):
     r = alice.post(
         f"/jobs/{job_id}/approve",
         headers=ORIGIN,
-        data={"csrf_token": csrf(alice), "digest": "0" * 64, "return_to": "job"},
+        data={
+            "csrf_token": csrf(alice),
+            "password": PASSWORD,
+            "digest": "0" * 64,
+            "return_to": "job",
+        },
     )
     assert r.status_code == 409 and "review them again" in r.text
     assert _job(platform, job_id).state.value == "pending_approval"
@@ -204,7 +221,9 @@ def test_unknown_job_is_a_404_page(alice):
     r = alice.get("/jobs/999999")
     assert r.status_code == 404 and "no job 999999" in r.text and "<html" in r.text
     r = alice.post(
-        "/jobs/999999/approve", headers=ORIGIN, data={"csrf_token": csrf(alice), "digest": "x"}
+        "/jobs/999999/approve",
+        headers=ORIGIN,
+        data={"csrf_token": csrf(alice), "password": PASSWORD, "digest": "x"},
     )
     assert r.status_code == 404
     assert alice.get("/jobs/not-a-number").status_code == 400

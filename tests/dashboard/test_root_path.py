@@ -205,7 +205,7 @@ def test_every_page_and_redirect_stays_under_the_root_path(proxy: Proxy) -> None
     proxy.links(confirm.text, "the confirm page")
     card = proxy.get(f"/jobs/{pending}")
     action, fields = _form(card, f"/jobs/{pending}/approve")
-    approved = proxy.post(action, fields)
+    approved = proxy.post(action, {**fields, "password": "pw-alice-1"})
     assert proxy.redirect(approved, "approve") == f"/jobs/{pending}?done=approved"
     action, fields = _form(proxy.get(job_path), "/rerun")
     assert proxy.redirect(proxy.post(action, fields), "re-run").startswith("/jobs/")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from dash_helpers import ORIGIN, csrf, queue_send
+from dash_helpers import ORIGIN, PASSWORD, csrf, queue_send
 from openpyxl import load_workbook
 
 from webplatform import jobs
@@ -58,14 +58,22 @@ def test_irreversible_run_needs_the_confirm_step_and_records_the_operator(alice,
     assert "&#34;to&#34;: &#34;bob@example.org&#34;" in confirm.text
     with session_scope(platform.engine) as session:
         assert jobs.list_jobs(session=session) == []
-    r = _post_run(alice, path, fields, confirm="yes")
+    # Confirming is approving: it needs the same step-up as the card's Approve.
+    for refused in [{}, {"password": "not the password"}]:
+        r = _post_run(alice, path, fields, confirm="yes", **refused)
+        assert r.status_code == 403 and "password" in r.text and "Confirm and run" in r.text
+        with session_scope(platform.engine) as session:
+            assert jobs.list_jobs(session=session) == []
+    r = _post_run(alice, path, fields, confirm="yes", password=PASSWORD)
     assert r.status_code == 303
     job_id = int(r.headers["location"].rsplit("/", 1)[1])
     with session_scope(platform.engine) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         assert job is not None
         assert job.state.value == "approved" and job.decided_by == "alice"
-    assert "approved by</dt><dd>alice" in alice.get(f"/jobs/{job_id}").text
+    page = alice.get(f"/jobs/{job_id}").text
+    assert "approved by</dt><dd>alice" in page and "step-up: password" in page
+    assert PASSWORD not in page
 
 
 def test_job_filters_paging_and_exports(alice, platform):

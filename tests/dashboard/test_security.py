@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from dash_helpers import BASE, ORIGIN, csrf, queue_send
+from dash_helpers import BASE, ORIGIN, PASSWORD, csrf, queue_send
 from fastapi.testclient import TestClient
 
 from dashboard.app import create_app
@@ -43,7 +43,7 @@ def test_foreign_host_cannot_approve_even_with_a_session(platform, alice):
     digest = _digest(platform, job)
     r = alice.post(
         f"/jobs/{job}/approve",
-        data={"csrf_token": token, "digest": digest},
+        data={"csrf_token": token, "password": PASSWORD, "digest": digest},
         headers={"Host": "evil.example:8000", "Origin": "http://evil.example:8000"},
     )
     assert r.status_code == 400
@@ -59,7 +59,7 @@ def _digest(platform, job_id):
 
 def test_cross_origin_post_is_refused(platform, alice):
     job = queue_send(platform).job
-    form = {"csrf_token": csrf(alice), "digest": _digest(platform, job)}
+    form = {"csrf_token": csrf(alice), "password": PASSWORD, "digest": _digest(platform, job)}
     for headers in [
         {"Origin": "http://evil.example"},
         {"Origin": "http://127.0.0.1:9999"},
@@ -75,7 +75,11 @@ def test_cross_origin_post_is_refused(platform, alice):
 
 def test_post_without_a_session_is_refused(platform, client):
     job = queue_send(platform).job
-    r = client.post(f"/jobs/{job}/approve", data={"digest": _digest(platform, job)}, headers=ORIGIN)
+    r = client.post(
+        f"/jobs/{job}/approve",
+        data={"password": PASSWORD, "digest": _digest(platform, job)},
+        headers=ORIGIN,
+    )
     assert r.status_code == 403 and "log in" in r.text
     assert _state(platform, job) is JobState.pending_approval
 
@@ -83,7 +87,10 @@ def test_post_without_a_session_is_refused(platform, client):
 def test_post_without_the_csrf_token_is_refused(platform, alice):
     job = queue_send(platform).job
     digest = _digest(platform, job)
-    for form in [{"digest": digest}, {"digest": digest, "csrf_token": "0" * 64}]:
+    for form in [
+        {"password": PASSWORD, "digest": digest},
+        {"password": PASSWORD, "digest": digest, "csrf_token": "0" * 64},
+    ]:
         r = alice.post(f"/jobs/{job}/approve", data=form, headers=ORIGIN)
         assert r.status_code == 403 and "CSRF" in r.text
     assert _state(platform, job) is JobState.pending_approval

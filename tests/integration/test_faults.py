@@ -32,6 +32,7 @@ from proc_helpers import (
 )
 from serving import free_port
 from sqlmodel import select
+from stepup_helpers import job_step_up, password_step_up
 
 from webplatform import decisions
 from webplatform.answers import Status
@@ -59,7 +60,11 @@ def _queue(platform: Platform, *, approved: bool, **args: object) -> int:
         args={**SEND, **args},
         actor=actor,
         confirmed=True,
-        operator_approved=approved,
+        operator_approved=(
+            password_step_up("olga", name="outbox", action="send-message", args={**SEND, **args})
+            if approved
+            else None
+        ),
     )
     assert answer.job is not None, answer
     return answer.job
@@ -126,7 +131,12 @@ def test_bridge_killed_while_waiting_keeps_the_job_and_a_new_bridge_gets_the_res
     assert state_of(platform.engine, job.id) == S.pending_approval, "the job outlives its caller"
 
     decisions.approve(
-        platform=platform, job_id=job.id, operator="olga", digest=job.args_digest, address=None
+        platform=platform,
+        job_id=job.id,
+        operator="olga",
+        digest=job.args_digest,
+        address=None,
+        step_up=job_step_up(platform, job.id, "olga"),
     )
     procs.start("worker", ["worker"], env)
     wait_for(lambda: state_of(platform.engine, job.id) == S.succeeded, 60, "the approved run")
@@ -195,7 +205,12 @@ def test_dashboard_restart_keeps_approvals_sessions_and_history(
         assert token and digest
         decided = browser.post(
             f"/jobs/{pending}/approve",
-            data={"csrf_token": token[1], "digest": digest[1], "return_to": "job"},
+            data={
+                "csrf_token": token[1],
+                "digest": digest[1],
+                "return_to": "job",
+                "password": PASSWORD,
+            },
             headers={"Origin": base},
         )
         assert decided.status_code in (200, 303), decided.text[:300]

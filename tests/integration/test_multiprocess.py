@@ -18,6 +18,7 @@ import pytest
 from proc_helpers import Procs, aat_env, job_rows, outbox_files, wait_for
 from serving import free_port
 from sqlmodel import col, func, select
+from stepup_helpers import password_step_up
 
 from webplatform.answers import Status
 from webplatform.config import Settings
@@ -47,15 +48,18 @@ def test_two_dashboards_and_two_workers_run_500_approved_jobs_exactly_once(
     actor = Actor(surface=Surface.dashboard, operator="olga", address="127.0.0.1")
 
     def queue(i: int) -> Status:
+        args = {"to": "ops@example.org", "subject": f"m{i:03d}", "body": "hello"}
         return request_run(
             platform=platform,
             kind="tool",
             name="outbox",
             action="send-message",
-            args={"to": "ops@example.org", "subject": f"m{i:03d}", "body": "hello"},
+            args=args,
             actor=actor,
             confirmed=True,
-            operator_approved=True,
+            operator_approved=password_step_up(
+                "olga", name="outbox", action="send-message", args=args
+            ),
         ).status
 
     # Queued from several threads while the executors already claim and run.

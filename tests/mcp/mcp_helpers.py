@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
+from stepup_helpers import job_step_up
 
 from webplatform import decisions, jobs, runner
 from webplatform.config import Settings
@@ -102,13 +103,18 @@ def worker(platform: Platform) -> Iterator[Worker]:
 
 
 def approve(platform: Platform, job_id: int, operator: str = "olga") -> None:
-    """Approve a job as an operator in the dashboard would."""
+    """Approve a job as an operator in the dashboard would (after their password step-up)."""
     with session_scope(platform.engine) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         assert job is not None
         digest = job.args_digest
     decisions.approve(
-        platform=platform, job_id=job_id, operator=operator, digest=digest, address=None
+        platform=platform,
+        job_id=job_id,
+        operator=operator,
+        digest=digest,
+        address=None,
+        step_up=job_step_up(platform, job_id, operator),
     )
 
 

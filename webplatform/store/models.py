@@ -287,3 +287,36 @@ class AgentTokenPublic(SQLModel):
     created_at: datetime
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
+
+
+class Passkey(SQLModel, table=True):
+    """An operator's WebAuthn credential: its id and public key only, never a secret."""
+
+    __tablename__ = "passkey"
+
+    id: int | None = Field(default=None, primary_key=True)
+    operator: str = Field(sa_type=String(64), index=True)
+    # base64url, as the browser reports it; unique across operators.
+    credential_id: str = Field(sa_type=String(1400), unique=True)
+    public_key: str = Field(sa_type=Text)  # COSE key, base64url
+    sign_count: int = 0
+    label: str = Field(sa_type=String(100))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class WebauthnChallenge(SQLModel, table=True):
+    """A single-use WebAuthn challenge, bound to what it may prove (and to whom), short-lived.
+
+    Kept in the database, not in memory, so any dashboard process sharing the database can
+    consume it, and a consume is one compare-and-delete that only one request wins.
+    """
+
+    __tablename__ = "webauthn_challenge"
+
+    challenge: str = Field(sa_type=String(128), primary_key=True)  # base64url
+    operator: str = Field(sa_type=String(64))
+    purpose: str = Field(sa_type=String(16))  # "register" | "approve" | "run"
+    job_id: int | None = None
+    digest: str | None = Field(default=None, sa_type=String(64))
+    expires_at: datetime = Field(sa_type=UTCDateTime, index=True)

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session, col, delete, func, select
 
 from webplatform.store.audit import record_event
-from webplatform.store.models import Operator, OperatorPublic, OperatorSession, utcnow
+from webplatform.store.models import Operator, OperatorPublic, OperatorSession, Passkey, utcnow
 from webplatform.store.passwords import hash_password, needs_rehash, verify_password
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
@@ -62,12 +62,14 @@ def count_operators(*, session: Session) -> int:
 
 
 def remove_operator(*, session: Session, name: str, actor: str = "cli") -> bool:
-    """Delete operator `name` and log out all their sessions; False if there was none."""
+    """Delete operator `name`, their passkeys, and log out all their sessions; False if there
+    was none."""
     operator = session.exec(select(Operator).where(Operator.name == name)).first()
     if operator is None:
         return False
     session.delete(operator)
     session.exec(delete(OperatorSession).where(col(OperatorSession.operator) == name))
+    session.exec(delete(Passkey).where(col(Passkey.operator) == name))
     record_event(session=session, actor=actor, event="operator-removed", detail=name)
     session.flush()
     return True

@@ -1,0 +1,247 @@
+"""WebAuthn for the dashboard, with the `webauthn` library: registering an operator's
+passkeys, issuing challenges bound to one call, and verifying an assertion against them.
+
+The relying party is `localhost`: browsers treat it as a secure context over plain HTTP,
+so passkeys work on the loopback dashboard without a certificate. Reached at any other
+name (`127.0.0.1`, a proxy's name), the page says to open it at `localhost` instead.
+Challenges live in the database (`webplatform.store.passkeys`), are single-use and expire
+after `CHALLENGE_TTL_S`; each is consumed, in its own committed transaction, before the
+assertion is checked, so a failed or replayed attempt never finds it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from webauthn import (
+    generate_authentication_options,
+    generate_registration_options,
+    options_to_json,
+    verify_authentication_response,
+    verify_registration_response,
+)
+from webauthn.helpers import (
+    base64url_to_bytes,
+    bytes_to_base64url,
+    parse_authentication_credential_json,
+    parse_client_data_json,
+    parse_registration_credential_json,
+)
+from webauthn.helpers.exceptions import WebAuthnException
+from webauthn.helpers.structs import (
+    AuthenticatorSelectionCriteria,
+    PublicKeyCredentialDescriptor,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+from webplatform.platform import Platform
+from webplatform.store import passkeys as store
+from webplatform.store.models import Passkey, WebauthnChallenge
+
+RP_ID = "localhost"
+RP_NAME = "aat"
+CHALLENGE_TTL_S = 120.0
+
+
+class PasskeyError(ValueError):
+    """A ceremony failed; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class RelyingParty:
+    """Where the browser is: the origin an assertion must name, and whether it can be ours."""
+
+    origin: str
+
+    @property
+    def usable(self) -> bool:
+        """True when the page was reached at `localhost`, the only RP ID aat uses."""
+        return urlsplit(self.origin).hostname == RP_ID
+
+
+def relying_party(scheme: str, host: str) -> RelyingParty:
+    """The relying party for a request that came in with this scheme and (checked) Host."""
+    return RelyingParty(origin=f"{scheme}://{host}")
+
+
+def _descriptors(keys: list[Passkey]) -> list[PublicKeyCredentialDescriptor]:
+    return [PublicKeyCredentialDescriptor(id=base64url_to_bytes(k.credential_id)) for k in keys]
+
+
+def _require_usable(rp: RelyingParty) -> None:
+    if not rp.usable:
+        raise PasskeyError(
+            f"passkeys work only when the dashboard is opened at http://{RP_ID}:<port>; "
+            "open it there (or type your password instead)"
+        )
+
+
+def registration_options(*, platform: Platform, rp: RelyingParty, operator: str) -> str:
+    """Options (JSON) for `navigator.credentials.create`, with a stored single-use challenge."""
+    _require_usable(rp)
+    existing = platform.transact(
+        lambda session: store.list_passkeys(session=session, operator=operator), write=False
+    )
+    options = generate_registration_options(
+        rp_id=RP_ID,
+        rp_name=RP_NAME,
+        user_name=operator,
+        # A stable handle that is not the name itself.
+        user_id=hashlib.sha256(f"aat-operator:{operator}".encode()).digest()[:16],
+        exclude_credentials=_descriptors(existing),
+        authenticator_selection=AuthenticatorSelectionCriteria(
+            resident_key=ResidentKeyRequirement.PREFERRED,
+            user_verification=UserVerificationRequirement.REQUIRED,
+        ),
+    )
+    platform.transact(
+        lambda session: store.issue_challenge(
+            session=session,
+            challenge=bytes_to_base64url(options.challenge),
+            operator=operator,
+            purpose="register",
+            ttl_s=CHALLENGE_TTL_S,
+        )
+    )
+    return options_to_json(options)
+
+
+def assertion_options(
+    *,
+    platform: Platform,
+    rp: RelyingParty,
+    operator: str,
+    purpose: str,
+    digest: str,
+    job_id: int | None,
+) -> str:
+    """Options (JSON) for `navigator.credentials.get`, whose challenge can approve only the
+    call with `digest` (and job `job_id`, for a queued job), by `operator`, once, soon."""
+    _require_usable(rp)
+    keys = platform.transact(
+        lambda session: store.list_passkeys(session=session, operator=operator), write=False
+    )
+    if not keys:
+        raise PasskeyError("you have no passkey: add one on your account page")
+    options = generate_authentication_options(
+        rp_id=RP_ID,
+        allow_credentials=_descriptors(keys),
+        user_verification=UserVerificationRequirement.REQUIRED,
+    )
+    platform.transact(
+        lambda session: store.issue_challenge(
+            session=session,
+            challenge=bytes_to_base64url(options.challenge),
+            operator=operator,
+            purpose=purpose,
+            job_id=job_id,
+            digest=digest,
+            ttl_s=CHALLENGE_TTL_S,
+        )
+    )
+    return options_to_json(options)
+
+
+def _take(platform: Platform, client_data_json: bytes) -> WebauthnChallenge | None:
+    try:
+        challenge = bytes_to_base64url(parse_client_data_json(client_data_json).challenge)
+    except WebAuthnException:
+        return None
+    # Its own transaction, committed now: the challenge is gone whatever happens next.
+    return platform.transact(
+        lambda session: store.take_challenge(session=session, challenge=challenge)
+    )
+
+
+def register(
+    *, platform: Platform, rp: RelyingParty, operator: str, credential_json: str, label: str
+) -> Passkey:
+    """Verify a registration response and store the new passkey's public key."""
+    _require_usable(rp)
+    try:
+        credential = parse_registration_credential_json(credential_json)
+    except WebAuthnException as exc:
+        raise PasskeyError(f"the browser's answer is not a passkey registration: {exc}") from None
+    taken = _take(platform, credential.response.client_data_json)
+    if taken is None or taken.operator != operator or taken.purpose != "register":
+        raise PasskeyError("this registration is stale or was already used: start again")
+    try:
+        verified = verify_registration_response(
+            credential=credential,
+            expected_challenge=base64url_to_bytes(taken.challenge),
+            expected_rp_id=RP_ID,
+            expected_origin=rp.origin,
+            require_user_verification=True,
+        )
+    except WebAuthnException as exc:
+        raise PasskeyError(f"the passkey could not be verified: {exc}") from None
+    return platform.transact(
+        lambda session: store.add_passkey(
+            session=session,
+            operator=operator,
+            credential_id=bytes_to_base64url(verified.credential_id),
+            public_key=bytes_to_base64url(verified.credential_public_key),
+            sign_count=verified.sign_count,
+            label=label,
+        )
+    )
+
+
+def verify_assertion(
+    *,
+    platform: Platform,
+    rp: RelyingParty,
+    operator: str,
+    assertion_json: str,
+    purpose: str,
+    digest: str,
+    job_id: int | None,
+) -> int:
+    """Check a passkey assertion made for exactly this call; return the passkey's id.
+
+    The challenge it signed must be unused, unexpired, and issued to `operator` for this
+    `purpose`, `job_id` and `digest`; the signature, origin, RP ID, user verification and
+    signature counter are checked by the library. Raises PasskeyError otherwise.
+    """
+    _require_usable(rp)
+    try:
+        credential = parse_authentication_credential_json(assertion_json)
+    except WebAuthnException as exc:
+        raise PasskeyError(f"the browser's answer is not a passkey assertion: {exc}") from None
+    taken = _take(platform, credential.response.client_data_json)
+    if taken is None or taken.operator != operator:
+        raise PasskeyError("this passkey confirmation is stale or was already used: try again")
+    if (taken.purpose, taken.job_id, taken.digest) != (purpose, job_id, digest):
+        raise PasskeyError(
+            "this passkey confirmation was made for another call: review this one and try again"
+        )
+    key = platform.transact(
+        lambda session: store.find_passkey(
+            session=session, operator=operator, credential_id=credential.id
+        ),
+        write=False,
+    )
+    if key is None or key.id is None:
+        raise PasskeyError("that passkey is not registered to you: use another, or add it")
+    try:
+        verified = verify_authentication_response(
+            credential=credential,
+            expected_challenge=base64url_to_bytes(taken.challenge),
+            expected_rp_id=RP_ID,
+            expected_origin=rp.origin,
+            credential_public_key=base64url_to_bytes(key.public_key),
+            credential_current_sign_count=key.sign_count,
+            require_user_verification=True,
+        )
+    except WebAuthnException as exc:
+        raise PasskeyError(f"the passkey confirmation could not be verified: {exc}") from None
+    passkey_id = key.id
+    platform.transact(
+        lambda session: store.record_use(
+            session=session, passkey_id=passkey_id, sign_count=verified.new_sign_count
+        )
+    )
+    return key.id

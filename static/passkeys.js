@@ -1,0 +1,97 @@
+// aat dashboard: passkeys (WebAuthn). Registers them on the account page, and approves with
+// one: submitting an Approve (or Confirm and run) form with an empty password field, when
+// the operator has a passkey, first asks the server for a challenge bound to that call's
+// digest, gets the browser's assertion over it, and sends that in the form's `passkey` field.
+// Loaded as a file (the CSP forbids inline script).
+(function () {
+  "use strict";
+
+  function csrf() {
+    var el = document.querySelector('input[name="csrf_token"]');
+    return el ? el.value : "";
+  }
+
+  function postJSON(url, body) {
+    return fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf() },
+      body: JSON.stringify(body)
+    }).then(function (response) {
+      return response.json().then(function (data) {
+        if (!response.ok) { throw new Error(data.error || ("the server answered " + response.status)); }
+        return data;
+      });
+    });
+  }
+
+  function supported() {
+    return !!(window.PublicKeyCredential && PublicKeyCredential.parseRequestOptionsFromJSON &&
+              PublicKeyCredential.parseCreationOptionsFromJSON);
+  }
+
+  function showError(text) {
+    var notice = document.getElementById("passkey-error") || document.getElementById("notice");
+    if (!notice) { window.alert(text); return; }
+    var p = document.createElement("p");
+    p.className = "notice error";
+    p.setAttribute("role", "alert");
+    p.textContent = text;
+    if (notice.id === "passkey-error") { notice.hidden = false; notice.textContent = text; }
+    else { notice.replaceChildren(p); }
+  }
+
+  // Approve with a passkey. Capture phase, so it runs before htmx's own submit handler.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement) || form.getAttribute("data-passkey") !== "yes") { return; }
+    var password = form.querySelector('input[name="password"]');
+    var passkey = form.querySelector('input[name="passkey"]');
+    if (!passkey || passkey.value || (password && password.value) || !supported()) { return; }
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    var jobId = form.getAttribute("data-job-id");
+    postJSON(document.body.getAttribute("data-stepup-options"), {
+      purpose: form.getAttribute("data-stepup-purpose"),
+      digest: form.getAttribute("data-digest"),
+      job_id: jobId ? parseInt(jobId, 10) : null
+    }).then(function (options) {
+      return navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options) });
+    }).then(function (credential) {
+      // The live queue may have re-rendered the card meanwhile: submit the current one.
+      var current = (form.id && document.getElementById(form.id)) || form;
+      current.querySelector('input[name="passkey"]').value = JSON.stringify(credential.toJSON());
+      current.requestSubmit(current.querySelector('button[type="submit"]'));
+    }).catch(function (error) {
+      showError("passkey: " + error.message + " (type your password to approve instead)");
+    });
+  }, true);
+
+  // A passkey assertion is single-use: never send the same one twice.
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var target = event.detail && event.detail.elt;
+    var passkey = target && target.querySelector && target.querySelector('input[name="passkey"]');
+    if (passkey) { passkey.value = ""; }
+  });
+
+  function setUpRegistration() {
+    var form = document.getElementById("add-passkey");
+    if (!form) { return; }
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      if (!supported()) { showError("this browser cannot make passkeys"); return; }
+      var label = form.querySelector('input[name="label"]').value;
+      postJSON(form.getAttribute("data-options"), {}).then(function (options) {
+        return navigator.credentials.create({ publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options) });
+      }).then(function (credential) {
+        return postJSON(form.getAttribute("data-add"), { credential: credential.toJSON(), label: label });
+      }).then(function () {
+        window.location.assign(form.getAttribute("data-done"));
+      }).catch(function (error) {
+        showError("could not add the passkey: " + error.message);
+      });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", setUpRegistration);
+})();
