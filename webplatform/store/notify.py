@@ -1,6 +1,6 @@
 """Wake-ups on job moves: PostgreSQL LISTEN/NOTIFY, with polling as the fallback everywhere.
 
-Every state move sends `NOTIFY aat_jobs` in its own transaction (so it is delivered only if
+Every state move sends a notification on the schema's channel in its own transaction (so it is delivered only if
 the move commits). An idle worker on PostgreSQL waits on that channel instead of polling
 fast, so an approval starts running at once however many hosts poll less often. SQLite has
 no such channel; there a committed move wakes waiters in the same process (the Approve POST
@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "aat_jobs"
+# One channel per schema: NOTIFY is database-wide, and deployments (or test runs) that share
+# a database in separate schemas must not wake each other. Computed by the server, so the
+# notifying and the listening side always agree and the name stays under 63 bytes.
+CHANNEL_SQL = "'aat_jobs_' || left(md5(current_schema()), 16)"
 _MOVED = "aat_job_moved"
 
 # Committed job moves in this process, for waiters that have no LISTEN channel.
@@ -66,8 +69,8 @@ def notify_job(session: Session, job_id: int, state: JobState) -> None:
     if session.get_bind().dialect.name != "postgresql":
         return
     session.connection().execute(
-        text("SELECT pg_notify(:channel, :payload)"),
-        {"channel": CHANNEL, "payload": f"{job_id}:{state.value}"},
+        text(f"SELECT pg_notify({CHANNEL_SQL}, :payload)"),
+        {"payload": f"{job_id}:{state.value}"},
     )
 
 
@@ -86,7 +89,8 @@ class JobNotifications:
         conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         try:
             conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
-            conn.execute(f"LISTEN {CHANNEL}")
+            row = conn.execute(f"SELECT {CHANNEL_SQL}").fetchone()
+            conn.execute(f'LISTEN "{row[0] if row else "aat_jobs"}"')
         except psycopg.Error as exc:
             log.warning("cannot LISTEN for job moves (%s); polling instead", type(exc).__name__)
             return
