@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     # Extra Host names the dashboard answers to, comma-separated (`aat.example.org:8443`).
     allowed_hosts: str = ""
     mcp_token: str = ""
+    # The dashboard's decision public key(s) (`aat keys show`), comma-separated, for workers
+    # on hosts that must not hold the private key; empty: read it from AAT_HOME.
+    decision_public_key: str = ""
     retention_days: int = 30
     heartbeat_s: float = 2.0
 

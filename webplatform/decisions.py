@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from webplatform import jobs
+from webplatform import jobs, signing
 from webplatform.answers import Answer, Status
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
@@ -22,12 +22,19 @@ def approve(
 ) -> Job:
     """Approve a pending job for exactly the arguments whose digest the operator saw.
 
-    Raises `jobs.StaleState` (someone else decided), `jobs.ApprovalExpired`,
-    `jobs.DigestMismatch` or `jobs.JobNotFound`; the caller shows them as messages.
+    The approval is signed with the dashboard's decision key (made on first use). Raises
+    `jobs.StaleState` (someone else decided), `jobs.ApprovalExpired`, `jobs.DigestMismatch`
+    or `jobs.JobNotFound`; the caller shows them as messages.
     """
+    signer = signing.signer_for(platform.settings.home)
     return platform.transact(
         lambda session: jobs.approve(
-            session=session, job_id=job_id, operator=operator, digest=digest, address=address
+            session=session,
+            job_id=job_id,
+            operator=operator,
+            digest=digest,
+            address=address,
+            signer=signer,
         )
     )
 
@@ -35,11 +42,17 @@ def approve(
 def deny(
     *, platform: Platform, job_id: int, operator: str, reason: str | None, address: str | None
 ) -> Job:
-    """Deny a pending job; the reason reaches the agent that asked."""
+    """Deny a pending job, signed like an approval; the reason reaches the agent that asked."""
     reason = (reason or "").strip()[:500] or None
+    signer = signing.signer_for(platform.settings.home)
     return platform.transact(
         lambda session: jobs.deny(
-            session=session, job_id=job_id, operator=operator, reason=reason, address=address
+            session=session,
+            job_id=job_id,
+            operator=operator,
+            reason=reason,
+            address=address,
+            signer=signer,
         )
     )
 

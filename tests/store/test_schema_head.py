@@ -26,12 +26,18 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
     engine = make_engine(settings)
     with engine.begin() as conn:
         conn.execute(text("DROP INDEX ix_job_irreversible_updated_at"))
+        # Back to 0001 as it was: without the later revisions' columns either.
+        conn.execute(text("ALTER TABLE job DROP COLUMN decision_signature"))
+        conn.execute(text("ALTER TABLE audit_event DROP COLUMN prev_hash"))
+        conn.execute(text("ALTER TABLE audit_event DROP COLUMN event_hash"))
         conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))
     engine.dispose()
     engine = make_engine(settings)
     with engine.connect() as conn:
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
         indexes = {row[1] for row in conn.execute(text("PRAGMA index_list('job')"))}
+        columns = {row[1] for row in conn.execute(text("PRAGMA table_info('audit_event')"))}
     engine.dispose()
     assert version == head_revision()
     assert "ix_job_irreversible_updated_at" in indexes
+    assert {"prev_hash", "event_hash"} <= columns

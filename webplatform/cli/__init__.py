@@ -18,6 +18,7 @@ from webplatform.cli.admin import cmd_check, cmd_config, cmd_operator, cmd_surfa
 from webplatform.cli.common import EXIT_FAILED, add_common
 from webplatform.cli.daemons import cmd_mcp, cmd_serve, cmd_worker
 from webplatform.cli.run import cmd_run
+from webplatform.cli.trust import cmd_audit, cmd_keys
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
     add_common(p, registry=False)
 
+    p = sub.add_parser("keys", help="the dashboard's decision-signing key")
+    p.add_argument("op", choices=["show"], help="show: print the public key, one line")
+
+    p = sub.add_parser("audit", help="check or export the hash-chained audit trail")
+    p.add_argument("op", choices=["verify", "export"])
+    p.add_argument("--since", metavar="ISO", help="export: only events at or after this time")
+    add_common(p, registry=False)
+
     p = sub.add_parser("config", help="print ready-to-paste MCP client configuration")
     p.add_argument("client", choices=["opencode", "claude"])
     p.add_argument("--surface", choices=["generic", "chat"], default="generic")
@@ -93,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "surface": cmd_surface,
         "operator": cmd_operator,
         "config": cmd_config,
+        "keys": cmd_keys,
+        "audit": cmd_audit,
     }[ns.command]
     try:
         return handler(ns, extra)
