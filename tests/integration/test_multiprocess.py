@@ -3,7 +3,8 @@
 Two `aat serve` (each with its embedded worker) and two `aat worker` processes share one
 database and one AAT_HOME; 500 approved `outbox send-message` jobs go in while they run.
 Each must end `succeeded`, with exactly one message in the outbox and one claim in its
-audit trail, and the audit hash chain must verify afterwards. A session made on one dashboard is valid on the other.
+audit trail, and the audit hash chain must verify afterwards. A session made on one
+dashboard is valid on the other.
 """
 
 from __future__ import annotations
