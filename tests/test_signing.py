@@ -237,7 +237,7 @@ def test_keys_show_prints_the_public_key_for_workers_on_other_hosts(
     )
     assert missing.returncode == 1 and "aat serve" in missing.stderr
 
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         operators.add_operator(session=session, name="olga", password=PASSWORD)
     create_app(settings, platform=platform, embed_worker=False, mcp=False)  # first start
     key = settings.home / signing.PRIVATE_KEY_FILE
@@ -284,7 +284,7 @@ def _csrf(client: TestClient, path: str) -> str:
 def test_the_dashboard_run_form_signs_the_operators_approval(
     platform: Platform, settings: Settings
 ) -> None:
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         operators.add_operator(session=session, name="olga", password=PASSWORD)
     app = create_app(settings, platform=platform, embed_worker=False, mcp=False)
     base = "http://127.0.0.1:8000"
