@@ -24,6 +24,7 @@ from dashboard.render import Pages, build_environment
 from dashboard.routes import ROUTERS
 from dashboard.security import Guard, GuardConfig
 from dashboard.urls import RootPath
+from webplatform import signing
 from webplatform.config import Settings
 from webplatform.housekeeping import Housekeeper
 from webplatform.mcp.http import create_chat_mcp_app, create_mcp_app
@@ -47,6 +48,8 @@ def create_app(
     with it.
     """
     platform = platform or Platform(settings)
+    # The decision key is made on the dashboard's first start, before anyone can approve.
+    signing.signer_for(settings.home)
     mcp_app, mcp_lifespan = _mcp_parts(platform) if mcp else (None, None)
     chat_app, chat_lifespan = create_chat_mcp_app(platform) if mcp else (None, None)
 

@@ -160,6 +160,8 @@ class JobDetail:
     result: Any
     duration: timedelta | None = None
     approved_by: str | None = None
+    # Why a worker refused the job's approval (its signature did not verify), if it did.
+    forged: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -191,6 +193,7 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
         result=json_or_text(job.result_json),
         duration=duration,
         approved_by=approved_by,
+        forged=next((e.detail for e in events if e.event == "signature-invalid"), None),
     )
 
 

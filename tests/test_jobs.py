@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -17,10 +18,14 @@ from sqlmodel import Session
 from webplatform import calls, jobs, leases
 from webplatform.canonical import args_digest, canonical_json
 from webplatform.jobs import LEGAL_MOVES
+from webplatform.signing import DecisionSigner
 from webplatform.store import Job, JobState, Surface, session_scope, transact, utcnow
 
 S = JobState
 ALL_STATES = list(JobState)
+# The state machine's tests run no worker, so nothing checks this key; tests/test_signing.py
+# covers signatures end to end.
+SIGNER = DecisionSigner(Ed25519PrivateKey.generate())
 
 
 def _new(
@@ -49,6 +54,7 @@ def _new(
         worker_id="w0" if state == S.running else None,
         lease_s=30 if state == S.running else None,
         decided_by="alice" if state == S.approved else None,
+        signer=SIGNER,
     )
 
 
@@ -168,7 +174,7 @@ def test_stale_move_names_the_winner(engine: Engine) -> None:
     transact(
         engine,
         lambda s: jobs.approve(
-            session=s, job_id=job.id or 0, operator="alice", digest=job.args_digest
+            signer=SIGNER, session=s, job_id=job.id or 0, operator="alice", digest=job.args_digest
         ),
     )
     with pytest.raises(jobs.StaleState, match="already approved by alice") as info:
@@ -181,7 +187,10 @@ def test_stale_move_names_the_winner(engine: Engine) -> None:
 
 def test_unknown_job_is_not_found(engine: Engine) -> None:
     with pytest.raises(jobs.JobNotFound):
-        transact(engine, lambda s: jobs.approve(session=s, job_id=999, operator="a", digest="0"))
+        transact(
+            engine,
+            lambda s: jobs.approve(signer=SIGNER, session=s, job_id=999, operator="a", digest="0"),
+        )
 
 
 def test_two_operators_approving_at_once_get_exactly_one_winner(engine: Engine) -> None:
@@ -201,7 +210,11 @@ def test_two_operators_approving_at_once_get_exactly_one_winner(engine: Engine) 
                 outcomes[operator] = transact(
                     engine,
                     lambda s: jobs.approve(
-                        session=s, job_id=job.id or 0, operator=operator, digest=job.args_digest
+                        signer=SIGNER,
+                        session=s,
+                        job_id=job.id or 0,
+                        operator=operator,
+                        digest=job.args_digest,
                     ),
                 )
             except jobs.StaleState as exc:
@@ -228,7 +241,12 @@ def test_approval_after_expiry_is_a_refusal(engine: Engine) -> None:
         transact(
             engine,
             lambda s: jobs.approve(
-                session=s, job_id=job.id or 0, operator="alice", digest=job.args_digest, now=late
+                signer=SIGNER,
+                session=s,
+                job_id=job.id or 0,
+                operator="alice",
+                digest=job.args_digest,
+                now=late,
             ),
         )
     # The expiry is kept although the caller's transaction ended with an exception.
@@ -237,7 +255,11 @@ def test_approval_after_expiry_is_a_refusal(engine: Engine) -> None:
         transact(
             engine,
             lambda s: jobs.approve(
-                session=s, job_id=job.id or 0, operator="alice", digest=job.args_digest
+                signer=SIGNER,
+                session=s,
+                job_id=job.id or 0,
+                operator="alice",
+                digest=job.args_digest,
             ),
         )
 
@@ -248,7 +270,9 @@ def test_approval_with_another_digest_is_refused(engine: Engine) -> None:
     with pytest.raises(jobs.DigestMismatch):
         transact(
             engine,
-            lambda s: jobs.approve(session=s, job_id=job.id or 0, operator="a", digest=other),
+            lambda s: jobs.approve(
+                signer=SIGNER, session=s, job_id=job.id or 0, operator="a", digest=other
+            ),
         )
     assert _state(engine, job.id or 0) == S.pending_approval
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, update
 from sqlmodel import Session, col, select
@@ -21,11 +22,14 @@ from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.platform import Platform
 from webplatform.registry import RegistryLoader, resolve_secrets
+from webplatform.signing import DecisionSigner
 from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope, transact
 from webplatform.store.models import utcnow
 from webplatform.worker import Worker
 
 S = JobState
+# Retention runs nothing, so nothing checks this key.
+SIGNER = DecisionSigner(Ed25519PrivateKey.generate())
 HEAVY = ("args_json", "result_json", "stdout", "stderr")
 
 
@@ -60,6 +64,7 @@ def _new(session: Session, state: S, n: int = 0) -> int:
         worker_id="w" if state == S.running else None,
         lease_s=3600 if state == S.running else None,
         decided_by="olga" if state == S.approved else None,
+        signer=SIGNER,
     )
     assert job.id is not None
     return job.id

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from webplatform import calls, jobs, leases, runner
+from webplatform import calls, jobs, leases, runner, signing
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.registry import RegistryLoader, resolve_secrets
@@ -33,7 +33,11 @@ def _worker(engine: Engine, settings: Settings, root: Path = EXAMPLES_ROOT, **kw
     )
 
 
-def _approved(engine: Engine, args: dict[str, Any], name: str = "outbox") -> Job:
+def _approved(
+    engine: Engine, settings: Settings, args: dict[str, Any], name: str = "outbox"
+) -> Job:
+    signer = signing.signer_for(settings.home)
+
     def create(session: Any) -> Job:
         return calls.create_job(
             session=session,
@@ -46,6 +50,7 @@ def _approved(engine: Engine, args: dict[str, Any], name: str = "outbox") -> Job
             state=S.approved,
             surface=Surface.dashboard,
             decided_by="alice",
+            signer=signer,
         )
 
     return transact(engine, create)
@@ -78,7 +83,7 @@ def _wait_for(predicate: Any, timeout_s: float = 60.0) -> None:
 def test_two_workers_race_and_every_job_runs_exactly_once(
     engine: Engine, settings: Settings
 ) -> None:
-    created = [_approved(engine, _message(i)) for i in range(50)]
+    created = [_approved(engine, settings, _message(i)) for i in range(50)]
     workers = [_worker(engine, settings, worker_id=f"w{n}") for n in range(2)]
     started = [w.start_thread() for w in workers]
 
@@ -108,7 +113,7 @@ def test_a_job_whose_tool_vanished_fails_clearly(
 ) -> None:
     root = tmp_path / "registry"
     shutil.copytree(EXAMPLES_ROOT / "tools" / "outbox", root / "tools" / "outbox")
-    job = _approved(engine, _message(1))
+    job = _approved(engine, settings, _message(1))
     shutil.rmtree(root / "tools" / "outbox")
     worker = _worker(engine, settings, root=root)
     assert worker.run_once()
@@ -119,7 +124,7 @@ def test_a_job_whose_tool_vanished_fails_clearly(
 
 
 def test_tampered_arguments_are_not_run(engine: Engine, settings: Settings) -> None:
-    job = _approved(engine, _message("approved"))
+    job = _approved(engine, settings, _message("approved"))
     tampered = json.dumps(_message("tampered", to="mallory@example.org"))
     with engine.begin() as conn:
         conn.execute(
@@ -136,7 +141,7 @@ def test_a_long_run_keeps_its_lease_while_others_housekeep(
     engine: Engine, settings: Settings
 ) -> None:
     quick = settings.model_copy(update={"worker_lease_s": 0.6, "heartbeat_s": 0.1})
-    job = _approved(engine, _message(1, **{"delay-s": 2}))
+    job = _approved(engine, settings, _message(1, **{"delay-s": 2}))
     worker = _worker(engine, quick)
     thread, stop = worker.start_thread()
     try:
@@ -155,7 +160,7 @@ def test_a_long_run_keeps_its_lease_while_others_housekeep(
 def test_a_job_whose_worker_died_is_lost_and_never_rerun(
     engine: Engine, settings: Settings
 ) -> None:
-    job = _approved(engine, _message(1))
+    job = _approved(engine, settings, _message(1))
     claimed = transact(
         engine, lambda s: leases.claim_next(session=s, worker_id="dead", lease_s=0.1)
     )
@@ -171,7 +176,7 @@ def test_a_job_whose_worker_died_is_lost_and_never_rerun(
 
 def test_cancelling_a_running_job_stops_it(engine: Engine, settings: Settings) -> None:
     quick = settings.model_copy(update={"worker_lease_s": 0.4})
-    job = _approved(engine, _message(1, **{"delay-s": 3}))
+    job = _approved(engine, settings, _message(1, **{"delay-s": 3}))
     worker = _worker(engine, quick)
     done = threading.Event()
     thread = threading.Thread(target=lambda: (worker.run_once(), done.set()))
@@ -185,8 +190,8 @@ def test_cancelling_a_running_job_stops_it(engine: Engine, settings: Settings) -
 
 
 def test_run_results_are_recorded(engine: Engine, settings: Settings) -> None:
-    job = _approved(engine, _message(1))
-    bad = _approved(engine, _message(2, **{"delay-s": "soon"}))
+    job = _approved(engine, settings, _message(1))
+    bad = _approved(engine, settings, _message(2, **{"delay-s": "soon"}))
     worker = _worker(engine, settings)
     assert worker.run_once() and worker.run_once()
     assert not worker.run_once()
@@ -211,11 +216,11 @@ def test_an_idle_worker_is_woken_by_an_approval_not_by_its_poll(
     thread.start()
     try:
         time.sleep(0.5)  # let it go idle
-        job = _approved(engine, _message("wake"))
+        job = _approved(engine, settings, _message("wake"))
         _wait_for(lambda: _job(engine, job.id).state == S.succeeded, timeout_s=30)
     finally:
         stop.set()
         # A stopped worker notices at its next wake-up: make one.
-        _approved(engine, _message("bye"))
+        _approved(engine, settings, _message("bye"))
         thread.join(timeout=30)
     assert [m["subject"] for m in _outbox(settings)][:1] == ["mwake"]

@@ -8,6 +8,7 @@ from typing import Any
 from sqlmodel import Session
 
 from webplatform.canonical import args_digest, canonical_json
+from webplatform.signing import DecisionSigner, decision_of
 from webplatform.store.audit import record_event
 from webplatform.store.models import Job, JobState, Surface, utcnow
 from webplatform.store.notify import notify_job
@@ -37,12 +38,14 @@ def create_job(
     rerun_of: int | None = None,
     decided_by: str | None = None,
     step_up: str | None = None,
+    signer: DecisionSigner | None = None,
 ) -> Job:
     """Record a new job in `state` and audit it.
 
     - `pending_approval`: waits for an operator; expires after `ttl_s` (None: never).
     - `approved`: an operator ran it from the dashboard after confirming (`decided_by`,
-      with `step_up` naming the proof they gave, for the audit trail).
+      with `step_up` naming the proof they gave, for the audit trail); the decision is
+      signed with the dashboard's key (`signer`).
     - `running`: a reversible call run inline by the requester (`worker_id`, `lease_s`);
       the requester must renew the lease while it runs, or the job is reaped as lost.
 
@@ -78,8 +81,11 @@ def create_job(
     if state == S.pending_approval and ttl_s is not None:
         job.expires_at = now + timedelta(seconds=ttl_s)
     if state == S.approved:
-        if not decided_by:
-            raise ValueError("an approved job needs decided_by (the operator who ran it)")
+        if not decided_by or signer is None:
+            raise ValueError(
+                "an approved job needs decided_by (the operator who ran it) and the "
+                "dashboard's signer"
+            )
         job.decided_by, job.decided_at, job.decided_from = decided_by, now, address
     if state == S.running:
         if not worker_id or lease_s is None:
@@ -88,6 +94,12 @@ def create_job(
         job.lease_expires_at = now + timedelta(seconds=lease_s)
     session.add(job)
     session.flush()
+    if state == S.approved:
+        # The signature covers the job id, known only now.
+        decision = decision_of(job, "approved")
+        assert signer is not None and decision is not None  # checked above
+        job.decision_signature = signer.sign(decision)
+        session.flush()
     actor = decided_by or requested_by or client or surface.value
     job_id = job.id
     record_event(

@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     # `aat mcp --url`: a running `aat serve`'s /mcp to forward to, and the agent token to send.
     mcp_url: str = ""
     agent_token: str = ""
+    # The dashboard's decision public key(s) (`aat keys show`), comma-separated, for workers
+    # on hosts that must not hold the private key; empty: read it from AAT_HOME.
+    decision_public_key: str = ""
     retention_days: int = 30
     heartbeat_s: float = 2.0
     # `:`-separated folders tools may read and write (SPEC §14), besides the caller's folder.

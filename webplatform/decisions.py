@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from webplatform import jobs
+from webplatform import jobs, signing
 from webplatform.answers import Answer, Status
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
@@ -31,10 +31,12 @@ def approve(
 
     `step_up` is the fresh proof the dashboard verified (password or passkey); it must be
     this operator's and for this digest, or `StepUpMismatch` is raised and nothing changes.
-    Raises `jobs.StaleState` (someone else decided), `jobs.ApprovalExpired`,
-    `jobs.DigestMismatch` or `jobs.JobNotFound`; the caller shows them as messages.
+    The approval is signed with the dashboard's decision key (made on first use). Raises
+    `jobs.StaleState` (someone else decided), `jobs.ApprovalExpired`, `jobs.DigestMismatch`
+    or `jobs.JobNotFound`; the caller shows them as messages.
     """
     check_step_up(step_up, operator=operator, digest=digest)
+    signer = signing.signer_for(platform.settings.home)
     return platform.transact(
         lambda session: jobs.approve(
             session=session,
@@ -43,6 +45,7 @@ def approve(
             digest=digest,
             address=address,
             step_up=step_up.describe(),
+            signer=signer,
         )
     )
 
@@ -50,11 +53,17 @@ def approve(
 def deny(
     *, platform: Platform, job_id: int, operator: str, reason: str | None, address: str | None
 ) -> Job:
-    """Deny a pending job; the reason reaches the agent that asked."""
+    """Deny a pending job, signed like an approval; the reason reaches the agent that asked."""
     reason = (reason or "").strip()[:500] or None
+    signer = signing.signer_for(platform.settings.home)
     return platform.transact(
         lambda session: jobs.deny(
-            session=session, job_id=job_id, operator=operator, reason=reason, address=address
+            session=session,
+            job_id=job_id,
+            operator=operator,
+            reason=reason,
+            address=address,
+            signer=signer,
         )
     )
 

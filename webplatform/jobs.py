@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlmodel import Session, col
 
+from webplatform.signing import Decision, DecisionSigner
 from webplatform.store.audit import audit_events
 from webplatform.store.heartbeats import beat, forget_heartbeat, fresh_heartbeat
 from webplatform.store.models import (
@@ -107,12 +108,14 @@ def approve(
     job_id: int,
     operator: str,
     digest: str,
+    signer: DecisionSigner,
     address: str | None = None,
     now: datetime | None = None,
     step_up: str | None = None,
 ) -> Job:
-    """Approve a pending job for exactly the call the operator saw (`digest`); `step_up`
-    names the proof the operator gave (recorded in the audit event, never a secret).
+    """Approve a pending job for exactly the call the operator saw (`digest`), signed by the
+    dashboard's decision key (a worker runs nothing whose approval does not verify);
+    `step_up` names the proof the operator gave (recorded in the audit event, never a secret).
 
     Raises DigestMismatch if the job's digest differs, StaleState if it was already
     decided, and ApprovalExpired if its window has closed: the job is then moved to
@@ -147,7 +150,12 @@ def approve(
         actor=operator,
         address=address,
         detail=call_detail(job) + (f"; {step_up}" if step_up else ""),
-        fields={"decided_by": operator, "decided_at": now, "decided_from": address},
+        fields={
+            "decided_by": operator,
+            "decided_at": now,
+            "decided_from": address,
+            "decision_signature": signer.sign(_decision(job, "approved", operator, now)),
+        },
     )
 
 
@@ -158,8 +166,10 @@ def deny(
     operator: str,
     reason: str | None = None,
     address: str | None = None,
+    signer: DecisionSigner | None = None,
 ) -> Job:
-    """Refuse a pending job; `reason` is passed on to the requesting agent."""
+    """Refuse a pending job; `reason` is passed on to the requesting agent. The dashboard
+    signs denials too (`signer`), so the record of who refused what is as strong."""
     now = utcnow()
     job = _fetch(session, job_id)
     fields = {
@@ -169,6 +179,8 @@ def deny(
         "reason": reason,
         "finished_at": now,
     }
+    if signer is not None:
+        fields["decision_signature"] = signer.sign(_decision(job, "denied", operator, now))
     return _cas(
         session,
         job_id=job_id,
@@ -210,6 +222,19 @@ def cancel(
         address=address,
         detail=reason,
         fields=fields,
+    )
+
+
+def _decision(job: Job, decision: str, operator: str, at: datetime) -> Decision:
+    return Decision(
+        job_id=job.id or 0,
+        digest=job.args_digest,
+        kind=job.kind,
+        name=job.name,
+        action=job.action,
+        decision=decision,
+        operators=(operator,),
+        at=at,
     )
 
 

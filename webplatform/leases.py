@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, select, update
 
+from webplatform.store.audit_chain import lock_chain
 from webplatform.store.models import Job, JobState, utcnow
 from webplatform.store.transitions import IllegalMove, StaleState, compare_and_set, move_overdue
 
@@ -31,6 +32,8 @@ def claim_next(*, session: Session, worker_id: str, lease_s: float) -> Job | Non
     )
     if session.get_bind().dialect.name == "postgresql":
         stmt = stmt.with_for_update(skip_locked=True)
+    # The claim's move is audited: take the audit chain's lock before any row lock.
+    lock_chain(session)
     for _ in range(20):
         job_id = session.exec(stmt).first()
         if job_id is None:

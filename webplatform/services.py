@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from webplatform import calls, execution, gate
+from webplatform import calls, execution, gate, signing
 from webplatform.answers import Answer, Status
 from webplatform.canonical import args_digest
 from webplatform.platform import Actor, Platform
@@ -169,6 +169,8 @@ def _queue(
         ttl_s=None if approved else platform.settings.approval_ttl_s,
         decided_by=actor.operator if approved else None,
         step_up=approved.describe() if approved else None,
+        # The dashboard operator's run is their approval: signed like one from the queue.
+        signer=signing.signer_for(platform.settings.home) if approved else None,
     )
     return job_answer(platform=platform, job_id=job_id)
 

@@ -2,8 +2,14 @@
 
 A claim moves the job to `running` with a lease that the worker renews while the subprocess
 runs. A worker that dies stops renewing; any worker's housekeeping then marks the job `lost`,
-and nothing ever runs it again. Before the subprocess starts, the worker re-checks the stored
-arguments against the digest the operator approved.
+and nothing ever runs it again. Before the subprocess starts, the worker checks the
+approval's signature (`webplatform.signing`) and re-checks the stored arguments against the
+digest the operator approved.
+
+Every job a worker claims was `approved`, and nothing but a decision makes a job approved
+(a reversible call runs in its requester's process and never waits in the queue), so every
+claimed job must carry a valid signature: no column of the row (`irreversible`, `surface`)
+decides whether it is checked, so no SQL edit can switch the check off.
 """
 
 from __future__ import annotations
@@ -20,15 +26,17 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-from webplatform import leases
+from webplatform import jobs, leases, signing
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
 from webplatform.execution import RunFn, execute, finish_job
 from webplatform.housekeeping import Housekeeper
 from webplatform.registry.model import ActionSpec, Registry, ToolSpec
+from webplatform.store.audit import record_event
 from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
 from webplatform.store.notify import JobNotifications
+from webplatform.store.transitions import call_detail
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +66,22 @@ class Worker:
             engine=engine, settings=settings, process_id=self.worker_id, role="worker"
         )
         self._last_housekeeping = float("-inf")
+        self._key_problem: str | None = None
 
     def run_once(self) -> bool:
         """Housekeep when due, then claim and run one approved job; False if there was none."""
         if time.monotonic() - self._last_housekeeping >= self.settings.heartbeat_s:
             self.housekeeper.run_once()
             self._last_housekeeping = time.monotonic()
+        try:
+            verifier = signing.verifier_for(self.settings)
+        except ValueError as exc:
+            # Without a key nothing could be checked: leave approved jobs queued, untouched.
+            if str(exc) != self._key_problem:
+                log.error("worker %s runs nothing: %s", self.worker_id, exc)
+            self._key_problem = str(exc)
+            return False
+        self._key_problem = None
         lease_s = self.settings.worker_lease_s
         job = transact(
             self.engine,
@@ -71,8 +89,39 @@ class Worker:
         )
         if job is None:
             return False
-        self._execute(job)
+        problem = verifier.problem(job)
+        if problem is not None:
+            self._refuse(job, problem)
+        else:
+            self._execute(job)
         return True
+
+    def _refuse(self, job: Job, problem: str) -> None:
+        """End a job whose approval does not verify as failed, and audit why."""
+        job_id = job.id or 0
+        error = f"{problem}; not run. Ask for the call again and approve it in the dashboard."
+        log.error("job %d not run: %s", job_id, problem)
+
+        def refuse(session: Any) -> None:
+            record_event(
+                session=session,
+                actor=self.worker_id,
+                event="signature-invalid",
+                job_id=job_id,
+                detail=f"{problem} ({call_detail(job)})",
+            )
+            leases.finish(
+                session=session,
+                job_id=job_id,
+                worker_id=self.worker_id,
+                state=JobState.failed,
+                error=error,
+            )
+
+        try:
+            transact(self.engine, refuse)
+        except jobs.StaleState as exc:
+            log.warning("job %d: refusal dropped: %s", job_id, exc)
 
     def run_forever(
         self, stop: threading.Event, poll_s: float = 0.2, listen_poll_s: float = 1.0

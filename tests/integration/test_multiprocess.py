@@ -3,12 +3,15 @@
 Two `aat serve` (each with its embedded worker) and two `aat worker` processes share one
 database and one AAT_HOME; 500 approved `outbox send-message` jobs go in while they run.
 Each must end `succeeded`, with exactly one message in the outbox and one claim in its
-audit trail. A session made on one dashboard is valid on the other.
+audit trail, and the audit hash chain must verify afterwards. A session made on one
+dashboard is valid on the other.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -91,6 +94,16 @@ def test_two_dashboards_and_two_workers_run_500_approved_jobs_exactly_once(
             ).all()
         )
     assert len(claims) == JOBS and set(claims.values()) == {1}, "one claim per job"
+    # Four processes appended to the audit trail at once; the chain must not have forked.
+    verified = subprocess.run(
+        [sys.executable, "-m", "webplatform", "audit", "verify"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert verified.returncode == 0, verified.stderr
+    assert "events checked" in verified.stdout
     by_process = Counter((r.worker_id or "").split(":")[1] for r in rows)
     assert len(by_process) >= 3, f"work spread over the processes: {by_process}"
     print(

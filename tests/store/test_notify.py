@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from webplatform import calls, jobs, runner
+from webplatform import calls, jobs, runner, signing
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.registry import RegistryLoader, resolve_secrets
@@ -35,16 +35,19 @@ def _pending(session: Session) -> int:
     return job.id or 0
 
 
-def _approve(engine: Engine, job_id: int) -> None:
+def _approve(engine: Engine, job_id: int, settings: Settings) -> None:
+    signer = signing.signer_for(settings.home)
     digest = args_digest(kind="tool", name="outbox", action="send-message", args=SEND)
     transact(
         engine,
-        lambda s: jobs.approve(session=s, job_id=job_id, operator="olga", digest=digest),
+        lambda s: jobs.approve(
+            signer=signer, session=s, job_id=job_id, operator="olga", digest=digest
+        ),
     )
 
 
 def test_a_committed_move_wakes_a_listener_and_a_rolled_back_one_does_not(
-    engine: Engine, backend: str
+    engine: Engine, backend: str, settings: Settings
 ) -> None:
     wakeups = JobNotifications(engine)
     stop = threading.Event()
@@ -58,7 +61,7 @@ def test_a_committed_move_wakes_a_listener_and_a_rolled_back_one_does_not(
         assert wakeups.wait(0.5, stop) is False
         assert time.monotonic() - started >= 0.4
         job_id = transact(engine, _pending)
-        _approve(engine, job_id)
+        _approve(engine, job_id, settings)
         assert wakeups.wait(5 if wakeups.listening else 0.2, stop) is wakeups.listening
     finally:
         wakeups.close()
@@ -83,7 +86,7 @@ def test_an_idle_worker_on_postgresql_runs_an_approval_at_once(pg_settings: Sett
     try:
         time.sleep(1.0)  # idle and waiting by now
         approved_at = time.monotonic()
-        _approve(engine, job_id)
+        _approve(engine, job_id, pg_settings)
         state: Any = None
         while time.monotonic() - approved_at < 10:
             with session_scope(engine, write=False) as session:

@@ -29,6 +29,10 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
         conn.execute(text("DROP TABLE agent_token"))
         conn.execute(text("DROP TABLE passkey"))
         conn.execute(text("DROP TABLE webauthn_challenge"))
+        # Back to 0001 as it was: without the later revisions' columns either.
+        conn.execute(text("ALTER TABLE job DROP COLUMN decision_signature"))
+        conn.execute(text("ALTER TABLE audit_event DROP COLUMN prev_hash"))
+        conn.execute(text("ALTER TABLE audit_event DROP COLUMN event_hash"))
         conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))
     engine.dispose()
     engine = make_engine(settings)
@@ -39,7 +43,9 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
             row[0]
             for row in conn.execute(text("SELECT name FROM sqlite_master WHERE type='table'"))
         }
+        columns = {row[1] for row in conn.execute(text("PRAGMA table_info('audit_event')"))}
     engine.dispose()
     assert version == head_revision()
     assert "ix_job_irreversible_updated_at" in indexes
     assert {"agent_token", "passkey", "webauthn_challenge"} <= tables
+    assert {"prev_hash", "event_hash"} <= columns

@@ -20,6 +20,7 @@ from webplatform.cli.common import EXIT_FAILED, add_common
 from webplatform.cli.daemons import cmd_mcp, cmd_serve, cmd_worker
 from webplatform.cli.run import cmd_run
 from webplatform.cli.service import cmd_service
+from webplatform.cli.trust import cmd_audit, cmd_keys
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="/var/lib/aat", help=argparse.SUPPRESS)
     p.add_argument("--unit-dir", default="/etc/systemd/system", help=argparse.SUPPRESS)
 
+    p = sub.add_parser("keys", help="the dashboard's decision-signing key")
+    p.add_argument("op", choices=["show"], help="show: print the public key, one line")
+
+    p = sub.add_parser("audit", help="check or export the hash-chained audit trail")
+    p.add_argument("op", choices=["verify", "export"])
+    p.add_argument("--since", metavar="ISO", help="export: only events at or after this time")
+    add_common(p, registry=False)
+
     p = sub.add_parser("config", help="print ready-to-paste MCP client configuration")
     p.add_argument("client", choices=["opencode", "claude"])
     p.add_argument("--surface", choices=["generic", "chat"], default="generic")
@@ -120,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "agent": cmd_agent,
         "service": cmd_service,
         "config": cmd_config,
+        "keys": cmd_keys,
+        "audit": cmd_audit,
     }[ns.command]
     try:
         return handler(ns, extra)

@@ -1,9 +1,14 @@
-"""The audit trail: every decision, state move, login and operator change, append-only."""
+"""The audit trail: every decision, state move, login and operator change, append-only.
+
+Each event is a link of a hash chain (`webplatform.store.audit_chain`), so an edit, a
+deletion or an insertion shows in `aat audit verify`.
+"""
 
 from __future__ import annotations
 
 from sqlmodel import Session, col, select
 
+from webplatform.store.audit_chain import chain_tip, hash_of, lock_chain
 from webplatform.store.models import AuditEvent, utcnow
 
 # Decisions are kept forever (retention never prunes them): who approved what, and when.
@@ -21,7 +26,8 @@ def record_event(
     detail: str | None = None,
     address: str | None = None,
 ) -> AuditEvent:
-    """Append one audit event in the caller's transaction (commits or rolls back with it).
+    """Append one audit event in the caller's transaction (commits or rolls back with it),
+    linked to the event before it; the chain stays locked until that transaction ends.
 
     `event` is a short verb: "created", "approved", "denied", "expired", "claimed",
     "finished", "lost", "cancelled", "login", "logout", "operator-added", ...
@@ -36,6 +42,9 @@ def record_event(
         detail=detail,
         address=address,
     )
+    lock_chain(session)
+    row.prev_hash = chain_tip(session)
+    row.event_hash = hash_of(row, row.prev_hash)
     session.add(row)
     session.flush()
     return row

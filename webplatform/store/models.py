@@ -167,6 +167,9 @@ class Job(JobBase, table=True):
     stderr: str | None = Field(default=None, sa_type=Text)
     error: str | None = Field(default=None, sa_type=Text)
     rerun_of: int | None = None
+    # The dashboard's Ed25519 signature over the decision (webplatform.signing); a worker
+    # runs nothing whose approval does not verify.
+    decision_signature: str | None = Field(default=None, sa_type=String(200))
 
 
 class JobSummary(SQLModel):
@@ -206,6 +209,10 @@ class AuditEvent(SQLModel, table=True):
     to_state: str | None = Field(default=None, sa_type=String(32))
     detail: str | None = Field(default=None, sa_type=Text)
     address: str | None = Field(default=None, sa_type=String(200))
+    # The hash chain (webplatform.store.audit_chain): the previous event's hash, and this
+    # event's hash over its content and `prev_hash`.
+    prev_hash: str | None = Field(default=None, sa_type=String(64))
+    event_hash: str | None = Field(default=None, sa_type=String(64))
 
 
 class Operator(SQLModel, table=True):

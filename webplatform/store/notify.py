@@ -1,10 +1,10 @@
 """Wake-ups on job moves: PostgreSQL LISTEN/NOTIFY, with polling as the fallback everywhere.
 
-Every state move sends a notification on the schema's channel in its own transaction (so it is delivered only if
-the move commits). An idle worker on PostgreSQL waits on that channel instead of polling
-fast, so an approval starts running at once however many hosts poll less often. SQLite has
-no such channel; there a committed move wakes waiters in the same process (the Approve POST
-and the embedded worker of `aat serve`), and other processes poll.
+Every state move sends a notification on its schema's channel in its own transaction (so it
+is delivered only if the move commits). An idle worker on PostgreSQL waits on that channel
+instead of polling fast, so an approval starts running at once however many hosts poll less
+often. SQLite has no such channel; there a committed move wakes waiters in the same process
+(the Approve POST and the embedded worker of `aat serve`), and other processes poll.
 """
 
 from __future__ import annotations

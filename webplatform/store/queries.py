@@ -8,7 +8,9 @@ from datetime import datetime
 from sqlalchemy.orm import load_only
 from sqlmodel import Session, col, delete, func, select
 
-from webplatform.store.audit import DECISION_EVENTS
+from webplatform.canonical import canonical_json
+from webplatform.store.audit import DECISION_EVENTS, record_event
+from webplatform.store.audit_chain import PRUNED_EVENT, bridges_over, lock_chain
 from webplatform.store.models import (
     TERMINAL_STATES,
     AuditEvent,
@@ -83,7 +85,10 @@ def prune_finished(
     Never touches pending, approved or running jobs, and keeps decision audit events
     (approved, denied, expired, cancelled), which name the call themselves. `max_batches`
     stops early so a caller can commit between batches and keep each transaction short.
+    Each batch that removes audit events appends a `pruned` event bridging the gaps, so the
+    audit chain still verifies.
     """
+    lock_chain(session)
     deleted = 0
     rounds = itertools.count() if max_batches is None else range(max_batches)
     for _ in rounds:
@@ -96,11 +101,25 @@ def prune_finished(
         ids = list(session.exec(stmt).all())
         if not ids:
             return deleted
-        session.exec(
-            delete(AuditEvent).where(
-                col(AuditEvent.job_id).in_(ids), col(AuditEvent.event).not_in(DECISION_EVENTS)
-            )
-        )
+        doomed = col(AuditEvent.job_id).in_(ids), col(AuditEvent.event).not_in(DECISION_EVENTS)
+        links = session.exec(
+            select(AuditEvent.prev_hash, AuditEvent.event_hash)
+            .where(*doomed)
+            .order_by(col(AuditEvent.id))
+        ).all()
+        session.exec(delete(AuditEvent).where(*doomed))
         session.exec(delete(Job).where(col(Job.id).in_(ids)))
+        if links:
+            summary = {
+                "jobs": len(ids),
+                "events": len(links),
+                "bridges": bridges_over([(p, h) for p, h in links]),
+            }
+            record_event(
+                session=session,
+                actor="retention",
+                event=PRUNED_EVENT,
+                detail=canonical_json(summary),
+            )
         deleted += len(ids)
     return deleted

@@ -12,6 +12,7 @@ from sqlalchemy import ColumnElement
 from sqlmodel import Session, col, select, update
 
 from webplatform.store.audit import record_event
+from webplatform.store.audit_chain import lock_chain
 from webplatform.store.models import TERMINAL_STATES, Job, JobState, utcnow
 from webplatform.store.notify import notify_job
 
@@ -41,6 +42,7 @@ _MOVABLE = frozenset(
         "stdout",
         "stderr",
         "error",
+        "decision_signature",
     }
 )
 _EVENT_FOR = {
@@ -146,6 +148,8 @@ def compare_and_set(
     unknown = set(fields) - _MOVABLE
     if unknown:
         raise TypeError(f"a move cannot set {sorted(unknown)}")
+    # The audit chain's lock before the row's, in every transaction: no lock-order deadlock.
+    lock_chain(session)
     stmt = (
         update(Job)
         .where(col(Job.id) == job_id, col(Job.state) == expected, *extra)

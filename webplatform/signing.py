@@ -1,0 +1,215 @@
+"""Signed decisions: an operator's approval is an Ed25519 signature, not a row.
+
+The dashboard holds the private key (`AAT_HOME/decision-key.pem`, 0600, made on first
+start) and signs each decision over the exact call: job id, arguments digest, tool (kind and
+name), action, decision, approving operators and time. A worker checks the signature with
+the public key (`AAT_DECISION_PUBLIC_KEY`, or `AAT_HOME/decision-key.pub`) before it starts
+a job, so a database write alone (a SQL `UPDATE`, a copied row, a changed digest) cannot
+make anything run.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from webplatform.canonical import canonical_json
+from webplatform.config import Settings
+from webplatform.store.models import Job
+
+PRIVATE_KEY_FILE = "decision-key.pem"
+PUBLIC_KEY_FILE = "decision-key.pub"
+# Domain separation: these bytes are never a valid signature over anything else aat signs.
+_CONTEXT = b"aat decision v1\n"
+_PREFIX = "ed25519:"
+HOW_TO_GET_KEY = (
+    "start `aat serve` once on the dashboard host (it makes the key), or set "
+    "AAT_DECISION_PUBLIC_KEY to the line `aat keys show` prints there"
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an operator decided about one exact call, as the signature covers it."""
+
+    job_id: int
+    digest: str
+    kind: str
+    name: str
+    action: str
+    decision: str  # "approved" | "denied"
+    operators: tuple[str, ...]
+    at: datetime
+
+    def message(self) -> bytes:
+        """The canonical bytes that are signed: equal decisions, equal bytes."""
+        body = {
+            "job": self.job_id,
+            "digest": self.digest,
+            "tool": {"kind": self.kind, "name": self.name},
+            "action": self.action,
+            "decision": self.decision,
+            "operators": list(self.operators),
+            "at": self.at.astimezone(UTC).isoformat(timespec="microseconds"),
+        }
+        return _CONTEXT + canonical_json(body).encode("utf-8")
+
+
+def decision_of(job: Job, decision: str) -> Decision | None:
+    """The decision a job row claims to carry, or None if it names no operator and time."""
+    if job.id is None or not job.decided_by or job.decided_at is None:
+        return None
+    return Decision(
+        job_id=job.id,
+        digest=job.args_digest,
+        kind=job.kind,
+        name=job.name,
+        action=job.action,
+        decision=decision,
+        operators=(job.decided_by,),
+        at=job.decided_at,
+    )
+
+
+def public_line(key: Ed25519PublicKey) -> str:
+    """One line naming the public key: `ed25519:` and its 32 bytes in base64."""
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return _PREFIX + base64.b64encode(raw).decode("ascii")
+
+
+def parse_public_key(line: str) -> Ed25519PublicKey:
+    """The key a `public_line` names; ValueError saying what to paste instead."""
+    text = line.strip()
+    try:
+        if not text.startswith(_PREFIX):
+            raise ValueError
+        raw = base64.b64decode(text[len(_PREFIX) :], validate=True)
+        return Ed25519PublicKey.from_public_bytes(raw)
+    except (ValueError, binascii.Error):
+        raise ValueError(
+            f"{text[:20]!r}... is not a decision public key: paste the whole line "
+            "`aat keys show` prints (ed25519:...)"
+        ) from None
+
+
+class DecisionSigner:
+    """The dashboard's private key: signs decisions. Only the dashboard's process loads it."""
+
+    def __init__(self, key: Ed25519PrivateKey) -> None:
+        self._key = key
+
+    def public_key(self) -> Ed25519PublicKey:
+        """The public half, which workers verify with."""
+        return self._key.public_key()
+
+    @property
+    def public_line(self) -> str:
+        """The public key, as `aat keys show` prints it."""
+        return public_line(self._key.public_key())
+
+    def sign(self, decision: Decision) -> str:
+        """The signature over `decision`, base64 text to store on the job."""
+        return base64.b64encode(self._key.sign(decision.message())).decode("ascii")
+
+
+class DecisionVerifier:
+    """The public key(s) a worker checks decisions with."""
+
+    def __init__(self, keys: list[Ed25519PublicKey]) -> None:
+        self.keys = keys
+
+    def problem(self, job: Job, decision: str = "approved") -> str | None:
+        """None when the job carries a valid signature for `decision`; otherwise why not."""
+        claimed = decision_of(job, decision)
+        if claimed is None or not job.decision_signature:
+            return (
+                f"job {job.id} has no signed {decision} decision (it was made {decision} "
+                "outside the dashboard): invalid signature"
+            )
+        try:
+            signature = base64.b64decode(job.decision_signature, validate=True)
+        except (ValueError, binascii.Error):
+            signature = b""
+        for key in self.keys:
+            with contextlib.suppress(InvalidSignature):
+                key.verify(signature, claimed.message())
+                return None
+        return (
+            f"job {job.id}: invalid signature on its {decision} decision (not made by the "
+            "dashboard's decision key for this exact call, operator and time)"
+        )
+
+
+def signer_for(home: Path) -> DecisionSigner:
+    """The dashboard's signing key from `home`, created (0600) if there is none yet.
+
+    Several processes starting at once agree on one key: the first to link its file wins.
+    """
+    path = home / PRIVATE_KEY_FILE
+    if not path.exists():
+        _create_key(home)
+    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError(f"{path} is not an Ed25519 key; move it away and restart the dashboard")
+    signer = DecisionSigner(key)
+    public = home / PUBLIC_KEY_FILE
+    if not public.exists() or public.read_text(encoding="ascii").strip() != signer.public_line:
+        _write_private(public, (signer.public_line + "\n").encode("ascii"), mode=0o644)
+    return signer
+
+
+def verifier_for(settings: Settings) -> DecisionVerifier:
+    """The verifier from `AAT_DECISION_PUBLIC_KEY` (comma-separated lines), else from
+    `AAT_HOME`; ValueError saying how to provide a key when there is none."""
+    configured = [p for p in settings.decision_public_key.split(",") if p.strip()]
+    if configured:
+        return DecisionVerifier([parse_public_key(p) for p in configured])
+    public = settings.home / PUBLIC_KEY_FILE
+    if public.exists():
+        return DecisionVerifier([parse_public_key(public.read_text(encoding="ascii"))])
+    private = settings.home / PRIVATE_KEY_FILE
+    if private.exists():
+        return DecisionVerifier([signer_for(settings.home).public_key()])
+    raise ValueError(f"no decision public key in {settings.home}: {HOW_TO_GET_KEY}")
+
+
+def _create_key(home: Path) -> None:
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    _write_private(home / PRIVATE_KEY_FILE, pem, mode=0o600, replace=False)
+
+
+def _write_private(path: Path, data: bytes, *, mode: int, replace: bool = True) -> None:
+    """Write `data` to a temporary file with `mode`, then put it at `path` in one step.
+
+    `replace=False` keeps an existing file (another process made it first).
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if replace:
+            os.replace(tmp, path)
+        else:
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
