@@ -13,9 +13,10 @@ Tiers (markers; `make fast` runs `unit and not postgresql`, `make test` runs eve
 - `postgresql`: set here on every test that runs on PostgreSQL (the `postgresql` case of
   `backend`, or any use of `pg_url`/`pg_settings`), so `make fast` never needs a server.
 
-Rule of thumb for a new test: if it starts a process of ours or a client from
-tests/mcp/node, mark it `integration`; if it takes more than a few seconds, `slow`.
-`make fast` must stay under a minute on two cores (`--durations=20` shows what to move).
+Rule for a new test: if it starts a process of ours or a client from tests/mcp/node, mark
+it `integration` (a `unit` test that does fails, saying so); if it takes more than a few
+seconds, `slow`. `make fast` must stay under a minute on two cores (`--durations=20` shows
+what to move).
 
 Every test using `settings` or `engine` runs twice: on a fresh SQLite file under `tmp_path`,
 and on PostgreSQL in a schema of its own that is dropped afterwards. The PostgreSQL server is
@@ -33,10 +34,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pg_server import HOW_TO, start_server, throwaway_server
@@ -65,6 +68,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("postgresql")
         if not any(item.get_closest_marker(name) for name in NOT_UNIT):
             item.add_marker("unit")
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_aat_process(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `unit` test that starts `aat` or an npm client fails, naming the marker it needs."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+    real_init = subprocess.Popen.__init__
+
+    def guarded(self: subprocess.Popen[bytes], args: Any, *more: Any, **kw: Any) -> None:
+        if _starts_ours(args):
+            pytest.fail(
+                f"this test starts {args!r}: mark it `integration` (tests/conftest.py)",
+                pytrace=False,
+            )
+        real_init(self, args, *more, **kw)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
+
+
+def _starts_ours(args: Any) -> bool:
+    """True for `python -m webplatform ...`, the `aat` script, or anything in node_modules."""
+    argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)
+    words = [os.fsdecode(a) for a in argv]
+    if any(a == "-m" and b == "webplatform" for a, b in zip(words, words[1:], strict=False)):
+        return True
+    return bool(words) and (
+        Path(words[0]).name in {"aat", "node", "npx", "npm"} or "node_modules" in words[0]
+    )
 
 
 def _top_folder(path: Path) -> str:
