@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 NODE := tests/mcp/node
 NODE_STAMP := $(NODE)/node_modules/.installed
 
-.PHONY: run test check lint unit fast bench clean
+.PHONY: run test lint fast bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,13 +28,18 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The inner loop: everything but the browser and multi-process tests.
-fast: $(STAMP)
-	$(BIN)/pytest -m "not browser and not slow" -x
+# Tests run on every core (pytest-xdist); a test file stays on one worker. Tiers: tests/conftest.py.
+PYTEST := $(BIN)/pytest -n auto --dist loadfile
 
+# The inner loop (under a minute on two cores): unit tests on SQLite. No browser, no
+# PostgreSQL, no `aat` processes, no npm clients, no wheel build.
+fast: $(STAMP)
+	$(PYTEST) -m "unit and not postgresql" -x
+
+# Everything: lint, the example registry, every tier on SQLite and PostgreSQL.
 test: lint $(NODE_STAMP)
 	$(BIN)/aat check
-	$(BIN)/pytest
+	$(PYTEST)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

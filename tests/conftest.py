@@ -1,39 +1,129 @@
-"""Shared fixtures: settings with their own AAT_HOME, and a real database per test.
+"""Shared fixtures, and the test tiers.
+
+Tiers (markers; `make fast` runs `unit and not postgresql`, `make test` runs everything):
+
+- `unit`: the default, set here on every test that has none of the markers below. One
+  process (in-process apps, threads, tool scripts run by the runner), SQLite or PostgreSQL.
+- `integration`: starts real `aat` processes (`aat serve`, `aat mcp`, the CLI), several
+  processes at once, or a third-party client from tests/mcp/node (Inspector, opencode).
+  Every test under tests/integration/ gets it; elsewhere mark the test or module yourself:
+  `pytestmark = pytest.mark.integration`.
+- `browser`: drives headless Chromium; every test under tests/browser/ gets it.
+- `slow`: takes seconds on its own (builds a wheel, hundreds of jobs); mark it yourself.
+- `postgresql`: set here on every test that runs on PostgreSQL (the `postgresql` case of
+  `backend`, or any use of `pg_url`/`pg_settings`), so `make fast` never needs a server.
+
+Rule for a new test: if it starts a process of ours or a client from tests/mcp/node, mark
+it `integration` (a `unit` test that does fails, saying so); if it takes more than a few
+seconds, `slow`. `make fast` must stay under a minute on two cores (`--durations=20` shows
+what to move).
 
 Every test using `settings` or `engine` runs twice: on a fresh SQLite file under `tmp_path`,
 and on PostgreSQL in a schema of its own that is dropped afterwards. The PostgreSQL server is
 AAT_TEST_PG_URL when set (`.ci/run` starts one and sets it); otherwise the session starts a
-throwaway server from /usr/lib/postgresql/*/bin itself. With neither, PostgreSQL tests fail
-with a message saying how to get one: they are never skipped.
+throwaway server from /usr/lib/postgresql/*/bin itself (one per run: under pytest-xdist the
+first worker that needs it starts it, the others reuse it). With neither, PostgreSQL tests
+fail with a message saying how to get one: they are never skipped.
+
+Under pytest-xdist (`make test`, `make fast`) a test file runs on one worker (`--dist
+loadfile`), so module-scoped fixtures are started once; ports come from `free_port()`
+(tests/serving.py) and folders from `tmp_path`, never fixed ones.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from pg_server import HOW_TO, throwaway_server
+from pg_server import HOW_TO, start_server, throwaway_server
 from sqlalchemy import Engine, create_engine, make_url, text
 from workspaces import aat_home_beside
 
 from webplatform.config import Settings
 from webplatform.store import make_engine
 
+TESTS = Path(__file__).resolve().parent
+# Folders whose every test is in a tier other than `unit`.
+FOLDER_TIERS = {"integration": "integration", "browser": "browser"}
+NOT_UNIT = {"integration", "browser", "slow"}
+PG_FIXTURES = {"pg_url", "pg_settings"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects anything
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give each test its tier markers (see the module docstring)."""
+    for item in items:
+        folder = _top_folder(item.path)
+        if folder in FOLDER_TIERS:
+            item.add_marker(FOLDER_TIERS[folder])
+        callspec = getattr(item, "callspec", None)
+        on_pg = callspec is not None and callspec.params.get("backend") == "postgresql"
+        if on_pg or PG_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker("postgresql")
+        if not any(item.get_closest_marker(name) for name in NOT_UNIT):
+            item.add_marker("unit")
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_aat_process(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `unit` test that starts `aat` or an npm client fails, naming the marker it needs."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+    real_init = subprocess.Popen.__init__
+
+    def guarded(self: subprocess.Popen[bytes], args: Any, *more: Any, **kw: Any) -> None:
+        if _starts_ours(args):
+            pytest.fail(
+                f"this test starts {args!r}: mark it `integration` (tests/conftest.py)",
+                pytrace=False,
+            )
+        real_init(self, args, *more, **kw)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
+
+
+def _starts_ours(args: Any) -> bool:
+    """True for `python -m webplatform ...`, the `aat` script, or anything in node_modules."""
+    argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)
+    words = [os.fsdecode(a) for a in argv]
+    if any(a == "-m" and b == "webplatform" for a, b in zip(words, words[1:], strict=False)):
+        return True
+    return bool(words) and (
+        Path(words[0]).name in {"aat", "node", "npx", "npm"} or "node_modules" in words[0]
+    )
+
+
+def _top_folder(path: Path) -> str:
+    """`integration` for tests/integration/x/test_y.py; "" outside tests/."""
+    try:
+        return path.resolve().relative_to(TESTS).parts[0]
+    except ValueError:
+        return ""
+
+
 BACKENDS = ["sqlite", "postgresql"]
 
 
 @pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
+def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A PostgreSQL server URL for the whole session: AAT_TEST_PG_URL, or one started here."""
     configured = os.environ.get("AAT_TEST_PG_URL", "")
     if configured:
         yield configured
         return
     try:
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            yield _shared_server(tmp_path_factory)
+            return
         server = throwaway_server()
         url = server.__enter__()
     except RuntimeError as exc:
@@ -42,6 +132,20 @@ def pg_url() -> Iterator[str]:
         yield url
     finally:
         server.__exit__(None, None, None)
+
+
+def _shared_server(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One throwaway server for all xdist workers of this run, started by the first to ask.
+
+    It lives until the xdist controller (the workers' parent) exits: its watchdog stops it.
+    """
+    run_dir = tmp_path_factory.getbasetemp().parent  # shared by this run's workers
+    with (run_dir / "pg-server.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        known = run_dir / "pg-server.url"
+        if not known.exists():
+            known.write_text(start_server(owner_pid=os.getppid()).url)
+        return known.read_text()
 
 
 @contextmanager

@@ -2,7 +2,8 @@
 
 `.ci/run` starts one and exports AAT_TEST_PG_URL; by hand, `make test` finds the server
 binaries under /usr/lib/postgresql/*/bin and starts its own in a temporary folder, as the
-`postgres` user when run as root (PostgreSQL refuses to run as root).
+`postgres` user when run as root (PostgreSQL refuses to run as root). Under pytest-xdist the
+first worker that needs it starts it and the others reuse it (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 HOW_TO = (
@@ -50,9 +52,37 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@contextmanager
-def throwaway_server() -> Iterator[str]:
-    """Start a PostgreSQL server on a free loopback port; yield its SQLAlchemy URL."""
+@dataclass
+class Server:
+    """A running throwaway server: its URL, and how to stop it and remove its folder."""
+
+    url: str
+    folder: Path
+    bin_dir: Path
+    user: str | None
+    watchdog: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        self.watchdog.kill()
+        self.watchdog.wait()
+        subprocess.run(
+            [str(self.bin_dir / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "immediate",
+             "stop"],
+            user=self.user,
+            cwd=self.folder,
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )  # fmt: skip
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_server(*, owner_pid: int) -> Server:
+    """Start a PostgreSQL server on a free loopback port that stops when `owner_pid` exits.
+
+    `owner_pid` is this process for a plain session, or the pytest-xdist controller when
+    the workers share one server (tests/conftest.py).
+    """
     bin_dir = server_bin()
     if bin_dir is None:
         raise RuntimeError(HOW_TO)
@@ -83,25 +113,23 @@ def throwaway_server() -> Iterator[str]:
             f"could not start a throwaway PostgreSQL: {exc}\n{detail.decode(errors='replace')}"
             f"\n{tail}\n{HOW_TO}"
         ) from exc
-    # If this test session is killed before its teardown, the server must not outlive it.
+    # If the owner is killed before its teardown, the server must not outlive it.
     watchdog = subprocess.Popen(
-        ["/bin/sh", "-c", WATCHDOG, "aat-pg-watchdog", str(os.getpid()), str(folder)],
+        ["/bin/sh", "-c", WATCHDOG, "aat-pg-watchdog", str(owner_pid), str(folder)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    url = f"postgresql+psycopg://aat@127.0.0.1:{port}/aat_test"
+    return Server(url=url, folder=folder, bin_dir=bin_dir, user=user, watchdog=watchdog)
+
+
+@contextmanager
+def throwaway_server() -> Iterator[str]:
+    """Start a PostgreSQL server on a free loopback port; yield its SQLAlchemy URL."""
+    server = start_server(owner_pid=os.getpid())
     try:
-        yield f"postgresql+psycopg://aat@127.0.0.1:{port}/aat_test"
+        yield server.url
     finally:
-        watchdog.kill()
-        watchdog.wait()
-        subprocess.run(
-            [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-            user=user,
-            cwd=folder,
-            capture_output=True,
-            check=False,
-            timeout=60,
-        )
-        shutil.rmtree(folder, ignore_errors=True)
+        server.stop()

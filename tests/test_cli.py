@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 AAT = [sys.executable, "-m", "webplatform"]
 
 

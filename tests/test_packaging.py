@@ -21,7 +21,7 @@ import httpx
 import pytest
 from serving import aat_serve, free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # builds a wheel, starts aat serve from it
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,6 +23,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.integration
+
 METHODS = ["initialize", "ping", "tools/list", "tools/call", "resources/list", "resources/read",
            "server/discover", "notifications/initialized", "notifications/cancelled",
            "completion/complete", "logging/setLevel", "nope", ""]  # fmt: skip

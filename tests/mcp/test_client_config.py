@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from webplatform.mcp import config_claude, config_opencode
 
 INITIALIZE = (
@@ -40,12 +42,14 @@ def test_claude_block_matches_opencode() -> None:
     assert [server["command"], *server["args"]] == config_opencode()["mcp"]["aat"]["command"]
 
 
+@pytest.mark.integration
 def test_configured_command_starts_from_another_directory(tmp_path: Path) -> None:
     command = config_opencode()["mcp"]["aat"]["command"]
     proc = initialize(command, tmp_path)
     assert '"protocolVersion":"2025-11-25"' in proc.stdout.replace(" ", ""), proc.stderr
 
 
+@pytest.mark.integration
 def test_chat_surface_config_starts_the_chat_server(tmp_path: Path) -> None:
     command = config_opencode("chat")["mcp"]["aat-chat"]["command"]
     assert command[-3:] == ["mcp", "--surface", "chat"]

@@ -24,7 +24,7 @@ from webplatform.config import Settings
 from webplatform.store import make_engine
 from webplatform.store.models import Job, JobState, Surface
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 INSPECTOR = Path(__file__).parent / "node" / "node_modules" / ".bin" / "mcp-inspector"
 AAT = Path(sys.executable).with_name("aat")

@@ -26,7 +26,7 @@ from webplatform.config import Settings
 from webplatform.store import make_engine
 from webplatform.store.models import Job, JobState, Surface
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 OPENCODE = Path(__file__).parent / "node" / "node_modules" / ".bin" / "opencode"
 MODEL = "scripted/turn"

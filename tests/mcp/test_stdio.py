@@ -14,7 +14,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_helpers import ERAS, body
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 BRIDGE = [sys.executable, "-m", "webplatform", "mcp"]
 MODERN_META = {

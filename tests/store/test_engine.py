@@ -70,6 +70,7 @@ def test_schema_matches_models_and_migrating_again_changes_nothing(engine: Engin
     assert {"job", "audit_event", "operator", "operator_session", "heartbeat", "meta"} <= tables
 
 
+@pytest.mark.integration
 def test_processes_starting_at_once_all_migrate_cleanly(settings: Settings) -> None:
     env = {**os.environ, "AAT_HOME": str(settings.home), "AAT_DB_URL": settings.db_url}
     code = (

@@ -192,12 +192,14 @@ def aat_check(root: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.integration
 def test_aat_check_passes_on_the_example_registry(root: Path, tmp_path: Path) -> None:
     done = aat_check(root, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "6 tools published (surface_version 1.0.0)" in done.stdout
 
 
+@pytest.mark.integration
 def test_aat_check_names_every_difference(root: Path, tmp_path: Path) -> None:
     edit_manifest(root, "xlsx", lambda d: action(d, "list-sheets").update(name="sheets-list"))
     edit_manifest(root, "hello-world", lambda d: action(d, "greet")["args"].append(
@@ -222,6 +224,7 @@ def aat_export(root: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedP
     )
 
 
+@pytest.mark.integration
 def test_aat_surface_export_writes_server_json(root: Path, tmp_path: Path) -> None:
     out = tmp_path / "server.json"
     done = aat_export(
@@ -235,6 +238,7 @@ def test_aat_surface_export_writes_server_json(root: Path, tmp_path: Path) -> No
     assert len(meta["aat/toolsDigest"]) == 64
 
 
+@pytest.mark.integration
 def test_aat_surface_export_refuses_a_drifted_surface(root: Path, tmp_path: Path) -> None:
     edit_manifest(root, "hello-world", lambda d: action(d, "greet").update(name="hello"))
     done = aat_export(root, tmp_path, "--out", str(tmp_path / "server.json"))

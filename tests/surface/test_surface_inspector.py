@@ -12,7 +12,7 @@ import pytest
 from surface_helpers import EXAMPLE_NAMES
 
 INSPECTOR = Path(__file__).parents[1] / "mcp" / "node" / "node_modules" / ".bin" / "mcp-inspector"
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 
 def strict_tools_list(tmp_path: Path, *target: str, era: str = "legacy") -> list[str]:

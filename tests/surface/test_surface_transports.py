@@ -26,6 +26,7 @@ def bridge(home: Path, root: Path, *surface: str) -> StdioServerParameters:
 
 
 @pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.integration
 async def test_both_surfaces_over_stdio(tmp_path: Path, root: Path, mode: str) -> None:
     home = tmp_path / "home"
     async with (
@@ -45,6 +46,7 @@ async def test_both_surfaces_over_stdio(tmp_path: Path, root: Path, mode: str) -
     assert via_chat["job"] != via_generic["job"]  # one database, two doors
 
 
+@pytest.mark.integration
 def test_a_drifted_chat_surface_will_not_start(tmp_path: Path, root: Path) -> None:
     edit_manifest(root, "xlsx", lambda d: action(d, "list-sheets").update(name="sheets"))
     params = bridge(tmp_path / "home", root, "--surface", "chat")
