@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # runs the aat command line
+
 AAT = [sys.executable, "-m", "webplatform"]
 
 

@@ -231,6 +231,7 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.integration  # runs `aat keys show`
 def test_keys_show_prints_the_public_key_for_workers_on_other_hosts(
     platform: Platform, settings: Settings, tmp_path: Any
 ) -> None:

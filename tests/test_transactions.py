@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy.exc import OperationalError
+from stepup_helpers import job_step_up
 
 from webplatform import decisions, jobs
 from webplatform.config import Settings
@@ -74,6 +75,7 @@ def test_approve_succeeds_once_a_held_write_lock_is_released(
             operator="ada",
             digest=pending.args_digest,
             address="127.0.0.1",
+            step_up=job_step_up(platform, job_id, "ada"),
         )
         waited = time.monotonic() - started
     finally:

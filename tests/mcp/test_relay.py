@@ -18,7 +18,7 @@ from mcp import Client, StdioServerParameters
 from mcp_helpers import body
 from serving import aat_serve, free_port
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]  # starts aat processes
 
 AAT = [sys.executable, "-m", "webplatform"]
 

@@ -15,6 +15,7 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, text, update
 from sqlmodel import col
 
@@ -24,6 +25,8 @@ from webplatform.config import Settings
 from webplatform.store import Job, JobState, Surface, session_scope, transact, utcnow
 from webplatform.store.audit import record_event
 from webplatform.store.audit_chain import verify_chain
+
+pytestmark = pytest.mark.integration  # runs the aat command line
 
 S = JobState
 AAT = [sys.executable, "-m", "webplatform"]
