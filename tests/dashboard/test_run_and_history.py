@@ -77,7 +77,8 @@ def test_irreversible_run_needs_the_confirm_step_and_records_the_operator(alice,
 
 
 def test_job_filters_paging_and_exports(alice, platform):
-    ids = [queue_send(platform, subject=f"s{i}").job for i in range(60)]
+    # Three agents: one may keep only AAT_MAX_PENDING (20) calls waiting.
+    ids = [queue_send(platform, client=f"agent-{i // 20}", subject=f"s{i}").job for i in range(60)]
     _post_run(alice, "/run/tool/hello-world/greet", {"name": "x"})
     first = alice.get("/jobs?state=pending_approval").text
     assert f'href="/jobs/{ids[-1]}"' in first and f'href="/jobs/{ids[0]}"' not in first

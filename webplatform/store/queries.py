@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 from datetime import datetime
 
-from sqlalchemy.orm import load_only
+from sqlalchemy import text
+from sqlalchemy.orm import defer, load_only
 from sqlmodel import Session, col, delete, func, select
 
 from webplatform.store.audit import DECISION_EVENTS
@@ -62,6 +63,56 @@ def count_pending(*, session: Session) -> int:
     """How many jobs wait for an operator."""
     stmt = select(func.count()).select_from(Job).where(Job.state == JobState.pending_approval)
     return int(session.exec(stmt).one())
+
+
+def count_pending_from(*, session: Session, surface: Surface, requested_by: str | None) -> int:
+    """How many jobs from one requester (surface and name) wait for an operator.
+
+    On PostgreSQL this first takes a transaction lock on the requester, so two of their
+    calls counting at once cannot both slip under a limit; SQLite's write lock (held by a
+    write session) already serialises them.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        key = f"aat-pending:{surface.value}:{requested_by}"
+        session.exec(text("SELECT pg_advisory_xact_lock(hashtext(:key))").bindparams(key=key))  # type: ignore[call-overload]
+    who = (
+        col(Job.requested_by).is_(None)
+        if requested_by is None
+        else col(Job.requested_by) == requested_by
+    )
+    stmt = (
+        select(func.count())
+        .select_from(Job)
+        .where(Job.state == JobState.pending_approval, Job.surface == surface, who)
+    )
+    return int(session.exec(stmt).one())
+
+
+def pending_page(
+    *, session: Session, offset: int, limit: int, newest_first: bool, head_chars: int
+) -> list[tuple[Job, str, int]]:
+    """One page of the approval queue: each job with the first `head_chars` characters of
+    its arguments' JSON and that JSON's full length; the whole arguments are never loaded."""
+    order = (
+        (col(Job.created_at).desc(), col(Job.id).desc())
+        if newest_first
+        else (col(Job.created_at), col(Job.id))
+    )
+    stmt = (
+        select(Job, func.substr(Job.args_json, 1, head_chars), func.length(Job.args_json))
+        .options(defer(Job.args_json))  # type: ignore[arg-type]
+        .where(Job.state == JobState.pending_approval)
+        .order_by(*order)
+        .offset(max(0, offset))
+        .limit(max(1, limit))
+    )
+    return [(job, str(head), int(size)) for job, head, size in session.exec(stmt).all()]
+
+
+def newest_pending_id(*, session: Session) -> int:
+    """The highest id of a job waiting for an operator (0 when none waits)."""
+    stmt = select(func.max(Job.id)).where(Job.state == JobState.pending_approval)
+    return int(session.exec(stmt).one() or 0)
 
 
 def pending_approvals(*, session: Session, limit: int = 200) -> list[Job]:
