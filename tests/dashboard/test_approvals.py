@@ -10,8 +10,10 @@ from fastapi.testclient import TestClient
 
 from webplatform import jobs
 from webplatform.answers import Status
+from webplatform.platform import Actor
+from webplatform.services import request_run
 from webplatform.store.engine import session_scope
-from webplatform.store.models import utcnow
+from webplatform.store.models import Surface, utcnow
 from webplatform.tracking import job_answer
 
 
@@ -269,3 +271,31 @@ def test_the_live_refresh_stays_small_however_large_the_arguments(platform, alic
     assert f'href="/jobs/{ids[0]}">Review all of them and decide on the job page' in live.text
     # The job page still shows every argument in full.
     assert body in alice.get(f"/jobs/{ids[0]}").text
+
+
+def test_invisible_characters_are_shown_escaped_with_a_warning(platform, alice):
+    sneaky = "\u202ekcatta@live.example"  # reads as elpmaxe.evil@attack
+    job = queue_send(platform, subject=sneaky, body="a\u200bb\u2028c").job
+    for page in (alice.get("/approvals").text, alice.get(f"/jobs/{job}").text):
+        assert "\\u202ekcatta@live.example" in page
+        assert "a\\u200bb\\u2028c" in page
+        assert "\u202e" not in page and "\u200b" not in page and "\u2028" not in page
+        assert "invisible or direction-changing characters" in page
+    plain = queue_send(platform, client="other", subject="plain").job
+    card = alice.get("/approvals").text.split(f'id="card-{plain}"')[1].split("</article>")[0]
+    assert "invisible or direction-changing" not in card
+
+
+def test_invisible_characters_in_a_result_are_shown_escaped(platform, alice):
+    answer = request_run(
+        platform=platform,
+        kind="tool",
+        name="hello-world",
+        action="greet",
+        args={"name": "\u2067Bob\u2069"},
+        actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
+        confirmed=False,
+    )
+    page = alice.get(f"/jobs/{answer.job}").text
+    assert "Hello, \\u2067Bob\\u2069!" in page and "\u2067" not in page
+    assert "invisible or direction-changing characters" in page
