@@ -247,5 +247,5 @@ def test_arguments_over_max_args_bytes_are_invalid(platform: Platform) -> None:
     )
     assert answer.status is Status.invalid and answer.job is None
     assert "AAT_MAX_ARGS_BYTES" in (answer.error or "") and "\n" not in (answer.error or "")
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         assert jobs.count_pending(session=session) == 0

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from dashboard.app import create_app
 from dashboard.setup import print_setup_link
-from webplatform.services import Platform
+from webplatform.platform import Platform
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
 
@@ -122,9 +122,9 @@ def test_the_setup_link_stays_dead_after_every_operator_is_removed(settings, pla
     assert link is not None
     token = link.split("token=")[1]
     # An operator is added another way (`aat operator add`), then removed again.
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         operators.add_operator(session=session, name="alice", password=PASSWORD)
-    with platform.session() as session:
+    with session_scope(platform.engine) as session:
         operators.remove_operator(session=session, name="alice")
     form = {"token": token, "username": "mallory", "password": PASSWORD, "password2": PASSWORD}
     assert client.get(f"/setup?token={token}").status_code == 404
@@ -137,7 +137,7 @@ def test_the_setup_link_stays_dead_after_every_operator_is_removed(settings, pla
     app = create_app(settings, platform=restarted, embed_worker=False, mcp=False)
     with TestClient(app, base_url=BASE, follow_redirects=False) as again:
         assert again.post("/setup", data=form, headers=ORIGIN).status_code == 400
-    with restarted.session() as session:
+    with session_scope(restarted.engine) as session:
         assert operators.count_operators(session=session) == 0
     restarted.engine.dispose()
 

@@ -15,7 +15,7 @@ from serving import aat_serve, free_port
 from sqlalchemy import text
 
 from webplatform.config import Settings
-from webplatform.services import Platform
+from webplatform.platform import Platform
 
 OPERATOR, PASSWORD = "alice", "correct horse battery"
 BURST = 40
