@@ -109,6 +109,21 @@ def pending_page(
     return [(job, str(head), int(size)) for job, head, size in session.exec(stmt).all()]
 
 
+def pending_from_client(
+    *, session: Session, surface: Surface, client: str | None, limit: int = 500
+) -> list[Job]:
+    """The jobs one MCP client (surface and exactly this client name, None being its own
+    name) has waiting for an operator, oldest first."""
+    who = col(Job.client).is_(None) if client is None else col(Job.client) == client
+    stmt = (
+        select(Job)
+        .where(Job.state == JobState.pending_approval, Job.surface == surface, who)
+        .order_by(col(Job.created_at), col(Job.id))
+        .limit(limit)
+    )
+    return list(session.exec(stmt).all())
+
+
 def newest_pending_id(*, session: Session) -> int:
     """The highest id of a job waiting for an operator (0 when none waits)."""
     stmt = select(func.max(Job.id)).where(Job.state == JobState.pending_approval)
