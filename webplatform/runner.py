@@ -71,7 +71,7 @@ def run(
         return _not_started(jail)
     with jail:
         argv, env = jail.wrap(argv), {**env, **jail.env}
-        return _spawn(argv, env, tool, limit, on_start, on_tick, tick_s, max_output_bytes)
+        return _spawn(argv, env, tool, limit, on_start, on_tick, tick_s, max_output_bytes, redact)
 
 
 def _spawn(
@@ -83,6 +83,7 @@ def _spawn(
     on_tick: Callable[[], None] | None,
     tick_s: float,
     max_output_bytes: int,
+    redact: Redactor,
 ) -> RunResult:
     started = time.monotonic()
     try:

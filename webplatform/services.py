@@ -172,7 +172,10 @@ def _over_pending_limit(platform: Platform, actor: Actor) -> Callable[[Session],
     """A check, run in the transaction that queues the job: why this requester may not queue
     another call (`AAT_MAX_PENDING` already waiting), or None."""
     limit = platform.settings.max_pending
-    requester = actor.operator or actor.client
+    # The agent token when the call carried one; else the client's own name, the only other
+    # identity a client has (it is self-reported, so a client that renames itself gets a
+    # new share: the approvals page still reaches every card).
+    requester = actor.operator or actor.agent or actor.client
 
     def check(session: Session) -> str | None:
         waiting = count_pending_from(session=session, surface=actor.surface, requested_by=requester)

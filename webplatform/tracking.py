@@ -138,16 +138,19 @@ def pending_for(
 
 
 def pending_of_client(
-    *, platform: Platform, surface: Surface, client: str | None
+    *, platform: Platform, surface: Surface, client: str | None, agent: str | None = None
 ) -> list[dict[str, Any]]:
-    """The jobs one client has waiting for an operator, oldest first: exactly this client
-    name on this surface (a client that gave no name sees only nameless clients' jobs).
+    """The jobs one requester has waiting for an operator, oldest first, on this surface: an
+    agent token's jobs when the request carried one, else exactly this client name's jobs
+    asked without a token (a client that gave no name sees only nameless clients' jobs).
 
     The MCP bridge's level-triggered approvals resource is built on this; reading changes
     nothing.
     """
     waiting = platform.transact(
-        lambda s: queries.pending_from_client(session=s, surface=surface, client=client),
+        lambda s: queries.pending_from_client(
+            session=s, surface=surface, client=client, agent=agent
+        ),
         write=False,
     )
     return [_pending_entry(platform, job) for job in waiting]

@@ -150,14 +150,15 @@ async def test_resource_lists_this_clients_waiting_jobs(platform: Platform, era:
 
 
 async def test_resource_never_shows_another_clients_jobs(platform: Platform, era: str) -> None:
-    for client in ("someone-else", None):
+    # Another client; a nameless one; an agent token's call from a client named like ours.
+    for client, agent in (("someone-else", None), (None, None), ("mcp", "ci-bot")):
         request_run(
             platform=platform,
             kind="tool",
             name="outbox",
             action="send-message",
-            args={**SEND["args"], "subject": f"private to {client}"},
-            actor=Actor(surface=Surface.mcp_stdio, client=client),
+            args={**SEND["args"], "subject": f"private to {agent or client}"},
+            actor=Actor(surface=Surface.mcp_stdio, client=client, agent=agent),
             confirmed=True,
         )
     async with connect(platform, era) as client:
@@ -168,6 +169,11 @@ async def test_resource_never_shows_another_clients_jobs(platform: Platform, era
     # A client that gave no name sees only the nameless client's jobs, not everyone's.
     nameless = json.loads(pending_body(platform=platform, surface=Surface.mcp_stdio, client=None))
     assert [j["args"]["subject"] for j in nameless["jobs"]] == ["private to None"]
+    # With a token, the agent sees its own calls, whatever its client is called.
+    agent = json.loads(
+        pending_body(platform=platform, surface=Surface.mcp_stdio, client="x", agent="ci-bot")
+    )
+    assert [j["args"]["subject"] for j in agent["jobs"]] == ["private to ci-bot"]
 
 
 async def test_legacy_subscriber_is_told_when_a_job_is_decided(platform: Platform) -> None:

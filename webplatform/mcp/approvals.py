@@ -31,9 +31,12 @@ logger = logging.getLogger(__name__)
 WATCH_EVERY_S = 1.0
 
 
-def pending_body(*, platform: Platform, surface: Surface, client: str | None) -> str:
-    """The resource's JSON text: jobs this client asked for that wait for an operator."""
-    jobs = pending_of_client(platform=platform, surface=surface, client=client)
+def pending_body(
+    *, platform: Platform, surface: Surface, client: str | None, agent: str | None = None
+) -> str:
+    """The resource's JSON text: jobs this client (or, with a token, this agent) asked for
+    that wait for an operator."""
+    jobs = pending_of_client(platform=platform, surface=surface, client=client, agent=agent)
     body: dict[str, Any] = {
         "client": client,
         "count": len(jobs),

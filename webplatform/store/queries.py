@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.orm import defer, load_only
@@ -109,15 +110,29 @@ def pending_page(
     return [(job, str(head), int(size)) for job, head, size in session.exec(stmt).all()]
 
 
+def _is(column: Any, value: str | None) -> Any:
+    return col(column).is_(None) if value is None else col(column) == value
+
+
 def pending_from_client(
-    *, session: Session, surface: Surface, client: str | None, limit: int = 500
+    *,
+    session: Session,
+    surface: Surface,
+    client: str | None,
+    agent: str | None = None,
+    limit: int = 500,
 ) -> list[Job]:
-    """The jobs one MCP client (surface and exactly this client name, None being its own
-    name) has waiting for an operator, oldest first."""
-    who = col(Job.client).is_(None) if client is None else col(Job.client) == client
+    """The jobs one requester has waiting for an operator on `surface`, oldest first: those
+    of agent token `agent`, or else those this exact client name (None being a name too)
+    asked for without a token."""
+    who = (
+        [col(Job.requested_by) == agent]
+        if agent is not None
+        else [_is(Job.client, client), _is(Job.requested_by, client)]
+    )
     stmt = (
         select(Job)
-        .where(Job.state == JobState.pending_approval, Job.surface == surface, who)
+        .where(Job.state == JobState.pending_approval, Job.surface == surface, *who)
         .order_by(col(Job.created_at), col(Job.id))
         .limit(limit)
     )
