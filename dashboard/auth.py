@@ -27,37 +27,39 @@ FAILURE_WINDOW_S = 300.0
 
 @dataclass
 class LoginLimiter:
-    """Counts failed logins per key in a sliding window; in memory, per dashboard process."""
+    """Counts login attempts per key in a sliding window; in memory, per dashboard process.
+
+    Every attempt counts until it succeeds; a success forgets its keys' attempts.
+    """
 
     max_failures: int = MAX_FAILURES
     window_s: float = FAILURE_WINDOW_S
     _failures: dict[str, deque[float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def retry_after(self, *keys: str) -> float:
-        """Seconds to wait before another attempt is allowed for any of `keys`; 0 if allowed."""
+    def attempt(self, *keys: str) -> float:
+        """Count one login attempt against every key, before its password is checked.
+
+        Returns 0 when the attempt may go on, else the seconds to wait (and counts nothing).
+        Checking and counting happen under one lock, so a burst of concurrent guesses gets
+        exactly `max_failures` checks, not one per guess that raced past a shared count.
+        """
         now = time.monotonic()
         wait = 0.0
         with self._lock:
             for key in keys:
-                times = self._failures.get(key)
-                if not times:
-                    continue
+                times = self._failures.setdefault(key, deque())
                 while times and now - times[0] > self.window_s:
                     times.popleft()
                 if len(times) >= self.max_failures:
                     wait = max(wait, self.window_s - (now - times[0]))
+            if wait == 0.0:
+                for key in keys:
+                    self._failures[key].append(now)
         return wait
 
-    def failed(self, *keys: str) -> None:
-        """Count one failed attempt against every key."""
-        now = time.monotonic()
-        with self._lock:
-            for key in keys:
-                self._failures.setdefault(key, deque()).append(now)
-
     def succeeded(self, *keys: str) -> None:
-        """Forget the failures of these keys."""
+        """Forget the attempts of these keys (the password was right)."""
         with self._lock:
             for key in keys:
                 self._failures.pop(key, None)

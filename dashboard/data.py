@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from webplatform import jobs
 from webplatform.platform import Platform
-from webplatform.store import dashboard_queries
+from webplatform.store import dashboard_queries, queries
 from webplatform.store.models import AuditEvent, Job, JobState, JobSummary, Surface
 
 PAGE_SIZE = 50
@@ -129,25 +129,85 @@ def pending_count(platform: Platform) -> int:
     return platform.transact(lambda s: jobs.count_pending(session=s), write=False)
 
 
+CARDS_PER_PAGE = 50
+# A card shows this much of a call's arguments; the job page shows all of them. Keeps the
+# approvals page, re-fetched every second, small however large the arguments are.
+ARGS_SHOWN_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Card:
+    """One pending call as its card shows it: the arguments pretty-printed, or their head."""
+
+    job: Job
+    args_text: str
+    args_chars: int
+    clipped: bool
+
+
 @dataclass
 class Queue:
-    """The approvals page: what waits, and what was decided lately."""
+    """The approvals page: one page of what waits, the true count, and recent decisions."""
 
-    pending: list[Job]
+    pending: list[Card]
     history: list[Job]
+    total: int = 0
     newest_id: int = 0
+    page: int = 1
+    pages: int = 1
+    newest_first: bool = False
+
+    @property
+    def first(self) -> int:
+        """The position in the whole queue of this page's first card (1-based)."""
+        return (self.page - 1) * CARDS_PER_PAGE + 1
 
 
-def approval_queue(platform: Platform, *, history: int = 30) -> Queue:
-    """The pending queue (oldest first) and the recent decisions (newest first)."""
+def _card(job: Job, head: str, size: int) -> Card:
+    if size > ARGS_SHOWN_CHARS:
+        return Card(job=job, args_text=head[:ARGS_SHOWN_CHARS], args_chars=size, clipped=True)
+    return Card(job=job, args_text=_pretty(head), args_chars=size, clipped=False)
 
-    def read(session: Session) -> tuple[list[Job], list[Job]]:
-        pending = jobs.pending_approvals(session=session)
-        return pending, list(dashboard_queries.recent_decisions(session=session, limit=history))
 
-    pending, decided = platform.transact(read, write=False)
-    newest = max((j.id or 0 for j in pending), default=0)
-    return Queue(pending=pending, history=decided, newest_id=newest)
+def _pretty(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except json.JSONDecodeError:
+        return text
+
+
+def approval_queue(
+    platform: Platform, *, history: int = 30, page: int = 1, newest_first: bool = False
+) -> Queue:
+    """One page of the pending queue (oldest first, or newest first), its true size, and the
+    recent decisions (newest first)."""
+
+    def read(session: Session) -> tuple[int, int, list[tuple[Job, str, int]], int, list[Job]]:
+        total = jobs.count_pending(session=session)
+        last = max(1, -(-total // CARDS_PER_PAGE))
+        shown = min(max(1, page), last)
+        rows = queries.pending_page(
+            session=session,
+            offset=(shown - 1) * CARDS_PER_PAGE,
+            limit=CARDS_PER_PAGE,
+            newest_first=newest_first,
+            head_chars=ARGS_SHOWN_CHARS + 1,
+        )
+        newest = queries.newest_pending_id(session=session)
+        decided = list(dashboard_queries.recent_decisions(session=session, limit=history))
+        return total, shown, rows, newest, decided
+
+    total, page, rows, newest, decided = platform.transact(read, write=False)
+    pages = max(1, -(-total // CARDS_PER_PAGE))
+    return Queue(
+        pending=[_card(job, head, size) for job, head, size in rows],
+        history=decided,
+        total=total,
+        newest_id=newest,
+        page=page,
+        pages=pages,
+        newest_first=newest_first,
+    )
 
 
 @dataclass

@@ -5,6 +5,7 @@ it when htmx asks (`HX-Request`), and says so with `Vary: HX-Request`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -51,6 +52,24 @@ def _pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
 
 
+# Characters that change how text reads without being seen: bidi controls (an argument
+# "\u202ekcatta@live.example" reads as "elpmaxe.evil@attack"), zero-width characters, and
+# line/paragraph separators.
+_INVISIBLE = re.compile(
+    "[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u2028\u2029]"
+)
+
+
+def reveal(text: Any) -> str:
+    """`text` with every invisible or direction-changing character written as `\\uXXXX`."""
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", "" if text is None else str(text))
+
+
+def hides_characters(text: Any) -> bool:
+    """True when `text` contains a character `reveal` would write out."""
+    return text is not None and _INVISIBLE.search(str(text)) is not None
+
+
 def build_environment() -> Environment:
     """The template environment: autoescape on for every template, strict about typos."""
     env = Environment(
@@ -66,6 +85,8 @@ def build_environment() -> Environment:
     env.filters["span"] = _span
     env.filters["fromjson"] = json_or_text
     env.globals["url_for"] = _url_for
+    env.filters["reveal"] = reveal
+    env.tests["hiding_characters"] = hides_characters
     return env
 
 

@@ -1,8 +1,9 @@
 """First-run setup: with no operator yet, a one-time link printed to the terminal only.
 
 The link carries a random token; only its sha256 is kept (in `Meta`), it works once, and it
-stops working as soon as any operator exists. Nothing else can create the first operator
-from the browser.
+stops working for good as soon as any operator exists: removing every operator later does not
+bring it back (add one with `aat operator add` then). Nothing else can create the first
+operator from the browser.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ def _hash(token: str) -> str:
 
 
 def open_setup(platform: Platform) -> str | None:
-    """A fresh setup token when no operator exists (replacing any older one), else None."""
+    """A fresh setup token when no operator ever existed (replacing any older one), else None."""
 
     def renew(session: Session) -> str | None:
-        if operators.count_operators(session=session) > 0:
+        if operators.ever_had_operators(session=session):
             meta.delete_meta(session=session, key=SETUP_TOKEN_KEY)
             return None
         token = secrets.token_urlsafe(32)
@@ -66,14 +67,20 @@ def print_setup_link(
 ) -> str | None:
     """On a first start with no operator, print the one-time setup link; return it.
 
-    Prints nothing (and returns None) when an operator already exists. The link is only
+    Returns None when an operator exists or ever existed (then, with none left, it says
+    how to add one from the command line). The link is only
     ever written to the terminal of the process that serves the dashboard.
     """
     token = open_setup(platform)
+    stream = out or sys.stdout
     if token is None:
+        if platform.transact(lambda s: operators.count_operators(session=s) == 0, write=False):
+            stream.write(
+                "\nNo dashboard operator exists: add one with "
+                "`aat operator add NAME --password-stdin`\n\n"
+            )
         return None
     link = f"{setup_base_url(settings, host, port)}/setup?token={token}"
-    stream = out or sys.stdout
     stream.write(
         "\nNo dashboard operator exists yet. Open this one-time link to create one:\n"
         f"\n    {link}\n\n"
@@ -84,10 +91,10 @@ def print_setup_link(
 
 
 def setup_open(platform: Platform, token: str) -> bool:
-    """True when `token` is the current setup token and no operator exists yet."""
+    """True when `token` is the current setup token and no operator ever existed."""
 
     def stored_hash(session: Session) -> str | None:
-        if operators.count_operators(session=session) > 0:
+        if operators.ever_had_operators(session=session):
             return None
         return meta.get_meta(session=session, key=SETUP_TOKEN_KEY)
 
@@ -103,7 +110,7 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
 
     def use_token(session: Session) -> str | None:
         stored = meta.get_meta(session=session, key=SETUP_TOKEN_KEY)
-        if operators.count_operators(session=session) > 0 or stored is None:
+        if operators.ever_had_operators(session=session) or stored is None:
             return "setup is already done: log in, or ask an operator to add you"
         if not hmac.compare_digest(stored, _hash(token)):
             return "this setup link is not valid: use the latest link `aat serve` printed"

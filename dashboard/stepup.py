@@ -90,14 +90,13 @@ def _check_password(
     job_id: int | None,
 ) -> None:
     keys = (f"addr:{address}", f"user:{operator}")
-    wait = limiter.retry_after(*keys)
+    wait = limiter.attempt(*keys)  # counted before the check, so a burst cannot race it
     if wait > 0:
         raise StepUpRefused(f"too many wrong passwords: wait {int(wait) + 1} s and try again")
     ok = platform.transact(
         lambda session: operators.authenticate(session=session, name=operator, password=password)
     )
     if not ok:
-        limiter.failed(*keys)
         _refused(platform, operator, address, job_id, "password")
         raise StepUpRefused("wrong password: the call was not approved; type it again")
     limiter.succeeded(*keys)

@@ -213,3 +213,39 @@ def test_unknown_job_is_invalid(platform: Platform) -> None:
 
 def test_states_map_to_distinct_statuses() -> None:
     assert {s.value for s in JobState} <= {s.value for s in Status}
+
+
+def test_one_requester_keeps_at_most_max_pending_calls_waiting(platform: Platform) -> None:
+    answers = [send_message(platform) for _ in range(205)]
+    waiting = [a for a in answers if a.status is Status.pending_approval]
+    refused = [a for a in answers if a.status is Status.refused]
+    assert len(waiting) == 20 and len(refused) == 185
+    assert refused[0].job is None
+    assert "AAT_MAX_PENDING=20" in (refused[0].error or "")
+    assert "approvals page" in (refused[0].error or "")
+    # Another client, and the operator's own requests, are not held up by that one.
+    other = Actor(surface=Surface.mcp_stdio, client="the-real-agent")
+    assert send_message(platform, actor=other).status is Status.pending_approval
+    # Once an operator decides one, the first client may ask again.
+    decisions.deny(
+        platform=platform, job_id=waiting[0].job or 0, operator="ada", reason="junk", address=None
+    )
+    assert send_message(platform).status is Status.pending_approval
+    assert send_message(platform).status is Status.refused
+
+
+def test_arguments_over_max_args_bytes_are_invalid(platform: Platform) -> None:
+    big = {**MESSAGE, "body": "x" * (256 * 1024)}
+    answer = request_run(
+        platform=platform,
+        kind="tool",
+        name="outbox",
+        action="send-message",
+        args=big,
+        actor=AGENT,
+        confirmed=True,
+    )
+    assert answer.status is Status.invalid and answer.job is None
+    assert "AAT_MAX_ARGS_BYTES" in (answer.error or "") and "\n" not in (answer.error or "")
+    with session_scope(platform.engine) as session:
+        assert jobs.count_pending(session=session) == 0

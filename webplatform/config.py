@@ -50,6 +50,13 @@ class Settings(BaseSettings):
     unconfined: bool = False
     # Behave as if the kernel had no Landlock: only for testing the refusal above.
     confine_pretend_unavailable: bool = False
+    # Proxies (addresses, comma-separated) whose X-Forwarded-For the dashboard believes;
+    # empty: none, so a client cannot forge the address audit events and login limits use.
+    trusted_proxies: str = ""
+    # At most this many calls from one requester wait for an approval at once.
+    max_pending: int = 20
+    # Arguments larger than this (canonical JSON, bytes) are refused as `invalid`.
+    max_args_bytes: int = 256 * 1024
 
     @field_validator("root_path")
     @classmethod
@@ -70,6 +77,11 @@ class Settings(BaseSettings):
     def database_url(self) -> str:
         """`AAT_DB_URL`, or the SQLite file under `AAT_HOME`."""
         return self.db_url or f"sqlite:///{self.home / 'aat.db'}"
+
+    @property
+    def trusted_proxy_list(self) -> list[str]:
+        """Addresses from `AAT_TRUSTED_PROXIES`."""
+        return [p.strip() for p in self.trusted_proxies.split(",") if p.strip()]
 
     @property
     def extra_allowed_hosts(self) -> list[str]:

@@ -20,10 +20,10 @@ from webplatform import confine, jobs, leases, runner
 from webplatform.canonical import canonical_json
 from webplatform.config import Settings
 from webplatform.outcome import RunResult
+from webplatform.redaction import Redactor
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.store.engine import transact
 from webplatform.store.models import JobState
-from webplatform.validation import SECRET_MASK
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,7 @@ def execute(
             ),
             tick_s=max(0.05, min(1.0, settings.worker_lease_s / 4)),
             fence=confine.Fence.from_settings(settings),
+            redact=mask,
             **extra,
         )
     except LeaseLost:
@@ -106,27 +107,6 @@ def execute(
         stderr=mask(outcome.stderr),
         error=None if outcome.error is None else mask(outcome.error),
     )
-
-
-class Redactor:
-    """Replaces secret values in text with the mask shown for secrets everywhere."""
-
-    # Shorter values would mask ordinary words and digits; secrets are never that short.
-    MIN_LENGTH = 4
-
-    def __init__(self, values: Sequence[str]) -> None:
-        self.values = sorted(
-            {v for v in values if len(v) >= self.MIN_LENGTH}, key=len, reverse=True
-        )
-
-    def __call__(self, text: str) -> str:
-        for value in self.values:
-            text = text.replace(value, SECRET_MASK)
-            # A JSON-encoded copy of the value (quotes or non-ASCII escaped) is masked too.
-            encoded = canonical_json(value)[1:-1]
-            if encoded != value:
-                text = text.replace(encoded, SECRET_MASK)
-        return text
 
 
 def lease_renewer(

@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from webplatform.redaction import Redactor
 from webplatform.supervise import Capture
 
 Outcome = Literal["succeeded", "failed", "usage_error", "timed_out"]
@@ -47,14 +48,22 @@ class RunResult:
 
 
 def classify(
-    capture: Capture, proc: subprocess.Popen[bytes], limit: float, duration: float, cap: int
+    capture: Capture,
+    proc: subprocess.Popen[bytes],
+    limit: float,
+    duration: float,
+    cap: int,
+    redact: Redactor,
 ) -> RunResult:
+    """The RunResult of a finished process; `redact` masks secrets before any text is cut."""
+    # Mask first, cut after: a cut must never leave part of a secret to be seen.
     stderr_truncated = capture.stderr_truncated or len(capture.stderr) > cap
-    stderr_bytes = capture.stderr[-cap:] if stderr_truncated else capture.stderr
-    stdout = capture.stdout.decode("utf-8", errors="replace")
-    stderr = stderr_bytes.decode("utf-8", errors="replace")
+    raw_stdout = capture.stdout.decode("utf-8", errors="replace")
+    parsed = _json_object(raw_stdout) if not capture.stdout_truncated else None
+    stdout = redact.head(raw_stdout, cap, cut_before=capture.stdout_truncated)
+    raw_stderr = capture.stderr.decode("utf-8", errors="replace")
+    stderr = redact.tail(raw_stderr, cap, cut_before=capture.stderr_truncated)
     code = proc.returncode
-    parsed = _json_object(stdout) if not capture.stdout_truncated else None
 
     def result(outcome: Outcome, error: str | None, exit_code: int | None = code) -> RunResult:
         return RunResult(
@@ -63,7 +72,7 @@ def classify(
             result=parsed if outcome == "succeeded" else None,
             stdout=stdout,
             stderr=stderr,
-            error=_one_line(error) if error else None,
+            error=redact.line(error, _ERROR_MAX_CHARS) if error else None,
             duration_s=duration,
             pid=proc.pid,
             stdout_truncated=capture.stdout_truncated,
@@ -128,11 +137,6 @@ def _not_json_error(stdout: str) -> str:
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""
-
-
-def _one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _ERROR_MAX_CHARS else flat[: _ERROR_MAX_CHARS - 1] + "…"
 
 
 def _signal_name(number: int) -> str:

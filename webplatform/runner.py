@@ -26,6 +26,7 @@ from typing import Any
 from webplatform import confine
 from webplatform.launch import build_argv, build_env
 from webplatform.outcome import RunResult, classify
+from webplatform.redaction import NO_SECRETS, Redactor
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.supervise import close_pipes, kill_group, supervise
 
@@ -47,6 +48,7 @@ def run(
     tick_s: float = 1.0,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     fence: confine.Fence | None = None,
+    redact: Redactor = NO_SECRETS,
 ) -> RunResult:
     """Run one action of a tool to completion and describe what happened.
 
@@ -56,7 +58,9 @@ def run(
     group is killed and the exception propagates: that is the caller's failure, not the tool's.
     `caller_cwd`, when given, reaches the tool as `AAT_CALLER_CWD` so it can resolve relative
     paths the user typed (the tool's own cwd is its folder), and is a workspace. The process is
-    confined (`webplatform.confine`) by `fence`, by default one that protects `home`.
+    confined (`webplatform.confine`) by `fence`, by default one that protects `home`. `redact`
+    masks secret values in stdout, stderr and the error line before any of them is cut (the
+    parsed `result` is left for the caller to mask).
     """
     argv = build_argv(tool, action, args)
     env = build_env(tool, action, home=home, secrets=secrets, caller_cwd=caller_cwd)
@@ -67,7 +71,7 @@ def run(
         return _not_started(jail)
     with jail:
         argv, env = jail.wrap(argv), {**env, **jail.env}
-        return _spawn(argv, env, tool, limit, on_start, on_tick, tick_s, max_output_bytes)
+        return _spawn(argv, env, tool, limit, on_start, on_tick, tick_s, max_output_bytes, redact)
 
 
 def _spawn(
@@ -79,6 +83,7 @@ def _spawn(
     on_tick: Callable[[], None] | None,
     tick_s: float,
     max_output_bytes: int,
+    redact: Redactor,
 ) -> RunResult:
     started = time.monotonic()
     try:
@@ -103,7 +108,7 @@ def _spawn(
         proc.wait()
         close_pipes(proc)
         raise
-    return classify(capture, proc, limit, time.monotonic() - started, max_output_bytes)
+    return classify(capture, proc, limit, time.monotonic() - started, max_output_bytes, redact)
 
 
 def _missing_program(tool: ToolSpec, program: str, path: str) -> str | None:

@@ -6,19 +6,21 @@ a run except the worker, which only executes jobs an operator approved.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlmodel import Session
 
 from webplatform import calls, execution, gate, signing
 from webplatform.answers import Answer, Status
-from webplatform.canonical import args_digest
+from webplatform.canonical import args_digest, canonical_json
 from webplatform.platform import Actor, Platform
 from webplatform.registry import resolve_secrets
 from webplatform.registry.model import ActionSpec, Registry, RunnableKind, ToolSpec
 from webplatform.stepup import StepUp, check_step_up
 from webplatform.store.engine import transact
 from webplatform.store.models import JobState, Surface
+from webplatform.store.queries import count_pending_from
 from webplatform.suggest import did_you_mean
 from webplatform.tracking import job_answer
 from webplatform.validation import describe_arg, has_secret_args, mask_secrets, validate_args
@@ -92,6 +94,8 @@ def request_run(
     if isinstance(resolved, Answer):
         return resolved
     spec, act = resolved
+    if (too_big := _args_too_big(platform, args)) is not None:
+        return Answer(Status.invalid, tool=name, action=act.name, error=too_big)
     clean, problems = validate_args(act, args)
     if problems:
         return Answer(
@@ -149,6 +153,44 @@ def request_run(
     )
 
 
+def _args_too_big(platform: Platform, args: Any) -> str | None:
+    """Why `args` are too large to accept (canonical JSON over AAT_MAX_ARGS_BYTES), or None."""
+    limit = platform.settings.max_args_bytes
+    try:
+        size = len(canonical_json(args).encode("utf-8"))
+    except (TypeError, ValueError):
+        return None  # not JSON at all: validation says what is wrong
+    if size <= limit:
+        return None
+    return (
+        f"arguments are {size} bytes of JSON, over the {limit}-byte limit (AAT_MAX_ARGS_BYTES); "
+        "pass large content as a file path or in smaller calls"
+    )
+
+
+def _over_pending_limit(platform: Platform, actor: Actor) -> Callable[[Session], str | None]:
+    """A check, run in the transaction that queues the job: why this requester may not queue
+    another call (`AAT_MAX_PENDING` already waiting), or None."""
+    limit = platform.settings.max_pending
+    # The agent token when the call carried one; else the client's own name, the only other
+    # identity a client has (it is self-reported, so a client that renames itself gets a
+    # new share: the approvals page still reaches every card).
+    requester = actor.operator or actor.agent or actor.client
+
+    def check(session: Session) -> str | None:
+        waiting = count_pending_from(session=session, surface=actor.surface, requested_by=requester)
+        if waiting < limit:
+            return None
+        who = f"{requester!r} via {actor.surface.value}" if requester else actor.surface.value
+        return (
+            f"{who} already has {waiting} calls waiting for approval, the limit "
+            f"(AAT_MAX_PENDING={limit}); ask again once an operator has approved or denied "
+            "some of them on the dashboard's approvals page, or they have expired"
+        )
+
+    return check
+
+
 def _queue(
     *,
     platform: Platform,
@@ -171,7 +213,10 @@ def _queue(
         step_up=approved.describe() if approved else None,
         # The dashboard operator's run is their approval: signed like one from the queue.
         signer=signing.signer_for(platform.settings.home) if approved else None,
+        refuse=None if approved else _over_pending_limit(platform, actor),
     )
+    if isinstance(job_id, str):
+        return Answer(Status.refused, tool=spec.name, action=action.name, error=job_id)
     return job_answer(platform=platform, job_id=job_id)
 
 
@@ -189,6 +234,7 @@ def _run_now(
         worker_id=platform.process_id,
         lease_s=platform.settings.worker_lease_s,
     )
+    assert isinstance(job_id, int)  # nothing refuses a reversible run here
     execution.execute(
         engine=platform.engine,
         settings=platform.settings,
@@ -213,12 +259,19 @@ def _create_job(
     actor: Actor,
     irreversible: bool,
     state: JobState,
+    refuse: Callable[[Session], str | None] | None = None,
     **extra: Any,
-) -> int:
-    """Insert the job row (arguments as stored: secrets masked) and return its id."""
+) -> int | str:
+    """Insert the job row (arguments as stored: secrets masked) and return its id.
+
+    `refuse`, run in the same transaction first, may return why not to insert: that is
+    returned instead of an id.
+    """
     digest = args_digest(kind=spec.kind, name=spec.name, action=action.name, args=stored_args)
 
-    def insert(session: Session) -> int:
+    def insert(session: Session) -> int | str:
+        if refuse is not None and (reason := refuse(session)) is not None:
+            return reason
         job = calls.create_job(
             session=session,
             kind=spec.kind,

@@ -16,6 +16,7 @@ from webplatform import jobs
 from webplatform.answers import Answer, Status
 from webplatform.config import Settings
 from webplatform.platform import Platform
+from webplatform.store import queries
 from webplatform.store.models import Job, JobState, Surface
 
 STDERR_TAIL_CHARS = 2000
@@ -125,22 +126,44 @@ def pending_for(
 ) -> list[dict[str, Any]]:
     """Jobs waiting for an operator that came in through `surface` from `client`, oldest first.
 
-    `None` matches any surface or client. Reading changes nothing (the MCP bridge's
-    level-triggered approvals resource is built on this).
+    `None` matches any surface or client. Reading changes nothing.
     """
     waiting = platform.transact(lambda s: jobs.pending_approvals(session=s, limit=500), write=False)
     return [
-        {
-            "job": job.id,
-            "kind": job.kind,
-            "tool": job.name,
-            "action": job.action,
-            "args": json.loads(job.args_json),
-            "requested_at": job.created_at.isoformat(),
-            "expires_at": job.expires_at.isoformat() if job.expires_at else None,
-            "approval_url": approval_url(platform.settings, job.id or 0),
-        }
+        _pending_entry(platform, job)
         for job in waiting
         if (surface is None or Surface(job.surface) is surface)
         and (client is None or job.client == client)
     ]
+
+
+def pending_of_client(
+    *, platform: Platform, surface: Surface, client: str | None, agent: str | None = None
+) -> list[dict[str, Any]]:
+    """The jobs one requester has waiting for an operator, oldest first, on this surface: an
+    agent token's jobs when the request carried one, else exactly this client name's jobs
+    asked without a token (a client that gave no name sees only nameless clients' jobs).
+
+    The MCP bridge's level-triggered approvals resource is built on this; reading changes
+    nothing.
+    """
+    waiting = platform.transact(
+        lambda s: queries.pending_from_client(
+            session=s, surface=surface, client=client, agent=agent
+        ),
+        write=False,
+    )
+    return [_pending_entry(platform, job) for job in waiting]
+
+
+def _pending_entry(platform: Platform, job: Job) -> dict[str, Any]:
+    return {
+        "job": job.id,
+        "kind": job.kind,
+        "tool": job.name,
+        "action": job.action,
+        "args": json.loads(job.args_json),
+        "requested_at": job.created_at.isoformat(),
+        "expires_at": job.expires_at.isoformat() if job.expires_at else None,
+        "approval_url": approval_url(platform.settings, job.id or 0),
+    }

@@ -10,10 +10,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from webplatform.redaction import SECRET_MASK
 from webplatform.registry.model import ActionSpec, ArgSpec
 from webplatform.suggest import did_you_mean
-
-SECRET_MASK = "***"
 
 _JSON_TYPE = {
     "string": "a string",

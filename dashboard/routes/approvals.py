@@ -33,14 +33,24 @@ def render_queue(
     block: str = "live",
 ) -> Response:
     """The approvals page, or one block of it for htmx (`live`: the polled queue;
-    `notice`: the outcome of a decision), with an optional message."""
-    queue = data.approval_queue(platform)
+    `notice`: the outcome of a decision), with an optional message.
+
+    The page and order come from the query string (`page`, `order=newest`), so the polled
+    block keeps showing the page the operator chose.
+    """
+    newest_first = request.query_params.get("order") == "newest"
+    try:
+        page = int(request.query_params.get("page", "1"))
+    except ValueError:
+        page = 1
+    queue = data.approval_queue(platform, page=page, newest_first=newest_first)
     return pages.render(
         request,
         "approvals.html",
         {
             "queue": queue,
-            "pending_count": len(queue.pending),
+            "pending_count": queue.total,
+            "order": "newest" if newest_first else "oldest",
             "has_passkey": stepup.has_passkey(platform, getattr(request.state, "operator", "")),
             "message": message,
             "error": error,

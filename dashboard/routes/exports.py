@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterator
 
 from fastapi import APIRouter
@@ -46,10 +47,24 @@ def _cells(row: JobSummary) -> list[object]:
     return out
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# Where a spreadsheet may start a new cell inside the text: after a comma, or a semicolon in
+# locales that separate with `;`, or a line break if it ignores the quoting.
+_FORMULA_AFTER_SEPARATOR = re.compile("([,;\n])([=+\\-@\t\r])")
+
+
 def _safe_text(value: object) -> object:
-    # A cell starting with = + - @ would be run as a formula by a spreadsheet app.
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+    # A cell starting with = + - @ (or tab, CR) would be run as a formula by a spreadsheet app.
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value
+    return value
+
+
+def _safe_csv_text(value: object) -> object:
+    """`_safe_text`, and also neutralised after any separator a spreadsheet might split on."""
+    value = _safe_text(value)
+    if isinstance(value, str):
+        return _FORMULA_AFTER_SEPARATOR.sub(r"\1'\2", value)
     return value
 
 
@@ -64,10 +79,11 @@ def jobs_csv(
 
     def lines() -> Iterator[str]:
         buffer = io.StringIO()
-        writer = csv.writer(buffer)
+        # Every cell quoted, so no locale's separator can split one cell into two.
+        writer = csv.writer(buffer, quoting=csv.QUOTE_ALL)
         writer.writerow(COLUMNS)
         for row in rows:
-            writer.writerow([_safe_text(c) for c in _cells(row)])
+            writer.writerow([_safe_csv_text(c) for c in _cells(row)])
             yield buffer.getvalue()
             buffer.seek(0)
             buffer.truncate()

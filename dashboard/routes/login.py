@@ -50,7 +50,7 @@ def login(
     """Check the password (rate-limited); on success set the session cookie and go on."""
     limiter: auth.LoginLimiter = request.app.state.login_limiter
     keys = (f"addr:{address}", f"user:{username}")
-    wait = limiter.retry_after(*keys)
+    wait = limiter.attempt(*keys)
     if wait > 0:
         return pages.render(
             request,
@@ -64,7 +64,6 @@ def login(
         )
     token = auth.log_in(platform=platform, username=username, password=password, address=address)
     if token is None:
-        limiter.failed(*keys)
         return pages.render(
             request,
             "login.html",

@@ -31,8 +31,8 @@ def overview(
         request,
         "overview.html",
         {
-            "pending": queue.pending,
-            "pending_count": len(queue.pending),
+            "pending": [card.job for card in queue.pending],
+            "pending_count": queue.total,
             "recent": recent,
             "registry": registry,
             "missing_secrets": missing,

@@ -42,7 +42,7 @@ def csrf(client: TestClient, path: str = "/") -> str:
     return match.group(1)
 
 
-def queue_send(platform: Platform, **args: Any) -> Answer:
+def queue_send(platform: Platform, client: str = "test-agent", **args: Any) -> Answer:
     """An MCP-like request for the irreversible outbox send-message; returns its answer."""
     call = {"to": "bob@example.org", "subject": "hi", "body": "hello", **args}
     return request_run(
@@ -51,6 +51,6 @@ def queue_send(platform: Platform, **args: Any) -> Answer:
         name="outbox",
         action="send-message",
         args=call,
-        actor=Actor(surface=Surface.mcp_http, client="test-agent"),
+        actor=Actor(surface=Surface.mcp_http, client=client),
         confirmed=True,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 
 from dash_helpers import ORIGIN, csrf
@@ -74,6 +76,6 @@ def test_cards_and_history_name_the_token_and_mark_the_client_self_reported(
         html = alice.get(page).text
         assert "build-bot" in html, page
         assert "client “claude-code” (self-reported)" in html, page
-    header, row = alice.get("/jobs.csv").text.splitlines()[:2]
-    record = dict(zip(header.split(","), row.split(","), strict=True))
+    header, row = list(csv.reader(io.StringIO(alice.get("/jobs.csv").text)))[:2]
+    record = dict(zip(header, row, strict=True))
     assert record["requested_by"] == "build-bot" and record["client"] == "claude-code"

@@ -10,8 +10,10 @@ from fastapi.testclient import TestClient
 
 from webplatform import jobs
 from webplatform.answers import Status
+from webplatform.platform import Actor
+from webplatform.services import request_run
 from webplatform.store.engine import session_scope
-from webplatform.store.models import utcnow
+from webplatform.store.models import Surface, utcnow
 from webplatform.tracking import job_answer
 
 
@@ -235,3 +237,65 @@ def test_job_page_of_a_pending_job_has_the_decision_form(platform, alice):
     assert ">Approve</button>" in html and ">Deny</button>" in html
     assert _job(platform, job_id).args_digest in html
     assert "created" in html  # the timeline's first event
+
+
+def _live(client, query=""):
+    return client.get(f"/approvals{query}", headers={"HX-Request": "true"})
+
+
+def test_the_page_states_the_true_count_and_reaches_every_card(platform, alice):
+    # 6 junk agents fill their share of the queue (20 each), then the real request comes.
+    for agent in range(6):
+        for i in range(20):
+            queue_send(platform, client=f"junk-{agent}", subject=f"junk {agent}.{i}")
+    real = queue_send(platform, client="real-agent", subject="the real one").job
+    html = alice.get("/approvals").text
+    assert "Waiting: 121" in html and 'data-pending-count="121"' in html
+    assert f'data-job-id="{real}"' not in html  # page 1 holds the 50 oldest
+    assert "Showing 1–50 of 121" in html and 'rel="next"' in html
+    newest = alice.get("/approvals?order=newest").text
+    assert f'data-job-id="{real}"' in newest and "the real one" in newest
+    last = alice.get("/approvals?page=3").text
+    assert f'data-job-id="{real}"' in last and "Showing 101–121 of 121" in last
+    # The polled block keeps the page and order the operator chose.
+    assert 'hx-get="/approvals?page=3&amp;order=oldest"' in last
+    assert f'data-job-id="{real}"' in _live(alice, "?page=3&order=oldest").text
+
+
+def test_the_live_refresh_stays_small_however_large_the_arguments(platform, alice):
+    body = "y" * (250 * 1024)  # just under AAT_MAX_ARGS_BYTES
+    ids = [queue_send(platform, subject=f"big {i}", body=body).job for i in range(8)]
+    live = _live(alice)
+    assert len(live.content) < 100_000, f"each refresh is {len(live.content)} bytes"
+    assert all(f'data-job-id="{i}"' in live.text for i in ids)
+    assert f'href="/jobs/{ids[0]}">Review all of them and decide on the job page' in live.text
+    # The job page still shows every argument in full.
+    assert body in alice.get(f"/jobs/{ids[0]}").text
+
+
+def test_invisible_characters_are_shown_escaped_with_a_warning(platform, alice):
+    sneaky = "\u202ekcatta@live.example"  # reads as elpmaxe.evil@attack
+    job = queue_send(platform, subject=sneaky, body="a\u200bb\u2028c").job
+    for page in (alice.get("/approvals").text, alice.get(f"/jobs/{job}").text):
+        assert "\\u202ekcatta@live.example" in page
+        assert "a\\u200bb\\u2028c" in page
+        assert "\u202e" not in page and "\u200b" not in page and "\u2028" not in page
+        assert "invisible or direction-changing characters" in page
+    plain = queue_send(platform, client="other", subject="plain").job
+    card = alice.get("/approvals").text.split(f'id="card-{plain}"')[1].split("</article>")[0]
+    assert "invisible or direction-changing" not in card
+
+
+def test_invisible_characters_in_a_result_are_shown_escaped(platform, alice):
+    answer = request_run(
+        platform=platform,
+        kind="tool",
+        name="hello-world",
+        action="greet",
+        args={"name": "\u2067Bob\u2069"},
+        actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
+        confirmed=False,
+    )
+    page = alice.get(f"/jobs/{answer.job}").text
+    assert "Hello, \\u2067Bob\\u2069!" in page and "\u2067" not in page
+    assert "invisible or direction-changing characters" in page

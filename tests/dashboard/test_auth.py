@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from dashboard.app import create_app
 from dashboard.setup import print_setup_link
+from webplatform.platform import Platform
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
 
@@ -114,6 +115,31 @@ def test_first_run_setup_link_works_once(settings, platform, client):
     again = client.post("/setup", data={**form, "username": "mallory"}, headers=ORIGIN)
     assert again.status_code == 400 and "already done" in again.text
     assert print_setup_link(settings, platform, out=io.StringIO()) is None
+
+
+def test_the_setup_link_stays_dead_after_every_operator_is_removed(settings, platform, client):
+    link = print_setup_link(settings, platform, out=io.StringIO())
+    assert link is not None
+    token = link.split("token=")[1]
+    # An operator is added another way (`aat operator add`), then removed again.
+    with session_scope(platform.engine) as session:
+        operators.add_operator(session=session, name="alice", password=PASSWORD)
+    with session_scope(platform.engine) as session:
+        operators.remove_operator(session=session, name="alice")
+    form = {"token": token, "username": "mallory", "password": PASSWORD, "password2": PASSWORD}
+    assert client.get(f"/setup?token={token}").status_code == 404
+    assert client.post("/setup", data=form, headers=ORIGIN).status_code == 400
+    # A restart neither revives the old link nor prints a new one: the CLI adds operators now.
+    restarted = Platform(settings)
+    out = io.StringIO()
+    assert print_setup_link(settings, restarted, out=out) is None
+    assert "aat operator add" in out.getvalue()
+    app = create_app(settings, platform=restarted, embed_worker=False, mcp=False)
+    with TestClient(app, base_url=BASE, follow_redirects=False) as again:
+        assert again.post("/setup", data=form, headers=ORIGIN).status_code == 400
+    with session_scope(restarted.engine) as session:
+        assert operators.count_operators(session=session) == 0
+    restarted.engine.dispose()
 
 
 @pytest.mark.parametrize("problem", ["mismatch", "short"])

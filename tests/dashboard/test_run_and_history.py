@@ -77,7 +77,8 @@ def test_irreversible_run_needs_the_confirm_step_and_records_the_operator(alice,
 
 
 def test_job_filters_paging_and_exports(alice, platform):
-    ids = [queue_send(platform, subject=f"s{i}").job for i in range(60)]
+    # Three agents: one may keep only AAT_MAX_PENDING (20) calls waiting.
+    ids = [queue_send(platform, client=f"agent-{i // 20}", subject=f"s{i}").job for i in range(60)]
     _post_run(alice, "/run/tool/hello-world/greet", {"name": "x"})
     first = alice.get("/jobs?state=pending_approval").text
     assert f'href="/jobs/{ids[-1]}"' in first and f'href="/jobs/{ids[0]}"' not in first
@@ -108,3 +109,21 @@ def test_registry_search_and_schema(alice):
 def test_skill_markdown_is_rendered_without_raw_html(alice):
     html = alice.get("/skills/approvals").text
     assert "<h1>" in html or "<h2>" in html or "<p>" in html
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def test_csv_export_quotes_every_cell_and_neutralises_formulas(alice, platform):
+    # The client name is whatever an MCP client declares: an attacker's formula.
+    for name in ("=cmd|' /C calc'!A0", 'x;=HYPERLINK("http://evil.example")', "a,@SUM(1+1)"):
+        queue_send(platform, client=name)
+    text = alice.get("/jobs.csv").text
+    lines = text.splitlines()
+    assert all(line.startswith('"') and line.endswith('"') for line in lines), lines[:3]
+    for delimiter in (",", ";"):
+        for row in csv.reader(io.StringIO(text), delimiter=delimiter):
+            for cell in row:
+                assert not cell.lstrip('"').startswith(FORMULA_START), (delimiter, cell)
+    rows = list(csv.reader(io.StringIO(text)))
+    assert "'=cmd|' /C calc'!A0" in [r[8] for r in rows]

@@ -48,6 +48,7 @@ class Bridge:
         self.stdin = self.proc.stdin
         self.lines: queue.Queue[bytes] = queue.Queue()
         self.other: dict[Any, dict[str, Any]] = {}  # answers to non-probe ids, by id
+        self.unreadable: list[dict[str, Any]] = []  # error answers to lines without an id
         threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
 
     def _read(self, stdout: IO[bytes]) -> None:
@@ -76,6 +77,8 @@ class Bridge:
                 return dict(message)
             if isinstance(message.get("id"), str | int):
                 self.other[message["id"]] = message
+            elif "id" in message and message["id"] is None and "error" in message:
+                self.unreadable.append(message)
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +194,8 @@ def test_oversized_lines_are_survived(bridge: Bridge, name: str) -> None:
 
 def test_oversized_requests_with_an_id_get_their_own_short_answer(bridge: Bridge) -> None:
     # After the parametrised test above (file order). Lines too deeply nested to parse have
-    # no readable id, so they get no answer; the others get one, clipped, not echoed back.
+    # no readable id: they get an error answer with a null id (the next test); the others
+    # get one to their id, clipped, not echoed back.
     deadline = time.monotonic() + 60
     while not {"s", "t", "a"} <= set(bridge.other):
         assert time.monotonic() < deadline, sorted(map(str, bridge.other))
@@ -203,6 +207,27 @@ def test_oversized_requests_with_an_id_get_their_own_short_answer(bridge: Bridge
         assert result["isError"] is True
         assert result["structuredContent"]["status"] == "invalid"
         assert len(json.dumps(result)) < 100_000, "the answer does not echo megabytes back"
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "words"),
+    [
+        ("100k nested arrays", -32700, "nested too deeply"),
+        ("100k nested arguments", -32700, "nested too deeply"),
+        ("4 MB of letters", -32700, "Parse error"),
+    ],
+)
+def test_a_line_too_large_or_deep_to_parse_gets_an_error_answer(
+    bridge: Bridge, name: str, code: int, words: str
+) -> None:
+    _still_answers(bridge)
+    bridge.unreadable.clear()
+    bridge.send(OVERSIZED[name])
+    _still_answers(bridge)  # answers come in order: the error is read before the ping's
+    assert len(bridge.unreadable) == 1, "no answer to a line that could not be parsed"
+    error = bridge.unreadable[0]["error"]
+    assert error["code"] == code and words in error["message"]
+    assert len(json.dumps(bridge.unreadable[0])) < 1_000
 
 
 def test_tools_still_work_after_the_fuzzing(bridge: Bridge) -> None:

@@ -14,8 +14,11 @@ from mcp_helpers import approve, body, connect, deny, later, make_platform
 from mcp_types import ServerNotification
 
 from webplatform.config import Settings
+from webplatform.mcp.approvals import pending_body
 from webplatform.mcp.naming import PENDING_APPROVALS_URI
-from webplatform.platform import Platform
+from webplatform.platform import Actor, Platform
+from webplatform.services import request_run
+from webplatform.store.models import Surface
 from webplatform.tracking import pending_for
 from webplatform.worker import Worker
 
@@ -144,6 +147,33 @@ async def test_resource_lists_this_clients_waiting_jobs(platform: Platform, era:
         assert first["jobs"][0]["args"]["subject"] == "please send"
         deny(platform, job, "no")
         assert (await read_pending(client))["count"] == 0
+
+
+async def test_resource_never_shows_another_clients_jobs(platform: Platform, era: str) -> None:
+    # Another client; a nameless one; an agent token's call from a client named like ours.
+    for client, agent in (("someone-else", None), (None, None), ("mcp", "ci-bot")):
+        request_run(
+            platform=platform,
+            kind="tool",
+            name="outbox",
+            action="send-message",
+            args={**SEND["args"], "subject": f"private to {agent or client}"},
+            actor=Actor(surface=Surface.mcp_stdio, client=client, agent=agent),
+            confirmed=True,
+        )
+    async with connect(platform, era) as client:
+        job = body(await client.call_tool("run_tool_confirmed", SEND))["job"]
+        pending = await read_pending(client)
+    assert [j["job"] for j in pending["jobs"]] == [job]
+    assert "private to" not in json.dumps(pending)
+    # A client that gave no name sees only the nameless client's jobs, not everyone's.
+    nameless = json.loads(pending_body(platform=platform, surface=Surface.mcp_stdio, client=None))
+    assert [j["args"]["subject"] for j in nameless["jobs"]] == ["private to None"]
+    # With a token, the agent sees its own calls, whatever its client is called.
+    agent = json.loads(
+        pending_body(platform=platform, surface=Surface.mcp_stdio, client="x", agent="ci-bot")
+    )
+    assert [j["args"]["subject"] for j in agent["jobs"]] == ["private to ci-bot"]
 
 
 async def test_legacy_subscriber_is_told_when_a_job_is_decided(platform: Platform) -> None:

@@ -74,5 +74,15 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
     platform = Platform(settings)
     app = create_app(settings, platform=platform, embed_worker=not ns.no_worker)
     print_setup_link(settings, platform, host=ns.host, port=ns.port)
-    uvicorn.run(app, host=ns.host, port=ns.port, log_level="info")
+    # uvicorn believes X-Forwarded-For from loopback unless told otherwise: only the proxies
+    # AAT_TRUSTED_PROXIES names may set the client address audit events and login limits see.
+    proxies = settings.trusted_proxy_list
+    uvicorn.run(
+        app,
+        host=ns.host,
+        port=ns.port,
+        log_level="info",
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=proxies or None,
+    )
     return EXIT_OK

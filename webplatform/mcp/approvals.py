@@ -22,7 +22,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
 from webplatform.platform import Platform
 from webplatform.store.models import Surface
-from webplatform.tracking import pending_for
+from webplatform.tracking import pending_for, pending_of_client
 
 from .naming import PENDING_APPROVALS_URI
 
@@ -31,9 +31,12 @@ logger = logging.getLogger(__name__)
 WATCH_EVERY_S = 1.0
 
 
-def pending_body(*, platform: Platform, surface: Surface, client: str | None) -> str:
-    """The resource's JSON text: jobs this client asked for that wait for an operator."""
-    jobs = pending_for(platform=platform, surface=surface, client=client)
+def pending_body(
+    *, platform: Platform, surface: Surface, client: str | None, agent: str | None = None
+) -> str:
+    """The resource's JSON text: jobs this client (or, with a token, this agent) asked for
+    that wait for an operator."""
+    jobs = pending_of_client(platform=platform, surface=surface, client=client, agent=agent)
     body: dict[str, Any] = {
         "client": client,
         "count": len(jobs),

@@ -58,10 +58,10 @@ ANNOTATIONS: dict[str, ToolAnnotations] = {
     naming.RUN_AGENT_CONFIRMED: protocol.IRREVERSIBLE_RUN,
 }
 
-# The client the current request came from, for the approvals resource (its read function
-# takes no context; the middleware sets this around `resources/read`).
-_current_client: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "aat_mcp_client", default=None
+# The client (and agent token) the current request came from, for the approvals resource
+# (its read function takes no context; the middleware sets this around `resources/read`).
+_current_client: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
+    "aat_mcp_client", default=(None, None)
 )
 
 
@@ -71,7 +71,7 @@ def _middleware() -> Callable[..., Any]:
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != "resources/read":
             return await call_next(ctx)
-        token = _current_client.set(client_name(ctx))
+        token = _current_client.set((client_name(ctx), protocol.agent_name(ctx)))
         try:
             return await call_next(ctx)
         finally:
@@ -127,9 +127,9 @@ def build_server(platform: Platform, *, surface: Surface) -> MCPServer:
     server.middleware.append(_middleware())
 
     async def read_pending() -> str:
-        client = _current_client.get()
+        client, agent = _current_client.get()
         return await anyio.to_thread.run_sync(
-            lambda: pending_body(platform=platform, surface=surface, client=client)
+            lambda: pending_body(platform=platform, surface=surface, client=client, agent=agent)
         )
 
     server.add_resource(

@@ -11,11 +11,15 @@ from datetime import datetime, timedelta
 from sqlmodel import Session, col, delete, func, select
 
 from webplatform.store.audit import record_event
+from webplatform.store.meta import get_meta, set_meta
 from webplatform.store.models import Operator, OperatorPublic, OperatorSession, Passkey, utcnow
 from webplatform.store.passwords import hash_password, needs_rehash, verify_password
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 MIN_PASSWORD_LENGTH = 8
+# Set when the first operator is added and never cleared: first-run setup is over for good,
+# even if every operator is removed later.
+FIRST_OPERATOR_KEY = "operators.first_added_at"
 
 
 @functools.cache
@@ -46,6 +50,8 @@ def add_operator(*, session: Session, name: str, password: str, actor: str = "cl
     operator = Operator(name=name, password_hash=hash_password(password), created_at=utcnow())
     session.add(operator)
     session.flush()
+    if get_meta(session=session, key=FIRST_OPERATOR_KEY) is None:
+        set_meta(session=session, key=FIRST_OPERATOR_KEY, value=operator.created_at.isoformat())
     record_event(session=session, actor=actor, event="operator-added", detail=name)
     return operator
 
@@ -59,6 +65,13 @@ def list_operators(*, session: Session) -> list[OperatorPublic]:
 def count_operators(*, session: Session) -> int:
     """How many operators exist (0 means first-run setup is still open)."""
     return int(session.exec(select(func.count()).select_from(Operator)).one())
+
+
+def ever_had_operators(*, session: Session) -> bool:
+    """True once any operator has existed, even if all were removed since."""
+    if get_meta(session=session, key=FIRST_OPERATOR_KEY) is not None:
+        return True
+    return count_operators(session=session) > 0
 
 
 def remove_operator(*, session: Session, name: str, actor: str = "cli") -> bool:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy.orm import load_only
+from sqlalchemy import text
+from sqlalchemy.orm import defer, load_only
 from sqlmodel import Session, col, delete, func, select
 
 from webplatform.canonical import canonical_json
@@ -64,6 +66,85 @@ def count_pending(*, session: Session) -> int:
     """How many jobs wait for an operator."""
     stmt = select(func.count()).select_from(Job).where(Job.state == JobState.pending_approval)
     return int(session.exec(stmt).one())
+
+
+def count_pending_from(*, session: Session, surface: Surface, requested_by: str | None) -> int:
+    """How many jobs from one requester (surface and name) wait for an operator.
+
+    On PostgreSQL this first takes a transaction lock on the requester, so two of their
+    calls counting at once cannot both slip under a limit; SQLite's write lock (held by a
+    write session) already serialises them.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        key = f"aat-pending:{surface.value}:{requested_by}"
+        session.exec(text("SELECT pg_advisory_xact_lock(hashtext(:key))").bindparams(key=key))  # type: ignore[call-overload]
+    who = (
+        col(Job.requested_by).is_(None)
+        if requested_by is None
+        else col(Job.requested_by) == requested_by
+    )
+    stmt = (
+        select(func.count())
+        .select_from(Job)
+        .where(Job.state == JobState.pending_approval, Job.surface == surface, who)
+    )
+    return int(session.exec(stmt).one())
+
+
+def pending_page(
+    *, session: Session, offset: int, limit: int, newest_first: bool, head_chars: int
+) -> list[tuple[Job, str, int]]:
+    """One page of the approval queue: each job with the first `head_chars` characters of
+    its arguments' JSON and that JSON's full length; the whole arguments are never loaded."""
+    order = (
+        (col(Job.created_at).desc(), col(Job.id).desc())
+        if newest_first
+        else (col(Job.created_at), col(Job.id))
+    )
+    stmt = (
+        select(Job, func.substr(Job.args_json, 1, head_chars), func.length(Job.args_json))
+        .options(defer(Job.args_json))  # type: ignore[arg-type]
+        .where(Job.state == JobState.pending_approval)
+        .order_by(*order)
+        .offset(max(0, offset))
+        .limit(max(1, limit))
+    )
+    return [(job, str(head), int(size)) for job, head, size in session.exec(stmt).all()]
+
+
+def _is(column: Any, value: str | None) -> Any:
+    return col(column).is_(None) if value is None else col(column) == value
+
+
+def pending_from_client(
+    *,
+    session: Session,
+    surface: Surface,
+    client: str | None,
+    agent: str | None = None,
+    limit: int = 500,
+) -> list[Job]:
+    """The jobs one requester has waiting for an operator on `surface`, oldest first: those
+    of agent token `agent`, or else those this exact client name (None being a name too)
+    asked for without a token."""
+    who = (
+        [col(Job.requested_by) == agent]
+        if agent is not None
+        else [_is(Job.client, client), _is(Job.requested_by, client)]
+    )
+    stmt = (
+        select(Job)
+        .where(Job.state == JobState.pending_approval, Job.surface == surface, *who)
+        .order_by(col(Job.created_at), col(Job.id))
+        .limit(limit)
+    )
+    return list(session.exec(stmt).all())
+
+
+def newest_pending_id(*, session: Session) -> int:
+    """The highest id of a job waiting for an operator (0 when none waits)."""
+    stmt = select(func.max(Job.id)).where(Job.state == JobState.pending_approval)
+    return int(session.exec(stmt).one() or 0)
 
 
 def pending_approvals(*, session: Session, limit: int = 200) -> list[Job]:
