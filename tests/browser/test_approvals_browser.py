@@ -4,6 +4,7 @@ over streamable HTTP asking for the irreversible call; and the attacks that must
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import threading
 import time
@@ -62,7 +63,9 @@ def _new_card(page: Page) -> tuple[Any, int]:
     return card, job_id
 
 
-def test_mcp_request_appears_live_and_approve_runs_it_once(page: Page, server: Server):
+def test_mcp_request_appears_live_and_approve_runs_it_once(
+    page: Page, server: Server, tmp_path: Path
+):
     page.evaluate("window.loadedOnce = true")
     call = McpCall(server, MESSAGE)
     call.start()
@@ -71,8 +74,10 @@ def test_mcp_request_appears_live_and_approve_runs_it_once(page: Page, server: S
     expect(card).to_contain_text("outbox send-message")
     expect(card).to_contain_text("Quarterly report")
     expect(page).to_have_title(re.compile(r"^\(1\) Approvals"))
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    # The README's screenshot is refreshed only on request, so a test run leaves the tree clean.
+    shot = SCREENSHOT if os.environ.get("AAT_UPDATE_SCREENSHOTS") == "1" else tmp_path / "a.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 0
     card.locator("input[name=password]").fill(PASSWORD)  # the step-up approving needs
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator("#notice")).to_contain_text(f"Approved job {job_id}.")
