@@ -257,7 +257,8 @@ WRITER = textwrap.dedent(
 def test_concurrent_writers_on_one_sqlite_file_lose_nothing(tmp_path: Path, procs: Procs) -> None:
     settings = Settings(home=tmp_path / "aat-home")
     platform = Platform(settings)  # migrated before the writers start
-    env = aat_env(settings)
+    # Each writer queues 200 calls: above the per-requester limit this test is not about.
+    env = {**aat_env(settings), "AAT_MAX_PENDING": "1000"}
     go, per_process = tmp_path / "go", 200
     writers = [
         subprocess.Popen(
