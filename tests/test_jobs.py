@@ -38,24 +38,22 @@ def _new(
     surface: Surface = Surface.mcp_stdio,
 ) -> Job:
     args = {"to": "a@example.org", "subject": "hi"} if args is None else args
-    irreversible = state != S.running
-    return calls.create_job(
-        session=session,
+    call = calls.Call(
         kind="tool",
         name=name,
         action="send-message",
         args=args,
         digest=args_digest(kind="tool", name=name, action="send-message", args=args),
-        irreversible=irreversible,
-        state=state,
+        irreversible=state != S.running,
         surface=surface,
         client="opencode",
-        ttl_s=ttl_s if state == S.pending_approval else None,
-        worker_id="w0" if state == S.running else None,
-        lease_s=30 if state == S.running else None,
-        decided_by="alice" if state == S.approved else None,
-        signer=SIGNER,
     )
+    starts: dict[JobState, calls.Start] = {
+        S.pending_approval: calls.Waiting(ttl_s=ttl_s),
+        S.approved: calls.Approved(decided_by="alice", signer=SIGNER),
+        S.running: calls.Running(worker_id="w0", lease_s=30),
+    }
+    return calls.create_job(session=session, call=call, start=starts[state])
 
 
 def _make(engine: Engine, state: JobState = S.pending_approval, **kw: Any) -> Job:
@@ -118,34 +116,30 @@ def test_every_illegal_move_raises_and_changes_nothing(engine: Engine, start: S,
 def test_an_irreversible_job_cannot_be_created_running(engine: Engine) -> None:
     args: dict[str, Any] = {}
     with pytest.raises(jobs.IllegalMove), session_scope(engine) as session:
-        calls.create_job(
-            session=session,
+        call = calls.Call(
             kind="tool",
             name="outbox",
             action="send-message",
             args=args,
             digest=args_digest(kind="tool", name="outbox", action="send-message", args=args),
             irreversible=True,
-            state=S.running,
             surface=Surface.cli,
-            worker_id="w",
-            lease_s=10,
         )
+        calls.create_job(session=session, call=call, start=calls.Running(worker_id="w", lease_s=10))
 
 
 def test_create_refuses_a_digest_of_other_arguments(engine: Engine) -> None:
     with pytest.raises(jobs.DigestMismatch), session_scope(engine) as session:
-        calls.create_job(
-            session=session,
+        call = calls.Call(
             kind="tool",
             name="outbox",
             action="send-message",
             args={"to": "b@example.org"},
             digest=args_digest(kind="tool", name="outbox", action="send-message", args={}),
             irreversible=True,
-            state=S.pending_approval,
-            surface="cli",
+            surface=Surface.cli,
         )
+        calls.create_job(session=session, call=call, start=calls.Waiting())
 
 
 def test_created_job_keeps_the_call_and_who_asked(engine: Engine) -> None:

@@ -19,7 +19,7 @@ from mcp_types import CallToolResult
 from webplatform.answers import IN_PROGRESS, Answer, Status
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import ActionSpec, RunnableKind
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 from webplatform.suggest import did_you_mean
 
@@ -141,17 +141,17 @@ class Bridge:
         spec = registry.tools.get(answer.tool) or registry.agents.get(answer.tool)
         return spec.action(answer.action) if spec else None
 
-    def runner(self, kind: RunnableKind, *, confirmed: bool) -> ToolFn:
-        """The `run_*` or `run_*_confirmed` tool function for `kind`."""
-        tool = f"run_{kind}_confirmed" if confirmed else f"run_{kind}"
+    def runner(self, kind: RunnableKind, *, consent: Consent) -> ToolFn:
+        """The `run_*` (`Consent.NONE`) or `run_*_confirmed` (`Consent.QUEUE`) tool for `kind`."""
+        tool = f"run_{kind}_confirmed" if consent is Consent.QUEUE else f"run_{kind}"
 
         async def run(ctx: Context) -> CallToolResult:
-            return await self._run(ctx, tool=tool, kind=kind, confirmed=confirmed)
+            return await self._run(ctx, tool=tool, kind=kind, consent=consent)
 
         return run
 
     async def _run(
-        self, ctx: Context, *, tool: str, kind: RunnableKind, confirmed: bool
+        self, ctx: Context, *, tool: str, kind: RunnableKind, consent: Consent
     ) -> CallToolResult:
         raw = raw_arguments(ctx)
         if (problem := _unknown_keys(tool, raw)) is not None:
@@ -185,7 +185,7 @@ class Bridge:
                 action=action,
                 args=args,
                 actor=actor,
-                confirmed=confirmed,
+                consent=consent,
             ),
             progress=progress,
             what=f"running {name}",

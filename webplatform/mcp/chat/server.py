@@ -24,7 +24,7 @@ from webplatform.mcp import protocol, waiting
 from webplatform.mcp.results import answer_result
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import Registry
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 from webplatform.surface import (
     Declaration,
@@ -163,7 +163,7 @@ class ChatBridge:
                 action=key.action,
                 args=args,
                 actor=actor,
-                confirmed=False,  # never a second approval path: irreversible is refused
+                consent=Consent.NONE,  # never a second approval path: irreversible is refused
             ),
             progress=protocol.progress_sender(ctx),
             what=f"running {key.name} {key.action}",
