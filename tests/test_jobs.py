@@ -16,10 +16,19 @@ from sqlalchemy import Engine, event
 from sqlmodel import Session
 
 from webplatform import calls, jobs, leases
+from webplatform.answers import IN_PROGRESS, Status
 from webplatform.canonical import args_digest, canonical_json
 from webplatform.jobs import LEGAL_MOVES
 from webplatform.signing import DecisionSigner
-from webplatform.store import Job, JobState, Surface, session_scope, transact, utcnow
+from webplatform.store import (
+    UNFINISHED_STATES,
+    Job,
+    JobState,
+    Surface,
+    session_scope,
+    transact,
+    utcnow,
+)
 
 S = JobState
 ALL_STATES = list(JobState)
@@ -74,6 +83,12 @@ def test_legal_moves_are_exactly_the_specs() -> None:
     for state in jobs.TERMINAL_STATES:
         assert LEGAL_MOVES[state] == frozenset()
     assert set(LEGAL_MOVES) == set(JobState)
+
+
+def test_unfinished_states_are_those_a_job_can_still_leave() -> None:
+    assert {s for s in JobState if LEGAL_MOVES[s]} == UNFINISHED_STATES
+    assert {Status(s.value) for s in UNFINISHED_STATES} == IN_PROGRESS
+    assert calls.INITIAL_STATES == UNFINISHED_STATES
 
 
 LEGAL_PAIRS = [(a, b) for a in ALL_STATES for b in sorted(LEGAL_MOVES[a])]

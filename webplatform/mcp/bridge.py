@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Coroutine
 from contextlib import suppress
-from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
@@ -17,7 +16,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 
 from webplatform.answers import IN_PROGRESS, Answer, Status
-from webplatform.platform import Actor, Platform
+from webplatform.platform import Platform
 from webplatform.registry.model import ActionSpec, RunnableKind
 from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
@@ -26,7 +25,7 @@ from webplatform.suggest import did_you_mean
 from . import naming, waiting
 from .approvals import ApprovalWatcher
 from .discovery import discover
-from .protocol import agent_name, client_address, client_name, progress_sender, raw_arguments
+from .protocol import progress_sender, raw_arguments, request_actor
 from .results import answer_result, plain_result, tool_result
 
 ToolFn = Callable[[Context], Coroutine[Any, Any, CallToolResult]]
@@ -165,17 +164,7 @@ class Bridge:
             with suppress(ValueError):
                 args = json.loads(args)
         assert isinstance(name, str)  # checked by _check_call
-        rc = ctx.request_context
-        # A stdio bridge runs where its client started it (the agent's project), so
-        # relative paths an agent passes resolve there; over HTTP there is no such place.
-        cwd = Path.cwd() if self.surface is Surface.mcp_stdio else None
-        actor = Actor(
-            surface=self.surface,
-            client=client_name(rc),
-            agent=agent_name(rc),
-            address=client_address(rc),
-            cwd=cwd,
-        )
+        actor = request_actor(ctx, self.surface)
         progress = progress_sender(ctx)
         answer = await waiting.in_thread(
             lambda: request_run(
