@@ -225,7 +225,7 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
     env |= {"AAT_HOME": str(settings.home), **extra}
     if settings.db_url:
-        env["AAT_DB_URL"] = settings.db_url
+        env["AAT_DB_URL"] = settings.db_url.get_secret_value()
     return env
 
 

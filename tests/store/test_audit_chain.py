@@ -36,7 +36,7 @@ def _aat(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
     env["AAT_HOME"] = str(settings.home)
     if settings.db_url:
-        env["AAT_DB_URL"] = settings.db_url
+        env["AAT_DB_URL"] = settings.db_url.get_secret_value()
     return subprocess.run(
         [*AAT, "audit", *args], env=env, capture_output=True, text=True, timeout=60
     )
