@@ -31,6 +31,7 @@ def aat(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "command",
     [
@@ -98,6 +99,7 @@ def test_small_positive_values_still_work(monkeypatch: pytest.MonkeyPatch) -> No
     assert (settings.worker_lease_s, settings.retention_days) == (0.4, 1)
 
 
+@pytest.mark.integration
 def test_a_port_out_of_range_is_refused(env: dict[str, str]) -> None:
     done = aat(env, "serve", "--port", "0")
     assert done.returncode == 2
