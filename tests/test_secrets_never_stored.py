@@ -110,7 +110,7 @@ def test_no_part_of_a_secret_survives_a_cut(
         action="leak",
         args=STRADDLES[case],
         actor=AGENT,
-        confirmed=False,
+        consent=Consent.NONE,
     )
     assert answer.job is not None, answer
     shown = everything_stored(platform) + repr(answer.to_dict())

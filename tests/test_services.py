@@ -243,7 +243,7 @@ def test_arguments_over_max_args_bytes_are_invalid(platform: Platform) -> None:
         action="send-message",
         args=big,
         actor=AGENT,
-        confirmed=True,
+        consent=Consent.QUEUE,
     )
     assert answer.status is Status.invalid and answer.job is None
     assert "AAT_MAX_ARGS_BYTES" in (answer.error or "") and "\n" not in (answer.error or "")

@@ -70,6 +70,8 @@ def test_a_zero_worker_lease_is_refused_in_one_line_by_every_command(
         ("AAT_RESULT_MAX_BYTES", "0"),
         ("AAT_CAPABILITIES_MAX_BYTES", "-40000"),
         ("AAT_RETENTION_DAYS", "0"),
+        ("AAT_MAX_PENDING", "0"),
+        ("AAT_MAX_ARGS_BYTES", "-1"),
         ("AAT_WORKER_LEASE_S", "ten"),
     ],
 )

@@ -64,9 +64,9 @@ class Settings(BaseSettings):
     # empty: none, so a client cannot forge the address audit events and login limits use.
     trusted_proxies: str = ""
     # At most this many calls from one requester wait for an approval at once.
-    max_pending: int = 20
+    max_pending: PositiveInt = 20
     # Arguments larger than this (canonical JSON, bytes) are refused as `invalid`.
-    max_args_bytes: int = 256 * 1024
+    max_args_bytes: PositiveInt = 256 * 1024
 
     @field_validator("root_path")
     @classmethod

@@ -257,8 +257,9 @@ WRITER = textwrap.dedent(
 def test_concurrent_writers_on_one_sqlite_file_lose_nothing(tmp_path: Path, procs: Procs) -> None:
     settings = Settings(home=tmp_path / "aat-home")
     platform = Platform(settings)  # migrated before the writers start
-    env = aat_env(settings)
     go, per_process = tmp_path / "go", 200
+    # Each writer leaves about half its calls waiting: more than the default per-requester cap.
+    env = aat_env(settings, max_pending=per_process)
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, f"w{n}", str(per_process), str(go)],
