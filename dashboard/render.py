@@ -18,6 +18,7 @@ from starlette.responses import HTMLResponse
 from dashboard import urls
 from dashboard.assets import TEMPLATES_DIR
 from dashboard.data import json_or_text
+from webplatform.store.models import UNFINISHED_STATES
 
 
 def _ago(value: datetime | None, now: datetime | None = None) -> str:
@@ -87,6 +88,7 @@ def build_environment() -> Environment:
     env.globals["url_for"] = _url_for
     env.filters["reveal"] = reveal
     env.tests["hiding_characters"] = hides_characters
+    env.globals["UNFINISHED_STATES"] = UNFINISHED_STATES
     return env
 
 

@@ -17,7 +17,7 @@ from webplatform import confine
 from webplatform.answers import Answer, Status
 from webplatform.config import Settings
 from webplatform.platform import Actor, Platform
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 
 TESTS = Path(__file__).resolve().parent
@@ -48,7 +48,7 @@ def escape(platform: Platform, action: str, **args: str) -> Answer:
         action=action,
         args=args,
         actor=AGENT,
-        confirmed=False,
+        consent=Consent.NONE,
     )
 
 

@@ -16,10 +16,19 @@ from sqlalchemy import Engine, event
 from sqlmodel import Session
 
 from webplatform import calls, jobs, leases
+from webplatform.answers import IN_PROGRESS, Status
 from webplatform.canonical import args_digest, canonical_json
 from webplatform.jobs import LEGAL_MOVES
 from webplatform.signing import DecisionSigner
-from webplatform.store import Job, JobState, Surface, session_scope, transact, utcnow
+from webplatform.store import (
+    UNFINISHED_STATES,
+    Job,
+    JobState,
+    Surface,
+    session_scope,
+    transact,
+    utcnow,
+)
 
 S = JobState
 ALL_STATES = list(JobState)
@@ -38,24 +47,22 @@ def _new(
     surface: Surface = Surface.mcp_stdio,
 ) -> Job:
     args = {"to": "a@example.org", "subject": "hi"} if args is None else args
-    irreversible = state != S.running
-    return calls.create_job(
-        session=session,
+    call = calls.Call(
         kind="tool",
         name=name,
         action="send-message",
         args=args,
         digest=args_digest(kind="tool", name=name, action="send-message", args=args),
-        irreversible=irreversible,
-        state=state,
+        irreversible=state != S.running,
         surface=surface,
         client="opencode",
-        ttl_s=ttl_s if state == S.pending_approval else None,
-        worker_id="w0" if state == S.running else None,
-        lease_s=30 if state == S.running else None,
-        decided_by="alice" if state == S.approved else None,
-        signer=SIGNER,
     )
+    starts: dict[JobState, calls.Start] = {
+        S.pending_approval: calls.Waiting(ttl_s=ttl_s),
+        S.approved: calls.Approved(decided_by="alice", signer=SIGNER),
+        S.running: calls.Running(worker_id="w0", lease_s=30),
+    }
+    return calls.create_job(session=session, call=call, start=starts[state])
 
 
 def _make(engine: Engine, state: JobState = S.pending_approval, **kw: Any) -> Job:
@@ -76,6 +83,12 @@ def test_legal_moves_are_exactly_the_specs() -> None:
     for state in jobs.TERMINAL_STATES:
         assert LEGAL_MOVES[state] == frozenset()
     assert set(LEGAL_MOVES) == set(JobState)
+
+
+def test_unfinished_states_are_those_a_job_can_still_leave() -> None:
+    assert {s for s in JobState if LEGAL_MOVES[s]} == UNFINISHED_STATES
+    assert {Status(s.value) for s in UNFINISHED_STATES} == IN_PROGRESS
+    assert calls.INITIAL_STATES == UNFINISHED_STATES
 
 
 LEGAL_PAIRS = [(a, b) for a in ALL_STATES for b in sorted(LEGAL_MOVES[a])]
@@ -118,34 +131,30 @@ def test_every_illegal_move_raises_and_changes_nothing(engine: Engine, start: S,
 def test_an_irreversible_job_cannot_be_created_running(engine: Engine) -> None:
     args: dict[str, Any] = {}
     with pytest.raises(jobs.IllegalMove), session_scope(engine) as session:
-        calls.create_job(
-            session=session,
+        call = calls.Call(
             kind="tool",
             name="outbox",
             action="send-message",
             args=args,
             digest=args_digest(kind="tool", name="outbox", action="send-message", args=args),
             irreversible=True,
-            state=S.running,
             surface=Surface.cli,
-            worker_id="w",
-            lease_s=10,
         )
+        calls.create_job(session=session, call=call, start=calls.Running(worker_id="w", lease_s=10))
 
 
 def test_create_refuses_a_digest_of_other_arguments(engine: Engine) -> None:
     with pytest.raises(jobs.DigestMismatch), session_scope(engine) as session:
-        calls.create_job(
-            session=session,
+        call = calls.Call(
             kind="tool",
             name="outbox",
             action="send-message",
             args={"to": "b@example.org"},
             digest=args_digest(kind="tool", name="outbox", action="send-message", args={}),
             irreversible=True,
-            state=S.pending_approval,
-            surface="cli",
+            surface=Surface.cli,
         )
+        calls.create_job(session=session, call=call, start=calls.Waiting())
 
 
 def test_created_job_keeps_the_call_and_who_asked(engine: Engine) -> None:

@@ -49,23 +49,22 @@ def _worker(engine: Engine, settings: Settings) -> Worker:
 
 def _new(session: Session, state: S, n: int = 0) -> int:
     args = {"to": "bob@example.org", "subject": f"m{n}", "body": "x" * 200}
-    job = calls.create_job(
-        session=session,
+    call = calls.Call(
         kind="tool",
         name="outbox",
         action="send-message",
         args=args,
         digest=args_digest(kind="tool", name="outbox", action="send-message", args=args),
         irreversible=state != S.running,
-        state=state,
         surface=Surface.mcp_stdio,
         client="agent",
-        ttl_s=None,
-        worker_id="w" if state == S.running else None,
-        lease_s=3600 if state == S.running else None,
-        decided_by="olga" if state == S.approved else None,
-        signer=SIGNER,
     )
+    starts: dict[S, calls.Start] = {
+        S.pending_approval: calls.Waiting(ttl_s=None),
+        S.approved: calls.Approved(decided_by="olga", signer=SIGNER),
+        S.running: calls.Running(worker_id="w", lease_s=3600),
+    }
+    job = calls.create_job(session=session, call=call, start=starts[state])
     assert job.id is not None
     return job.id
 

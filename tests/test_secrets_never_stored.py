@@ -12,7 +12,7 @@ from webplatform.answers import Status
 from webplatform.config import Settings
 from webplatform.mcp.results import answer_result
 from webplatform.platform import Actor, Platform
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 from webplatform.tracking import job_answer
 
@@ -44,7 +44,7 @@ def test_secret_argument_and_secret_env_are_masked_everywhere(platform: Platform
         action="echo",
         args={"text": "hi", "token": ARG_SECRET},
         actor=AGENT,
-        confirmed=False,
+        consent=Consent.NONE,
     )
     assert answer.status is Status.succeeded
     # The tool really got both values (it echoes argv and env) ...
@@ -67,7 +67,7 @@ def test_a_job_with_a_secret_argument_cannot_be_rerun_with_the_mask(platform: Pl
         action="echo",
         args={"token": ARG_SECRET},
         actor=AGENT,
-        confirmed=False,
+        consent=Consent.NONE,
     )
     again = decisions.rerun(platform=platform, job_id=first.job or 0, actor=OPERATOR)
     assert again.status is Status.invalid
@@ -110,7 +110,7 @@ def test_no_part_of_a_secret_survives_a_cut(
         action="leak",
         args=STRADDLES[case],
         actor=AGENT,
-        confirmed=False,
+        consent=Consent.NONE,
     )
     assert answer.job is not None, answer
     shown = everything_stored(platform) + repr(answer.to_dict())

@@ -12,7 +12,7 @@ from webplatform import decisions, jobs
 from webplatform.answers import Answer, Status
 from webplatform.config import Settings
 from webplatform.platform import Actor, Platform
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.stepup import StepUp
 from webplatform.store.engine import session_scope
 from webplatform.store.models import JobState, Surface
@@ -34,8 +34,8 @@ def send_message(
     platform: Platform,
     *,
     actor: Actor = AGENT,
-    confirmed: bool = True,
-    operator_approved: StepUp | None = None,
+    consent: Consent = Consent.QUEUE,
+    step_up: StepUp | None = None,
 ) -> Answer:
     """Ask for the irreversible `outbox send-message` with the test message."""
     return request_run(
@@ -45,8 +45,8 @@ def send_message(
         action="send-message",
         args=MESSAGE,
         actor=actor,
-        confirmed=confirmed,
-        operator_approved=operator_approved,
+        consent=consent,
+        step_up=step_up,
     )
 
 
@@ -63,7 +63,7 @@ def test_reversible_runs_now_and_is_recorded(platform: Platform) -> None:
         action="greet",
         args={"name": "Žofie"},
         actor=AGENT,
-        confirmed=False,
+        consent=Consent.NONE,
     )
     assert answer.status is Status.succeeded
     assert answer.result == {"greeting": "Hello, Žofie!"}
@@ -82,7 +82,7 @@ def test_action_may_be_left_out_only_when_there_is_one(platform: Platform) -> No
         action=None,
         args={"name": "x"},
         actor=AGENT,
-        confirmed=False,
+        consent=Consent.NONE,
     )
     assert one.status is Status.succeeded
     many = request_run(
@@ -92,7 +92,7 @@ def test_action_may_be_left_out_only_when_there_is_one(platform: Platform) -> No
         action=None,
         args={},
         actor=AGENT,
-        confirmed=False,
+        consent=Consent.NONE,
     )
     assert many.status is Status.invalid
     assert "list-sheets" in (many.error or "")
@@ -101,7 +101,7 @@ def test_action_may_be_left_out_only_when_there_is_one(platform: Platform) -> No
 def test_irreversible_without_confirm_names_the_confirmed_tool(
     platform: Platform, settings: Settings
 ) -> None:
-    answer = send_message(platform, confirmed=False)
+    answer = send_message(platform, consent=Consent.NONE)
     assert answer.status is Status.approval_required
     assert answer.use == "run_tool_confirmed"
     assert answer.job is None
@@ -149,14 +149,14 @@ def test_approved_job_runs_once_and_denied_one_never(
 
 
 def test_dashboard_operator_run_is_approved_by_that_operator(platform: Platform) -> None:
-    answer = send_message(platform, actor=OPERATOR, operator_approved=STEP_UP)
+    answer = send_message(platform, actor=OPERATOR, consent=Consent.OPERATOR, step_up=STEP_UP)
     assert answer.status is Status.approved
     assert answer.decided_by == "ada"
 
 
 def test_only_a_dashboard_operator_can_pre_approve(platform: Platform) -> None:
     with pytest.raises(PermissionError):
-        send_message(platform, operator_approved=STEP_UP)
+        send_message(platform, consent=Consent.OPERATOR, step_up=STEP_UP)
 
 
 def test_deny_irreversible_switch_refuses_mcp_and_queues_nothing(settings: Settings) -> None:
@@ -176,7 +176,7 @@ def test_bad_calls_are_invalid_with_schema_or_suggestions(platform: Platform) ->
         action="greet",
         args={"name": 5},
         actor=AGENT,
-        confirmed=False,
+        consent=Consent.NONE,
     )
     assert wrong_type.status is Status.invalid
     assert wrong_type.schema == [
@@ -189,7 +189,7 @@ def test_bad_calls_are_invalid_with_schema_or_suggestions(platform: Platform) ->
         action="greet",
         args={},
         actor=AGENT,
-        confirmed=False,
+        consent=Consent.NONE,
     )
     assert unknown_tool.did_you_mean == ["hello-world"]
     plural = request_run(
@@ -199,7 +199,7 @@ def test_bad_calls_are_invalid_with_schema_or_suggestions(platform: Platform) ->
         action="sheets-list",
         args={},
         actor=AGENT,
-        confirmed=False,
+        consent=Consent.NONE,
     )
     assert plural.did_you_mean == ["list-sheets"]
     with session_scope(platform.engine) as session:
@@ -243,7 +243,7 @@ def test_arguments_over_max_args_bytes_are_invalid(platform: Platform) -> None:
         action="send-message",
         args=big,
         actor=AGENT,
-        confirmed=True,
+        consent=Consent.QUEUE,
     )
     assert answer.status is Status.invalid and answer.job is None
     assert "AAT_MAX_ARGS_BYTES" in (answer.error or "") and "\n" not in (answer.error or "")

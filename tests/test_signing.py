@@ -58,19 +58,17 @@ def _pending(platform: Platform, subject: str = "hello", **extra: Any) -> Job:
     args = {"to": "bob@example.org", "subject": subject, "body": "hi", **extra}
 
     def create(session: Any) -> Job:
-        return calls.create_job(
-            session=session,
+        call = calls.Call(
             kind="tool",
             name="outbox",
             action="send-message",
             args=args,
             digest=args_digest(kind="tool", name="outbox", action="send-message", args=args),
             irreversible=True,
-            state=S.pending_approval,
             surface=Surface.mcp_stdio,
             client="agent",
-            ttl_s=900,
         )
+        return calls.create_job(session=session, call=call, start=calls.Waiting(ttl_s=900))
 
     return transact(platform.engine, create)
 
@@ -227,7 +225,7 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
     env |= {"AAT_HOME": str(settings.home), **extra}
     if settings.db_url:
-        env["AAT_DB_URL"] = settings.db_url
+        env["AAT_DB_URL"] = settings.db_url.get_secret_value()
     return env
 
 

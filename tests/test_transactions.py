@@ -14,7 +14,7 @@ from stepup_helpers import job_step_up
 from webplatform import decisions, jobs
 from webplatform.config import Settings
 from webplatform.platform import Actor, Platform
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store import engine as engine_module
 from webplatform.store import session_scope
 from webplatform.store.models import JobState, Surface
@@ -48,7 +48,7 @@ def test_approve_succeeds_once_a_held_write_lock_is_released(
         action="send-message",
         args={"to": "ops@example.org", "subject": "report", "body": "hello"},
         actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
-        confirmed=True,
+        consent=Consent.QUEUE,
     )
     assert answer.job is not None
     job_id = answer.job

@@ -39,18 +39,17 @@ def _approved(
     signer = signing.signer_for(settings.home)
 
     def create(session: Any) -> Job:
-        return calls.create_job(
-            session=session,
+        call = calls.Call(
             kind="tool",
             name=name,
             action="send-message",
             args=args,
             digest=args_digest(kind="tool", name=name, action="send-message", args=args),
             irreversible=True,
-            state=S.approved,
             surface=Surface.dashboard,
-            decided_by="alice",
-            signer=signer,
+        )
+        return calls.create_job(
+            session=session, call=call, start=calls.Approved(decided_by="alice", signer=signer)
         )
 
     return transact(engine, create)

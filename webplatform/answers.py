@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from webplatform.store.models import UNFINISHED_STATES
+
 
 class Status(StrEnum):
     """Every outcome a caller can see; the values are a contract with MCP clients."""
@@ -42,7 +44,8 @@ class Status(StrEnum):
     invalid = "invalid"
 
 
-IN_PROGRESS = frozenset({Status.pending_approval, Status.approved, Status.running})
+# The statuses of a job that has not finished (one per unfinished job state).
+IN_PROGRESS = frozenset(Status(state.value) for state in UNFINISHED_STATES)
 NOT_ERRORS = IN_PROGRESS | {Status.succeeded}
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlmodel import Session
 
@@ -15,92 +16,117 @@ from webplatform.store.notify import notify_job
 from webplatform.store.transitions import DigestMismatch, IllegalMove, call_detail
 
 S = JobState
-INITIAL_STATES = frozenset({S.pending_approval, S.approved, S.running})
 
 
-def create_job(
-    *,
-    session: Session,
-    kind: str,
-    name: str,
-    action: str,
-    args: dict[str, Any],
-    digest: str,
-    irreversible: bool,
-    state: JobState | str,
-    surface: Surface | str,
-    client: str | None = None,
-    requested_by: str | None = None,
-    ttl_s: float | None = None,
-    worker_id: str | None = None,
-    lease_s: float | None = None,
-    address: str | None = None,
-    rerun_of: int | None = None,
-    decided_by: str | None = None,
-    step_up: str | None = None,
-    signer: DecisionSigner | None = None,
-) -> Job:
-    """Record a new job in `state` and audit it.
-
-    - `pending_approval`: waits for an operator; expires after `ttl_s` (None: never).
-    - `approved`: an operator ran it from the dashboard after confirming (`decided_by`,
-      with `step_up` naming the proof they gave, for the audit trail); the decision is
-      signed with the dashboard's key (`signer`).
-    - `running`: a reversible call run inline by the requester (`worker_id`, `lease_s`);
-      the requester must renew the lease while it runs, or the job is reaped as lost.
+@dataclass(frozen=True)
+class Call:
+    """One requested call as it is recorded: what runs, with which arguments, and who asked.
 
     `args` are stored as given (secrets already masked) and `digest` must be
     `args_digest(kind, name, action, args)` over exactly those args, since the worker
     re-checks it from the stored row before running.
     """
-    state, surface = JobState(state), Surface(surface)  # plain strings are accepted too
-    if kind not in ("tool", "agent"):
-        raise ValueError(f"kind must be 'tool' or 'agent', not {kind!r}")
-    if state not in INITIAL_STATES:
-        raise IllegalMove(f"a job cannot start as {state.value}")
-    if irreversible and state == S.running:
+
+    kind: str
+    name: str
+    action: str
+    args: dict[str, Any]
+    digest: str
+    irreversible: bool
+    surface: Surface
+    client: str | None = None
+    requested_by: str | None = None
+    address: str | None = None
+    rerun_of: int | None = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Start in `pending_approval`, waiting for an operator; expire after `ttl_s` (None: never)."""
+
+    state: ClassVar[JobState] = JobState.pending_approval
+    ttl_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Approved:
+    """Start `approved`: an operator ran it from the dashboard after confirming.
+
+    `step_up` names the proof they gave, for the audit trail; the decision is signed with
+    the dashboard's key (`signer`).
+    """
+
+    state: ClassVar[JobState] = JobState.approved
+    decided_by: str
+    signer: DecisionSigner
+    step_up: str | None = None
+
+
+@dataclass(frozen=True)
+class Running:
+    """Start `running`: a reversible call run inline by the requester.
+
+    The requester must renew the lease while it runs, or the job is reaped as lost.
+    """
+
+    state: ClassVar[JobState] = JobState.running
+    worker_id: str
+    lease_s: float
+
+
+Start = Waiting | Approved | Running
+INITIAL_STATES = frozenset(start.state for start in (Waiting, Approved, Running))
+
+
+def create_job(*, session: Session, call: Call, start: Start) -> Job:
+    """Record `call` as a new job in its first state (`start`) and audit it."""
+    if call.kind not in ("tool", "agent"):
+        raise ValueError(f"kind must be 'tool' or 'agent', not {call.kind!r}")
+    if call.irreversible and isinstance(start, Running):
         raise IllegalMove("an irreversible job cannot start running: it needs an approval")
-    if digest != args_digest(kind=kind, name=name, action=action, args=args):
+    digest = args_digest(kind=call.kind, name=call.name, action=call.action, args=call.args)
+    if call.digest != digest:
         raise DigestMismatch("digest is not args_digest(kind, name, action, args) of these args")
+    surface = Surface(call.surface)  # a plain string is accepted too
     now = utcnow()
     job = Job(
-        kind=kind,
-        name=name,
-        action=action,
-        args_json=canonical_json(args),
-        args_digest=digest,
-        irreversible=irreversible,
-        state=state,
+        kind=call.kind,
+        name=call.name,
+        action=call.action,
+        args_json=canonical_json(call.args),
+        args_digest=call.digest,
+        irreversible=call.irreversible,
+        state=start.state,
         surface=surface,
-        client=client,
-        requested_by=requested_by,
+        client=call.client,
+        requested_by=call.requested_by,
         created_at=now,
         updated_at=now,
-        rerun_of=rerun_of,
+        rerun_of=call.rerun_of,
     )
-    if state == S.pending_approval and ttl_s is not None:
-        job.expires_at = now + timedelta(seconds=ttl_s)
-    if state == S.approved:
-        if not decided_by or signer is None:
-            raise ValueError(
-                "an approved job needs decided_by (the operator who ran it) and the "
-                "dashboard's signer"
-            )
-        job.decided_by, job.decided_at, job.decided_from = decided_by, now, address
-    if state == S.running:
-        if not worker_id or lease_s is None:
+    decided_by = None
+    if isinstance(start, Waiting) and start.ttl_s is not None:
+        job.expires_at = now + timedelta(seconds=start.ttl_s)
+    if isinstance(start, Approved):
+        if not start.decided_by:
+            raise ValueError("an approved job needs decided_by (the operator who ran it)")
+        decided_by = start.decided_by
+        job.decided_by, job.decided_at, job.decided_from = decided_by, now, call.address
+    if isinstance(start, Running):
+        if not start.worker_id:
             raise ValueError("a running job needs worker_id and lease_s")
-        job.worker_id, job.started_at = worker_id, now
-        job.lease_expires_at = now + timedelta(seconds=lease_s)
+        job.worker_id, job.started_at = start.worker_id, now
+        job.lease_expires_at = now + timedelta(seconds=start.lease_s)
+    state = start.state
     session.add(job)
     session.flush()
-    if state == S.approved:
+    if isinstance(start, Approved):
         # The signature covers the job id, known only now.
         decision = decision_of(job, "approved")
-        assert signer is not None and decision is not None  # checked above
-        job.decision_signature = signer.sign(decision)
+        assert decision is not None  # decided_by and decided_at are set above
+        job.decision_signature = start.signer.sign(decision)
         session.flush()
-    actor = decided_by or requested_by or client or surface.value
+    actor = decided_by or call.requested_by or call.client or surface.value
     job_id = job.id
     record_event(
         session=session,
@@ -109,17 +135,17 @@ def create_job(
         job_id=job_id,
         to_state=state.value,
         detail=call_detail(job),
-        address=address,
+        address=call.address,
     )
-    if state == S.approved:
+    if isinstance(start, Approved):
         record_event(
             session=session,
             actor=actor,
             event="approved",
             job_id=job_id,
             to_state=state.value,
-            detail=call_detail(job) + (f"; {step_up}" if step_up else ""),
-            address=address,
+            detail=call_detail(job) + (f"; {start.step_up}" if start.step_up else ""),
+            address=call.address,
         )
     notify_job(session, job.id or 0, state)
     return job

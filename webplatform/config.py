@@ -7,27 +7,37 @@ so every test can point `AAT_HOME` at its own temporary folder.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EXAMPLES_ROOT = Path(__file__).parent / "examples"
+
+# A duration in seconds or a size cap that only makes sense above zero.
+Positive = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class SettingsError(ValueError):
+    """Settings that cannot work; the message is one line naming each `AAT_*` variable."""
 
 
 class Settings(BaseSettings):
     """Everything aat can be configured with; each field is `AAT_<NAME>` in the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="AAT_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="AAT_", extra="ignore", allow_inf_nan=False)
 
     home: Path = Field(default_factory=lambda: Path("~/.local/share/aat").expanduser())
     # `:`-separated folders; empty means the example registry shipped with the package.
     registry: str = ""
-    db_url: str = ""
-    approval_ttl_s: float = 900.0
-    approval_wait_s: float = 50.0
-    worker_lease_s: float = 10.0
-    capabilities_max_bytes: int = 40_000
-    result_max_bytes: int = 20_000
+    # May carry a database password: a secret that never prints (`database_url` reads it).
+    db_url: SecretStr = SecretStr("")
+    approval_ttl_s: Positive = 900.0
+    approval_wait_s: Positive = 50.0
+    worker_lease_s: Positive = 10.0
+    capabilities_max_bytes: PositiveInt = 40_000
+    result_max_bytes: PositiveInt = 20_000
     mcp_deny_irreversible: bool = False
     dashboard_url: str = "http://127.0.0.1:8000"
     # The path prefix a reverse proxy strips before passing requests on (`/aat`); every URL
@@ -35,15 +45,15 @@ class Settings(BaseSettings):
     root_path: str = ""
     # Extra Host names the dashboard answers to, comma-separated (`aat.example.org:8443`).
     allowed_hosts: str = ""
-    mcp_token: str = ""
+    mcp_token: SecretStr = SecretStr("")
     # `aat mcp --url`: a running `aat serve`'s /mcp to forward to, and the agent token to send.
     mcp_url: str = ""
-    agent_token: str = ""
+    agent_token: SecretStr = SecretStr("")
     # The dashboard's decision public key(s) (`aat keys show`), comma-separated, for workers
     # on hosts that must not hold the private key; empty: read it from AAT_HOME.
     decision_public_key: str = ""
-    retention_days: int = 30
-    heartbeat_s: float = 2.0
+    retention_days: PositiveInt = 30
+    heartbeat_s: Positive = 2.0
     # `:`-separated folders tools may read and write (SPEC §14), besides the caller's folder.
     workspaces: str = ""
     # The operator accepts running tools unconfined where Landlock is missing.
@@ -54,9 +64,9 @@ class Settings(BaseSettings):
     # empty: none, so a client cannot forge the address audit events and login limits use.
     trusted_proxies: str = ""
     # At most this many calls from one requester wait for an approval at once.
-    max_pending: int = 20
+    max_pending: PositiveInt = 20
     # Arguments larger than this (canonical JSON, bytes) are refused as `invalid`.
-    max_args_bytes: int = 256 * 1024
+    max_args_bytes: PositiveInt = 256 * 1024
 
     @field_validator("root_path")
     @classmethod
@@ -76,7 +86,7 @@ class Settings(BaseSettings):
     @property
     def database_url(self) -> str:
         """`AAT_DB_URL`, or the SQLite file under `AAT_HOME`."""
-        return self.db_url or f"sqlite:///{self.home / 'aat.db'}"
+        return self.db_url.get_secret_value() or f"sqlite:///{self.home / 'aat.db'}"
 
     @property
     def trusted_proxy_list(self) -> list[str]:
@@ -90,6 +100,39 @@ class Settings(BaseSettings):
 
 
 def get_settings(**overrides: object) -> Settings:
-    """Build settings from the environment, with command-line flags as overrides."""
+    """Build settings from the environment, with command-line flags as overrides.
+
+    Raises `SettingsError` (one line naming each wrong variable) for values that cannot work.
+    """
     clean = {k: v for k, v in overrides.items() if v is not None}
-    return Settings(**clean)  # type: ignore[arg-type]
+    try:
+        return Settings(**clean)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise SettingsError(settings_problems(exc)) from None
+
+
+def settings_problems(exc: ValidationError) -> str:
+    """One line naming each `AAT_*` variable `exc` refused, its value and what it must be."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        field = str(error["loc"][0]) if error["loc"] else ""
+        variable = f"AAT_{field.upper()}"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if message.startswith(variable):
+            problems.append(message)  # a validator's own message already names it
+            continue
+        message = message.replace("Input should be", "must be")
+        problems.append(f"{variable}{_shown(field, error.get('input'))} {message}")
+    return "; ".join(problems) + " (change or unset the variable)"
+
+
+def _shown(field: str, value: object) -> str:
+    if field in SECRET_FIELDS:
+        return ""  # never echo a secret, even a malformed one
+    text = str(value)
+    return f"={text}" if text.isprintable() and len(text) <= 80 else f"={text[:80]!r}"
+
+
+SECRET_FIELDS = frozenset(
+    name for name, field in Settings.model_fields.items() if field.annotation is SecretStr
+)

@@ -12,7 +12,7 @@ from webplatform import jobs, signing
 from webplatform.answers import Answer, Status
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
-from webplatform.services import request_run, resolve_call
+from webplatform.services import Consent, request_run, resolve_call
 from webplatform.stepup import StepUp, check_step_up
 from webplatform.store.models import Job
 from webplatform.tracking import job_answer
@@ -94,7 +94,7 @@ def rerun(*, platform: Platform, job_id: int, actor: Actor) -> Answer:
         action=action,
         args=args,
         actor=actor,
-        confirmed=True,
+        consent=Consent.QUEUE,
     )
 
 

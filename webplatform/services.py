@@ -7,6 +7,7 @@ a run except the worker, which only executes jobs an operator approved.
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 from sqlmodel import Session
@@ -19,11 +20,27 @@ from webplatform.registry import resolve_secrets
 from webplatform.registry.model import ActionSpec, Registry, RunnableKind, ToolSpec
 from webplatform.stepup import StepUp, check_step_up
 from webplatform.store.engine import transact
-from webplatform.store.models import JobState, Surface
+from webplatform.store.models import Surface
 from webplatform.store.queries import count_pending_from
 from webplatform.suggest import did_you_mean
 from webplatform.tracking import job_answer
 from webplatform.validation import describe_arg, has_secret_args, mask_secrets, validate_args
+
+
+class Consent(Enum):
+    """How the requester consented to a run, which decides what an irreversible action does.
+
+    - `NONE`: plain `run_tool`/`run_agent` (and the chat surface): only reversible actions
+      run; an irreversible one is refused with `approval_required`.
+    - `QUEUE`: `run_*_confirmed`, `aat run`, a re-run: an irreversible action waits in the
+      approval queue for an operator.
+    - `OPERATOR`: the dashboard's run form after its confirm step and step-up; the logged-in
+      operator who confirmed is the approver, so the job starts approved (and signed).
+    """
+
+    NONE = "none"
+    QUEUE = "queue"
+    OPERATOR = "operator"
 
 
 def resolve_call(
@@ -80,15 +97,15 @@ def request_run(
     action: str | None,
     args: Any,
     actor: Actor,
-    confirmed: bool,
-    operator_approved: StepUp | None = None,
+    consent: Consent,
+    step_up: StepUp | None = None,
 ) -> Answer:
     """Validate and gate a call, then run it now (reversible) or queue it for approval.
 
-    `confirmed` is the `*_confirmed` tool (or `aat run`): without it an irreversible action is
-    refused with `approval_required`. `operator_approved` is only for the dashboard's run form
-    after its confirm step, where the logged-in operator is the approver: the step-up proof
-    they gave, which must be theirs and for exactly these arguments.
+    `consent` says what an irreversible action does (see `Consent`). `Consent.OPERATOR` is
+    refused (PermissionError) unless `actor` is a logged-in operator on the dashboard who
+    gave `step_up`, the fresh proof the dashboard verified, theirs and for exactly these
+    arguments; no other consent reads `step_up`.
     """
     resolved = resolve_call(platform.registry(), kind, name, action)
     if isinstance(resolved, Answer):
@@ -108,7 +125,7 @@ def request_run(
         )
     if not gate.is_irreversible(spec.name, act):
         return _run_now(platform=platform, spec=spec, action=act, args=clean, actor=actor)
-    if not confirmed:
+    if consent is Consent.NONE:
         return Answer(
             Status.approval_required,
             tool=name,
@@ -119,11 +136,15 @@ def request_run(
                 f"call run_{kind}_confirmed with the same arguments"
             ),
         )
-    if operator_approved is not None:
-        if not (actor.surface is Surface.dashboard and actor.operator):
-            raise PermissionError("only a logged-in operator on the dashboard approves a run")
+    operator_step_up = None
+    if consent is Consent.OPERATOR:
+        if not (actor.surface is Surface.dashboard and actor.operator and step_up is not None):
+            raise PermissionError(
+                "only a logged-in operator on the dashboard, with a step-up, approves a run"
+            )
         digest = args_digest(kind=spec.kind, name=spec.name, action=act.name, args=clean)
-        check_step_up(operator_approved, operator=actor.operator, digest=digest)
+        check_step_up(step_up, operator=actor.operator, digest=digest)
+        operator_step_up = step_up
     mcp = actor.surface in (Surface.mcp_stdio, Surface.mcp_http)
     if mcp and platform.settings.mcp_deny_irreversible:
         return Answer(
@@ -149,7 +170,7 @@ def request_run(
         action=act,
         args=clean,
         actor=actor,
-        approved=operator_approved,
+        step_up=operator_step_up,
     )
 
 
@@ -198,8 +219,20 @@ def _queue(
     action: ActionSpec,
     args: dict[str, Any],
     actor: Actor,
-    approved: StepUp | None,
+    step_up: StepUp | None,
 ) -> Answer:
+    """Queue an irreversible call; with the operator's `step_up` it starts approved by them."""
+    start: calls.Start
+    if step_up is not None:
+        assert actor.operator is not None  # checked by request_run
+        # The dashboard operator's run is their approval: signed like one from the queue.
+        start = calls.Approved(
+            decided_by=actor.operator,
+            signer=signing.signer_for(platform.settings.home),
+            step_up=step_up.describe(),
+        )
+    else:
+        start = calls.Waiting(ttl_s=platform.settings.approval_ttl_s)
     job_id = _create_job(
         platform=platform,
         spec=spec,
@@ -207,13 +240,8 @@ def _queue(
         stored_args=args,
         actor=actor,
         irreversible=True,
-        state=JobState.approved if approved else JobState.pending_approval,
-        ttl_s=None if approved else platform.settings.approval_ttl_s,
-        decided_by=actor.operator if approved else None,
-        step_up=approved.describe() if approved else None,
-        # The dashboard operator's run is their approval: signed like one from the queue.
-        signer=signing.signer_for(platform.settings.home) if approved else None,
-        refuse=None if approved else _over_pending_limit(platform, actor),
+        start=start,
+        refuse=None if step_up is not None else _over_pending_limit(platform, actor),
     )
     if isinstance(job_id, str):
         return Answer(Status.refused, tool=spec.name, action=action.name, error=job_id)
@@ -230,9 +258,9 @@ def _run_now(
         stored_args=mask_secrets(action, args),
         actor=actor,
         irreversible=False,
-        state=JobState.running,
-        worker_id=platform.process_id,
-        lease_s=platform.settings.worker_lease_s,
+        start=calls.Running(
+            worker_id=platform.process_id, lease_s=platform.settings.worker_lease_s
+        ),
     )
     assert isinstance(job_id, int)  # nothing refuses a reversible run here
     execution.execute(
@@ -258,35 +286,31 @@ def _create_job(
     stored_args: dict[str, Any],
     actor: Actor,
     irreversible: bool,
-    state: JobState,
+    start: calls.Start,
     refuse: Callable[[Session], str | None] | None = None,
-    **extra: Any,
 ) -> int | str:
     """Insert the job row (arguments as stored: secrets masked) and return its id.
 
     `refuse`, run in the same transaction first, may return why not to insert: that is
     returned instead of an id.
     """
-    digest = args_digest(kind=spec.kind, name=spec.name, action=action.name, args=stored_args)
+    call = calls.Call(
+        kind=spec.kind,
+        name=spec.name,
+        action=action.name,
+        args=stored_args,
+        digest=args_digest(kind=spec.kind, name=spec.name, action=action.name, args=stored_args),
+        irreversible=irreversible,
+        surface=actor.surface,
+        client=actor.client,
+        requested_by=actor.operator or actor.agent or actor.client,
+        address=actor.address,
+    )
 
     def insert(session: Session) -> int | str:
         if refuse is not None and (reason := refuse(session)) is not None:
             return reason
-        job = calls.create_job(
-            session=session,
-            kind=spec.kind,
-            name=spec.name,
-            action=action.name,
-            args=stored_args,
-            digest=digest,
-            irreversible=irreversible,
-            state=state,
-            surface=actor.surface.value,
-            client=actor.client,
-            requested_by=actor.operator or actor.agent or actor.client,
-            address=actor.address,
-            **extra,
-        )
+        job = calls.create_job(session=session, call=call, start=start)
         assert job.id is not None  # flushed by create_job
         return job.id
 

@@ -17,12 +17,11 @@ from webplatform.answers import Answer, Status
 from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import queries
-from webplatform.store.models import Job, JobState, Surface
+from webplatform.store.models import UNFINISHED_STATES, Job, JobState, Surface
 
 STDERR_TAIL_CHARS = 2000
 # The MCP bridge and `aat run` re-read a waiting job this often; approvals land within it.
 WAIT_POLL_S = 0.1
-IN_PROGRESS_STATES = frozenset({JobState.pending_approval, JobState.approved, JobState.running})
 
 
 def approval_url(settings: Settings, job_id: int) -> str:
@@ -110,7 +109,7 @@ def wait_for_job(
     start = time.monotonic()
     while True:
         state = job_state(platform=platform, job_id=job_id)
-        if state is None or state not in IN_PROGRESS_STATES:
+        if state is None or state not in UNFINISHED_STATES:
             break
         elapsed = time.monotonic() - start
         if elapsed >= timeout_s:

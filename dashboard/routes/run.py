@@ -28,7 +28,7 @@ from webplatform import gate
 from webplatform.answers import Status
 from webplatform.canonical import args_digest
 from webplatform.registry import ActionSpec
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.validation import parse_text_args
 
 router = APIRouter()
@@ -146,8 +146,8 @@ async def run_submit(
         action=act.name,
         args=args,
         actor=actor,
-        confirmed=True,
-        operator_approved=step_up,
+        consent=Consent.OPERATOR if irreversible else Consent.QUEUE,
+        step_up=step_up,
     )
     if answer.job is None or answer.status is Status.invalid:
         return pages.render(

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from webplatform.answers import Answer
 from webplatform.platform import Actor, Platform
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface
@@ -52,5 +52,5 @@ def queue_send(platform: Platform, client: str = "test-agent", **args: Any) -> A
         action="send-message",
         args=call,
         actor=Actor(surface=Surface.mcp_http, client=client),
-        confirmed=True,
+        consent=Consent.QUEUE,
     )

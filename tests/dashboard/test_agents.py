@@ -10,7 +10,7 @@ from dash_helpers import ORIGIN, csrf
 from fastapi.testclient import TestClient
 
 from webplatform.platform import Actor, Platform
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store import agents
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface
@@ -70,7 +70,7 @@ def test_cards_and_history_name_the_token_and_mark_the_client_self_reported(
         action="send-message",
         args={"to": "bob@example.org", "subject": "hi", "body": "hello"},
         actor=Actor(surface=Surface.mcp_http, client="claude-code", agent="build-bot"),
-        confirmed=True,
+        consent=Consent.QUEUE,
     )
     for page in ("/approvals", f"/jobs/{answer.job}", "/jobs"):
         html = alice.get(page).text

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from webplatform import jobs
 from webplatform.answers import Status
 from webplatform.platform import Actor
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface, utcnow
 from webplatform.tracking import job_answer
@@ -294,7 +294,7 @@ def test_invisible_characters_in_a_result_are_shown_escaped(platform, alice):
         action="greet",
         args={"name": "\u2067Bob\u2069"},
         actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
-        confirmed=False,
+        consent=Consent.NONE,
     )
     page = alice.get(f"/jobs/{answer.job}").text
     assert "Hello, \\u2067Bob\\u2069!" in page and "\u2067" not in page

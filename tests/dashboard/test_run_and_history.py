@@ -48,6 +48,7 @@ def test_reversible_run_goes_straight_to_its_job(alice, platform):
     assert r.status_code == 303
     page = alice.get(r.headers["location"]).text
     assert "succeeded" in page and "Hello, Zoë!" in page
+    assert "Re-run</button>" in page, "a finished job offers a re-run"
 
 
 def test_irreversible_run_needs_the_confirm_step_and_records_the_operator(alice, platform):
@@ -74,6 +75,7 @@ def test_irreversible_run_needs_the_confirm_step_and_records_the_operator(alice,
     page = alice.get(f"/jobs/{job_id}").text
     assert "approved by</dt><dd>alice" in page and "step-up: password" in page
     assert PASSWORD not in page
+    assert "Re-run" not in page, "an unfinished job offers no re-run"
 
 
 def test_job_filters_paging_and_exports(alice, platform):

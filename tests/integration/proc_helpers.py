@@ -44,7 +44,7 @@ def aat_env(settings: Settings, **extra: object) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
     env |= {"AAT_HOME": str(settings.home), "PYTHONUNBUFFERED": "1"}
     if settings.db_url:
-        env["AAT_DB_URL"] = settings.db_url
+        env["AAT_DB_URL"] = settings.db_url.get_secret_value()
     env |= {f"AAT_{k.upper()}": str(v) for k, v in extra.items()}
     return env
 

@@ -38,7 +38,7 @@ from webplatform import decisions
 from webplatform.answers import Status
 from webplatform.config import Settings
 from webplatform.platform import Actor, Platform
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store import AuditEvent, JobState, Surface, operators, session_scope
 
 S = JobState
@@ -59,8 +59,8 @@ def _queue(platform: Platform, *, approved: bool, **args: object) -> int:
         action="send-message",
         args={**SEND, **args},
         actor=actor,
-        confirmed=True,
-        operator_approved=(
+        consent=Consent.OPERATOR if approved else Consent.QUEUE,
+        step_up=(
             password_step_up("olga", name="outbox", action="send-message", args={**SEND, **args})
             if approved
             else None
@@ -175,7 +175,7 @@ def test_dashboard_restart_keeps_approvals_sessions_and_history(
         action="greet",
         args={"name": "Zoë"},
         actor=Actor(surface=Surface.cli, client="test"),
-        confirmed=False,
+        consent=Consent.NONE,
     )
     assert ran.status is Status.succeeded and ran.job is not None
     pending = _queue(platform, approved=False, subject="survives restarts")
@@ -226,7 +226,7 @@ WRITER = textwrap.dedent(
     from webplatform import jobs
     from webplatform.config import get_settings
     from webplatform.platform import Actor, Platform
-    from webplatform.services import request_run
+    from webplatform.services import Consent, request_run
     from webplatform.store import Surface, transact
 
     name, count, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
@@ -239,7 +239,7 @@ WRITER = textwrap.dedent(
         answer = request_run(
             platform=platform, kind="tool", name="outbox", action="send-message",
             args={"to": "ops@example.org", "subject": f"{name}-{i}", "body": "x"},
-            actor=actor, confirmed=True,
+            actor=actor, consent=Consent.QUEUE,
         )
         assert answer.status.value == "pending_approval", answer.to_dict()
         made.append(answer.job)
@@ -257,9 +257,9 @@ WRITER = textwrap.dedent(
 def test_concurrent_writers_on_one_sqlite_file_lose_nothing(tmp_path: Path, procs: Procs) -> None:
     settings = Settings(home=tmp_path / "aat-home")
     platform = Platform(settings)  # migrated before the writers start
-    # Each writer queues 200 calls: above the per-requester limit this test is not about.
-    env = {**aat_env(settings), "AAT_MAX_PENDING": "1000"}
     go, per_process = tmp_path / "go", 200
+    # Each writer leaves about half its calls waiting: more than the default per-requester cap.
+    env = aat_env(settings, max_pending=per_process)
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, f"w{n}", str(per_process), str(go)],

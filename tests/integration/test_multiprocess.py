@@ -26,7 +26,7 @@ from stepup_helpers import password_step_up
 from webplatform.answers import Status
 from webplatform.config import Settings
 from webplatform.platform import Actor, Platform
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope
 
 JOBS = 500
@@ -59,10 +59,8 @@ def test_two_dashboards_and_two_workers_run_500_approved_jobs_exactly_once(
             action="send-message",
             args=args,
             actor=actor,
-            confirmed=True,
-            operator_approved=password_step_up(
-                "olga", name="outbox", action="send-message", args=args
-            ),
+            consent=Consent.OPERATOR,
+            step_up=password_step_up("olga", name="outbox", action="send-message", args=args),
         ).status
 
     # Queued from several threads while the executors already claim and run.

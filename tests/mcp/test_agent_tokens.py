@@ -11,6 +11,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import body, make_platform
+from pydantic import SecretStr
 from serving import uvicorn_in_thread
 from sqlmodel import select
 from starlette.applications import Starlette
@@ -146,7 +147,7 @@ async def test_revoked_token_is_refused_on_the_next_request(platform: Platform) 
 
 
 async def test_shared_mcp_token_still_works_beside_agent_tokens(mcp_settings: Settings) -> None:
-    guarded = make_platform(mcp_settings, mcp_token="s3cret-token")
+    guarded = make_platform(mcp_settings, mcp_token=SecretStr("s3cret-token"))
     token = mint(guarded, "build-bot")
     with serve(guarded) as base:
         assert post(f"{base}/mcp", Authorization="Bearer s3cret-token").status_code == 200

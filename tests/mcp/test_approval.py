@@ -17,7 +17,7 @@ from webplatform.config import Settings
 from webplatform.mcp.approvals import pending_body
 from webplatform.mcp.naming import PENDING_APPROVALS_URI
 from webplatform.platform import Actor, Platform
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 from webplatform.tracking import pending_for
 from webplatform.worker import Worker
@@ -159,7 +159,7 @@ async def test_resource_never_shows_another_clients_jobs(platform: Platform, era
             action="send-message",
             args={**SEND["args"], "subject": f"private to {agent or client}"},
             actor=Actor(surface=Surface.mcp_stdio, client=client, agent=agent),
-            confirmed=True,
+            consent=Consent.QUEUE,
         )
     async with connect(platform, era) as client:
         job = body(await client.call_tool("run_tool_confirmed", SEND))["job"]

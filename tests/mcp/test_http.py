@@ -12,6 +12,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import ERAS, body, make_platform
+from pydantic import SecretStr
 from serving import uvicorn_in_thread
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -112,7 +113,7 @@ def test_modern_unsupported_version_gets_32022_over_http(url: str) -> None:
 
 
 async def test_bearer_token_is_required_when_set(mcp_settings: Settings) -> None:
-    guarded = make_platform(mcp_settings, mcp_token="s3cret-token")
+    guarded = make_platform(mcp_settings, mcp_token=SecretStr("s3cret-token"))
     with serve(guarded) as url:
         assert post(url, INIT).status_code == 401
         assert post(url, INIT, Authorization="Bearer wrong").status_code == 401

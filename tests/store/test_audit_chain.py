@@ -36,7 +36,7 @@ def _aat(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
     env["AAT_HOME"] = str(settings.home)
     if settings.db_url:
-        env["AAT_DB_URL"] = settings.db_url
+        env["AAT_DB_URL"] = settings.db_url.get_secret_value()
     return subprocess.run(
         [*AAT, "audit", *args], env=env, capture_output=True, text=True, timeout=60
     )
@@ -46,18 +46,17 @@ def _finished_job(engine: Engine, n: int) -> int:
     args = {"name": f"n{n}"}
 
     def go(session: Any) -> int:
-        job = calls.create_job(
-            session=session,
+        call = calls.Call(
             kind="tool",
             name="hello-world",
             action="greet",
             args=args,
             digest=args_digest(kind="tool", name="hello-world", action="greet", args=args),
             irreversible=False,
-            state=S.running,
             surface=Surface.cli,
-            worker_id="w",
-            lease_s=60,
+        )
+        job = calls.create_job(
+            session=session, call=call, start=calls.Running(worker_id="w", lease_s=60)
         )
         leases.finish(session=session, job_id=job.id or 0, worker_id="w", state=S.succeeded)
         return job.id or 0

@@ -72,7 +72,11 @@ def test_schema_matches_models_and_migrating_again_changes_nothing(engine: Engin
 
 @pytest.mark.integration
 def test_processes_starting_at_once_all_migrate_cleanly(settings: Settings) -> None:
-    env = {**os.environ, "AAT_HOME": str(settings.home), "AAT_DB_URL": settings.db_url}
+    env = {
+        **os.environ,
+        "AAT_HOME": str(settings.home),
+        "AAT_DB_URL": settings.db_url.get_secret_value(),
+    }
     code = (
         "from webplatform.config import Settings\n"
         "from webplatform.store import make_engine\n"

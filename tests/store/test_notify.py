@@ -21,17 +21,16 @@ SEND = {"to": "ops@example.org", "subject": "wake up", "body": "hi"}
 
 
 def _pending(session: Session) -> int:
-    job = calls.create_job(
-        session=session,
+    call = calls.Call(
         kind="tool",
         name="outbox",
         action="send-message",
         args=SEND,
         digest=args_digest(kind="tool", name="outbox", action="send-message", args=SEND),
         irreversible=True,
-        state=JobState.pending_approval,
         surface=Surface.mcp_stdio,
     )
+    job = calls.create_job(session=session, call=call, start=calls.Waiting())
     return job.id or 0
 
 

@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from webplatform import __version__
 from webplatform.cli.admin import cmd_check, cmd_config, cmd_operator, cmd_surface
 from webplatform.cli.agents import cmd_agent
-from webplatform.cli.common import EXIT_FAILED, add_common
+from webplatform.cli.common import EXIT_FAILED, EXIT_USAGE, add_common, port
 from webplatform.cli.daemons import cmd_mcp, cmd_serve, cmd_worker
 from webplatform.cli.run import cmd_run
 from webplatform.cli.service import cmd_service
 from webplatform.cli.trust import cmd_audit, cmd_keys
+from webplatform.config import SettingsError, get_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="dashboard + /mcp endpoint + embedded worker")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=port, default=8000)
     p.add_argument("--no-worker", action="store_true", help="do not embed a worker")
     p.add_argument(
         "--root-path", metavar="/PREFIX", help="path prefix a reverse proxy strips (AAT_ROOT_PATH)"
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("service", help="install aat as a systemd service under its own user")
     p.add_argument("op", choices=["install"])
     p.add_argument("--user", default="aat", help="the system user that runs aat (default aat)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=port, default=8000)
     p.add_argument("--dry-run", action="store_true", help="print what it would do; change nothing")
     p.add_argument("--home", default="/var/lib/aat", help=argparse.SUPPRESS)
     p.add_argument("--unit-dir", default="/etc/systemd/system", help=argparse.SUPPRESS)
@@ -133,7 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "audit": cmd_audit,
     }[ns.command]
     try:
+        get_settings()  # every command refuses settings that cannot work, used or not
         return handler(ns, extra)
+    except SettingsError as exc:
+        print(f"aat {ns.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -24,6 +24,17 @@ def settings_from(ns: argparse.Namespace) -> Settings:
     return get_settings(**overrides)
 
 
+def port(text: str) -> int:
+    """A TCP port number for `--port` (argparse reports the error in one line)."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1 to 65535)")
+    return number
+
+
 def add_common(p: argparse.ArgumentParser, *, registry: bool = True, db: bool = True) -> None:
     """Add `--registry` and `--db` to a command's parser."""
     if registry:

@@ -47,7 +47,7 @@ def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
         from webplatform.mcp.stdio import configure_stderr_logging
 
         configure_stderr_logging()
-        return run_relay(url=url, token=settings.agent_token)
+        return run_relay(url=url, token=settings.agent_token.get_secret_value())
     from webplatform.mcp.stdio import run_stdio
 
     run_stdio(settings_from(ns), surface=ns.surface)
@@ -64,7 +64,7 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
     from webplatform.platform import Platform
 
     settings = settings_from(ns)
-    if not is_loopback(ns.host) and not settings.mcp_token:
+    if not is_loopback(ns.host) and not settings.mcp_token.get_secret_value():
         print(
             f"aat serve: refusing to listen on {ns.host} without a bearer token for /mcp; "
             "set AAT_MCP_TOKEN (and AAT_ALLOWED_HOSTS for the dashboard's Host names)",

@@ -72,7 +72,7 @@ def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
         action=action.name,
         args=args,
         actor=actor,
-        confirmed=True,
+        consent=services.Consent.QUEUE,
     )
     if answer.status is Status.pending_approval and answer.job is not None and not ns.no_wait:
         print(

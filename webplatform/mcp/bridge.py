@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Coroutine
 from contextlib import suppress
-from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
@@ -17,16 +16,16 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 
 from webplatform.answers import IN_PROGRESS, Answer, Status
-from webplatform.platform import Actor, Platform
+from webplatform.platform import Platform
 from webplatform.registry.model import ActionSpec, RunnableKind
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 from webplatform.suggest import did_you_mean
 
 from . import naming, waiting
 from .approvals import ApprovalWatcher
 from .discovery import discover
-from .protocol import agent_name, client_address, client_name, progress_sender, raw_arguments
+from .protocol import progress_sender, raw_arguments, request_actor
 from .results import answer_result, plain_result, tool_result
 
 ToolFn = Callable[[Context], Coroutine[Any, Any, CallToolResult]]
@@ -141,17 +140,17 @@ class Bridge:
         spec = registry.tools.get(answer.tool) or registry.agents.get(answer.tool)
         return spec.action(answer.action) if spec else None
 
-    def runner(self, kind: RunnableKind, *, confirmed: bool) -> ToolFn:
-        """The `run_*` or `run_*_confirmed` tool function for `kind`."""
-        tool = f"run_{kind}_confirmed" if confirmed else f"run_{kind}"
+    def runner(self, kind: RunnableKind, *, consent: Consent) -> ToolFn:
+        """The `run_*` (`Consent.NONE`) or `run_*_confirmed` (`Consent.QUEUE`) tool for `kind`."""
+        tool = f"run_{kind}_confirmed" if consent is Consent.QUEUE else f"run_{kind}"
 
         async def run(ctx: Context) -> CallToolResult:
-            return await self._run(ctx, tool=tool, kind=kind, confirmed=confirmed)
+            return await self._run(ctx, tool=tool, kind=kind, consent=consent)
 
         return run
 
     async def _run(
-        self, ctx: Context, *, tool: str, kind: RunnableKind, confirmed: bool
+        self, ctx: Context, *, tool: str, kind: RunnableKind, consent: Consent
     ) -> CallToolResult:
         raw = raw_arguments(ctx)
         if (problem := _unknown_keys(tool, raw)) is not None:
@@ -165,17 +164,7 @@ class Bridge:
             with suppress(ValueError):
                 args = json.loads(args)
         assert isinstance(name, str)  # checked by _check_call
-        rc = ctx.request_context
-        # A stdio bridge runs where its client started it (the agent's project), so
-        # relative paths an agent passes resolve there; over HTTP there is no such place.
-        cwd = Path.cwd() if self.surface is Surface.mcp_stdio else None
-        actor = Actor(
-            surface=self.surface,
-            client=client_name(rc),
-            agent=agent_name(rc),
-            address=client_address(rc),
-            cwd=cwd,
-        )
+        actor = request_actor(ctx, self.surface)
         progress = progress_sender(ctx)
         answer = await waiting.in_thread(
             lambda: request_run(
@@ -185,7 +174,7 @@ class Bridge:
                 action=action,
                 args=args,
                 actor=actor,
-                confirmed=confirmed,
+                consent=consent,
             ),
             progress=progress,
             what=f"running {name}",

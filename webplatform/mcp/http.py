@@ -179,7 +179,7 @@ def _http_parts(
     app = BearerGate(
         StreamableHTTPASGIApp(manager),
         platform=platform,
-        token=platform.settings.mcp_token,
+        token=platform.settings.mcp_token.get_secret_value(),
         require=require_token,
     )
     return app, manager.run

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -19,6 +20,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from webplatform.answers import Answer, Status
 from webplatform.canonical import canonical_json, sha256_hex
+from webplatform.platform import Actor
+from webplatform.store.models import Surface
 from webplatform.suggest import did_you_mean
 
 from . import waiting
@@ -71,6 +74,22 @@ def client_address(ctx: ServerRequestContext[Any, Any]) -> str | None:
     client = getattr(ctx.request, "client", None)
     host = getattr(client, "host", None)
     return host if isinstance(host, str) else None
+
+
+def request_actor(ctx: Context, surface: Surface) -> Actor:
+    """Who asks for a run in this tool call: client name, agent token, address.
+
+    A stdio bridge runs where its client started it (the agent's project), so relative paths
+    an agent passes resolve there (`cwd`); over HTTP there is no such place.
+    """
+    rc = ctx.request_context
+    return Actor(
+        surface=surface,
+        client=client_name(rc),
+        agent=agent_name(rc),
+        address=client_address(rc),
+        cwd=Path.cwd() if surface is Surface.mcp_stdio else None,
+    )
 
 
 def raw_arguments(ctx: Context) -> dict[str, Any]:

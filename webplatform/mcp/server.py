@@ -28,6 +28,7 @@ from mcp_types import (
 
 import webplatform
 from webplatform.platform import Platform
+from webplatform.services import Consent
 from webplatform.store.models import Surface
 
 from . import naming, protocol
@@ -100,10 +101,10 @@ def build_server(platform: Platform, *, surface: Surface) -> MCPServer:
     bridge = Bridge(platform, surface, watcher)
     tools = [
         _tool(bridge.capabilities, naming.CAPABILITIES),
-        _tool(bridge.runner("tool", confirmed=False), naming.RUN_TOOL),
-        _tool(bridge.runner("agent", confirmed=False), naming.RUN_AGENT),
-        _tool(bridge.runner("tool", confirmed=True), naming.RUN_TOOL_CONFIRMED),
-        _tool(bridge.runner("agent", confirmed=True), naming.RUN_AGENT_CONFIRMED),
+        _tool(bridge.runner("tool", consent=Consent.NONE), naming.RUN_TOOL),
+        _tool(bridge.runner("agent", consent=Consent.NONE), naming.RUN_AGENT),
+        _tool(bridge.runner("tool", consent=Consent.QUEUE), naming.RUN_TOOL_CONFIRMED),
+        _tool(bridge.runner("agent", consent=Consent.QUEUE), naming.RUN_AGENT_CONFIRMED),
         _tool(bridge.get_skill, naming.GET_SKILL),
         _tool(bridge.job_status, naming.JOB_STATUS),
     ]

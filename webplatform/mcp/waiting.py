@@ -16,7 +16,8 @@ import anyio.to_thread
 
 from webplatform.answers import Answer
 from webplatform.platform import Platform
-from webplatform.tracking import IN_PROGRESS_STATES, job_answer, job_state
+from webplatform.store.models import UNFINISHED_STATES
+from webplatform.tracking import job_answer, job_state
 
 PROGRESS_EVERY_S = 3.0
 # A state read is a sub-millisecond indexed lookup; polling often keeps approvals snappy.
@@ -66,7 +67,7 @@ async def wait_for_job(
     initial = await anyio.to_thread.run_sync(lambda: job_state(platform=platform, job_id=job_id))
     last_progress = start
     state = initial
-    while state is not None and state in IN_PROGRESS_STATES:
+    while state is not None and state in UNFINISHED_STATES:
         if until_change and state != initial:
             break
         now = time.monotonic()

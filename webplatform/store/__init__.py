@@ -6,6 +6,7 @@ This package (with the data functions in `webplatform.jobs`) is the only place S
 from webplatform.store.engine import make_engine, migrate, session_scope, transact
 from webplatform.store.models import (
     TERMINAL_STATES,
+    UNFINISHED_STATES,
     AuditEvent,
     Heartbeat,
     Job,
@@ -21,6 +22,7 @@ from webplatform.store.models import (
 
 __all__ = [
     "TERMINAL_STATES",
+    "UNFINISHED_STATES",
     "AuditEvent",
     "Heartbeat",
     "Job",

@@ -89,6 +89,8 @@ TERMINAL_STATES: frozenset[JobState] = frozenset(
         JobState.expired,
     }
 )
+# Not finished yet: waiting for approval, approved and waiting for a worker, or running.
+UNFINISHED_STATES: frozenset[JobState] = frozenset(JobState) - TERMINAL_STATES
 
 
 class Surface(StrEnum):

@@ -22,9 +22,9 @@ from webplatform import gate
 from webplatform.answers import Answer, Status
 from webplatform.mcp import protocol, waiting
 from webplatform.mcp.results import answer_result
-from webplatform.platform import Actor, Platform
+from webplatform.platform import Platform
 from webplatform.registry.model import Registry
-from webplatform.services import request_run
+from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 from webplatform.surface import (
     Declaration,
@@ -146,14 +146,7 @@ class ChatBridge:
                 ),
                 max_bytes=max_bytes,
             )
-        rc = ctx.request_context
-        actor = Actor(
-            surface=self.surface,
-            client=protocol.client_name(rc),
-            agent=protocol.agent_name(rc),
-            address=protocol.client_address(rc),
-            cwd=Path.cwd() if self.surface is Surface.mcp_stdio else None,
-        )
+        actor = protocol.request_actor(ctx, self.surface)
         args = protocol.raw_arguments(ctx)
         answer = await waiting.in_thread(
             lambda: request_run(
@@ -163,7 +156,7 @@ class ChatBridge:
                 action=key.action,
                 args=args,
                 actor=actor,
-                confirmed=False,  # never a second approval path: irreversible is refused
+                consent=Consent.NONE,  # never a second approval path: irreversible is refused
             ),
             progress=protocol.progress_sender(ctx),
             what=f"running {key.name} {key.action}",
