@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
+from serving import aat_serve, free_port
 
 pytestmark = pytest.mark.integration  # runs the aat command line
 
@@ -68,3 +70,25 @@ def test_bad_input_is_one_line(env: dict[str, str]) -> None:
     assert aat(env, "agent", "add", "bot").returncode == 0
     taken = aat(env, "agent", "add", "bot")
     assert taken.returncode == 2 and "already exists" in taken.stderr and taken.stdout == ""
+
+
+def test_serve_beyond_loopback_accepts_an_active_agent_token(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """`aat serve --host 0.0.0.0` refuses without a bearer token for /mcp; an active agent
+    token is one (then /mcp answers 401 without it); a revoked one is not."""
+    bare = aat(env, "serve", "--host", "0.0.0.0", "--port", str(free_port()))
+    assert bare.returncode == 2 and "refusing to listen on 0.0.0.0" in bare.stderr
+    assert "aat agent add NAME" in bare.stderr and "AAT_MCP_TOKEN" in bare.stderr
+    token = aat(env, "agent", "add", "bot").stdout.strip()
+    with aat_serve(
+        env=env, port=free_port(), log=tmp_path / "serve.log", args=("--host", "0.0.0.0")
+    ) as url:
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        refused = httpx.post(f"{url}/mcp", json=hello, timeout=10)
+        assert refused.status_code == 401
+        headers = {"Authorization": f"Bearer {token}"}
+        assert httpx.post(f"{url}/mcp", json=hello, headers=headers, timeout=10).status_code != 401
+    assert aat(env, "agent", "revoke", "bot").returncode == 0
+    revoked = aat(env, "serve", "--host", "0.0.0.0", "--port", str(free_port()))
+    assert revoked.returncode == 2 and "refusing to listen on 0.0.0.0" in revoked.stderr

@@ -23,6 +23,18 @@ class SettingsError(ValueError):
     """Settings that cannot work; the message is one line naming each `AAT_*` variable."""
 
 
+class HomeUnavailable(PermissionError):
+    """AAT_HOME (or the database in it) cannot be opened by this OS user: in the
+    service-account deployment it belongs to the service user alone."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__(
+            f"cannot open AAT_HOME {home}: permission denied (it belongs to another OS user); "
+            "run this command as that user (e.g. `sudo -u aat aat ...`); agents reach aat "
+            "through `aat mcp --url` with an agent token"
+        )
+
+
 class Settings(BaseSettings):
     """Everything aat can be configured with; each field is `AAT_<NAME>` in the environment."""
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from serving import aat_serve, free_port
 from sqlmodel import Session, select
 
 from webplatform.config import Settings
@@ -211,6 +212,20 @@ def project(tmp_path: Path, offline_env: dict[str, str], chat: ChatScript) -> Pa
     return folder
 
 
+def aat_config_opencode_url(env: dict[str, str], url: str) -> dict[str, Any]:
+    """What `aat config opencode --url URL` prints, parsed."""
+    out = subprocess.run(
+        [sys.executable, "-m", "webplatform", "config", "opencode", "--url", url],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    config: dict[str, Any] = json.loads(out.stdout)
+    return config
+
+
 def opencode(
     args: list[str], *, cwd: Path, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
@@ -276,3 +291,39 @@ def test_opencode_run_calls_aat_run_tool_and_gets_the_greeting(
     assert [(j.name, j.action, j.state, j.surface) for j in jobs] == [
         ("hello-world", "greet", JobState.succeeded, Surface.mcp_stdio)
     ]
+
+
+def test_opencode_mcp_list_connects_through_url_with_the_token_from_the_environment(
+    tmp_path: Path, offline_env: dict[str, str]
+) -> None:
+    """`aat config opencode --url` pasted as is: opencode reaches a running `aat serve` with
+    AAT_AGENT_TOKEN from its environment, and is refused without it."""
+    server_env = {**offline_env, "AAT_HOME": str(tmp_path / "server-home")}
+    minted = subprocess.run(
+        [sys.executable, "-m", "webplatform", "agent", "add", "opencode-bot"],
+        env=server_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert minted.returncode == 0, minted.stderr
+    token = minted.stdout.strip()
+    with aat_serve(env=server_env, port=free_port(), log=tmp_path / "serve.log") as base:
+        folder = tmp_path / "remote-project"
+        folder.mkdir()
+        config = aat_config_opencode_url(offline_env, f"{base}/mcp")
+        config["$schema"] = "https://opencode.ai/config.json"
+        (folder / "opencode.json").write_text(json.dumps(config, indent=2))
+        assert token not in (folder / "opencode.json").read_text()
+        # The client's side has no AAT_HOME to read: everything comes from the server.
+        client_env = {k: v for k, v in offline_env.items() if k != "AAT_HOME"}
+
+        done = opencode(["mcp", "list"], cwd=folder, env={**client_env, "AAT_AGENT_TOKEN": token})
+        assert done.returncode == 0, done.stderr
+        listing = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)
+        assert re.search(r"✓ aat\s+connected", listing), listing
+        assert f"{base}/mcp" in listing
+
+        refused = opencode(["mcp", "list"], cwd=folder, env=client_env)
+        listing = re.sub(r"\x1b\[[0-9;]*m", "", refused.stdout + refused.stderr)
+        assert re.search(r"✗ aat\s+failed", listing) and "(401)" in listing, listing

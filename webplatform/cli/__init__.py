@@ -21,7 +21,7 @@ from webplatform.cli.daemons import cmd_mcp, cmd_serve, cmd_worker
 from webplatform.cli.run import cmd_run
 from webplatform.cli.service import cmd_service
 from webplatform.cli.trust import cmd_audit, cmd_keys
-from webplatform.config import SettingsError, get_settings
+from webplatform.config import HomeUnavailable, SettingsError, get_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,6 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except HomeUnavailable as exc:
+        print(f"aat {ns.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except BrokenPipeError:
         # `aat run ... | head`: the reader left; say nothing more on a closed pipe.
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115

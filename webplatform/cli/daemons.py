@@ -6,9 +6,13 @@ import argparse
 import logging
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from webplatform.cli.common import EXIT_OK, EXIT_USAGE, settings_from
 from webplatform.config import get_settings
+
+if TYPE_CHECKING:
+    from webplatform.platform import Platform
 
 
 def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
@@ -64,14 +68,19 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
     from webplatform.platform import Platform
 
     settings = settings_from(ns)
-    if not is_loopback(ns.host) and not settings.mcp_token.get_secret_value():
+    platform = Platform(settings)
+    if (
+        not is_loopback(ns.host)
+        and not settings.mcp_token.get_secret_value()
+        and not _agent_tokens_exist(platform)
+    ):
         print(
             f"aat serve: refusing to listen on {ns.host} without a bearer token for /mcp; "
-            "set AAT_MCP_TOKEN (and AAT_ALLOWED_HOSTS for the dashboard's Host names)",
+            "mint an agent token (`aat agent add NAME`) or set AAT_MCP_TOKEN "
+            "(and AAT_ALLOWED_HOSTS for the dashboard's Host names)",
             file=sys.stderr,
         )
         return EXIT_USAGE
-    platform = Platform(settings)
     app = create_app(settings, platform=platform, embed_worker=not ns.no_worker)
     print_setup_link(settings, platform, host=ns.host, port=ns.port)
     # uvicorn believes X-Forwarded-For from loopback unless told otherwise: only the proxies
@@ -86,3 +95,10 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
         forwarded_allow_ips=proxies or None,
     )
     return EXIT_OK
+
+
+def _agent_tokens_exist(platform: Platform) -> bool:
+    """True while an active agent token guards `/mcp` (see `webplatform.mcp.http.BearerGate`)."""
+    from webplatform.store import agents
+
+    return platform.transact(lambda s: agents.active_agents_exist(session=s), write=False)

@@ -83,6 +83,12 @@ def agents_exist(*, session: Session) -> bool:
     return int(session.exec(select(func.count()).select_from(AgentToken)).one()) > 0
 
 
+def active_agents_exist(*, session: Session) -> bool:
+    """True while at least one agent token is not revoked."""
+    stmt = select(func.count()).select_from(AgentToken).where(col(AgentToken.revoked_at).is_(None))
+    return int(session.exec(stmt).one()) > 0
+
+
 def find_agent(*, session: Session, token: str) -> AgentTokenPublic | None:
     """The active agent holding `token`, or None (unknown, revoked or empty). Reads only."""
     if not token:

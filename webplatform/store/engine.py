@@ -24,7 +24,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
-from webplatform.config import Settings
+from webplatform.config import HomeUnavailable, Settings
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +39,21 @@ _MAX_BACKOFF_S = 1.0
 
 
 def make_engine(settings: Settings) -> Engine:
-    """An engine for `settings.database_url`, with the schema migrated to the latest version."""
+    """An engine for `settings.database_url`, with the schema migrated to the latest version.
+
+    Raises `HomeUnavailable` when this OS user cannot open `AAT_HOME` or the SQLite file in it.
+    """
     url = make_url(settings.database_url)
-    # AAT_HOME holds tool output (the outbox) on every backend: private from the start,
-    # rather than left for the first tool to create with the default umask.
-    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if url.get_backend_name() == "sqlite":
-        engine = _sqlite_engine(url, settings.home)
-    else:
-        engine = create_engine(url, pool_pre_ping=True)
+    try:
+        # AAT_HOME holds tool output (the outbox) on every backend: private from the start,
+        # rather than left for the first tool to create with the default umask.
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if url.get_backend_name() == "sqlite":
+            engine = _sqlite_engine(url, settings.home)
+        else:
+            engine = create_engine(url, pool_pre_ping=True)
+    except PermissionError as exc:
+        raise HomeUnavailable(settings.home) from exc
     migrate(engine)
     return engine
 
