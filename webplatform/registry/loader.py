@@ -80,6 +80,7 @@ class RegistryLoader:
         # before its event has come through the watcher.
         self._folders = tuple(root / subdir for root in self.roots for _, subdir, _ in _LAYOUT)
         self._folder_stamps: tuple[Stamp, ...] = ()
+        self._hot_stamps: tuple[tuple[str, Stamp], ...] = ()
         self._parsed: dict[Path, _Parsed] = {}
         self._signature: object = None
         self._registry: Registry | None = None
@@ -102,14 +103,18 @@ class RegistryLoader:
                 and self._registry is not None
                 and watcher.quiet(self._scanned_generation)
                 and tuple(_stamp(f) for f in self._folders) == self._folder_stamps
+                and all(_stamp(f) == stamp for f, stamp in self._hot_stamps)
             ):
                 return self._registry
             # Read before scanning: an event during the scan makes the next call scan again.
             generation = watcher.generation if watcher is not None else -1
             first = self._registry is None
             folder_stamps = tuple(_stamp(f) for f in self._folders)
+            hot = watcher.hot() if watcher is not None else ()
+            hot_stamps = tuple((f, _stamp(f)) for f in hot)
             registry = self._load()
             self._folder_stamps = folder_stamps
+            self._hot_stamps = hot_stamps
             self._scanned_generation = generation
             if watcher is not None and not first:
                 # From the second read on: a one-shot command reads once and needs no thread.

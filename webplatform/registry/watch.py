@@ -15,8 +15,11 @@ event every call re-stats the registry, and only after that does the watcher's s
 count. The loader also stats each ROOT/{tools,agents,skills} folder on every read, so a tool
 folder added, removed or renamed is seen at once. What remains for an in-place edit of a file
 is the time its event takes from the kernel to this thread: the watcher polls its event set
-every `STEP_MS` and returns after one quiet step, so about 2 x `STEP_MS`; an edit older than
-that is always seen.
+every `STEP_MS` and returns after one quiet step, so about 2 x `STEP_MS` on an idle machine
+(more when the CPU is saturated); an edit older than that is always seen. Files that changed
+lately (the last `HOT_FILES`) are stat-ed on every read as well, so a tool being worked on,
+edited again and again, is never read stale; only the first edit of a file nobody touched
+lately depends on the event's delivery.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ log = logging.getLogger(__name__)
 
 STEP_MS = 5
 GRACE_S = 1.0
+HOT_FILES = 64
 # How long the thread waits in Rust before it looks at its own state again.
 _TIMEOUT_MS = 200
 
@@ -57,6 +61,9 @@ class RegistryWatcher:
         self._last_event = 0.0
         self._inodes: tuple[int | None, ...] = ()
         self._thread: threading.Thread | None = None
+        # The files the watcher has seen change lately, most recent last: the loader stats
+        # these on every read, so a file being edited again is seen before its next event.
+        self._hot: dict[str, None] = {}
 
     def start(self) -> None:
         """Start the thread (once); the loader scans on its own until the watch is ready."""
@@ -87,6 +94,11 @@ class RegistryWatcher:
                 return False
             inodes = self._inodes
         return tuple(_inode(r) for r in self.roots) == inodes
+
+    def hot(self) -> tuple[str, ...]:
+        """Files that changed lately (at most `HOT_FILES`), to stat on every read."""
+        with self._lock:
+            return tuple(self._hot)
 
     def _bump(self, *, ready: bool | None = None) -> None:
         with self._lock:
@@ -136,8 +148,16 @@ class RegistryWatcher:
                 self._bump(ready=True)
                 first = False
             if changes:
+                with self._lock:
+                    for _, path in changes:
+                        self._hot.pop(path, None)
+                        self._hot[path] = None
+                    while len(self._hot) > HOT_FILES:
+                        del self._hot[next(iter(self._hot))]
                 self._bump()
-            if tuple(_inode(r) for r in self.roots) != inodes:
-                # A root was deleted, recreated or appeared: its old watch is blind.
+            touched_root = any(path in paths for _, path in changes)
+            if touched_root or tuple(_inode(r) for r in self.roots) != inodes:
+                # A root was deleted, recreated or appeared: its old watch is blind. (The
+                # event matters: a recreated folder can get the old inode number back.)
                 self._bump(ready=False)
                 return
