@@ -1,8 +1,8 @@
 """B2: discovery on a generated registry of 1,000 tools x 10 actions.
 
-Calls go through the SDK's in-memory `Client` on the real bridge (`build_server`), so each
-figure is the whole server-side path (registry stat check, discovery, result, serialisation)
-without a transport. Cold load is a fresh `RegistryLoader` parsing every manifest.
+Calls go through the SDK's `Client` over stdio to a real `aat mcp` process, so each figure is
+what an agent sees: transport, discovery, result and serialisation. Cold load is a fresh
+`RegistryLoader` parsing every manifest, then one reading the disk cache.
 """
 
 from __future__ import annotations
@@ -11,14 +11,10 @@ import time
 from pathlib import Path
 
 import anyio
-from mcp import Client
 
+from bench.clients import aat_mcp, body
 from bench.common import Report, median_ms, ms, temp_home, timed
-from webplatform.config import Settings
-from webplatform.mcp import build_server
-from webplatform.platform import Platform
 from webplatform.registry import RegistryLoader
-from webplatform.store.models import Surface
 
 TITLE = "discovery on 1,000 tools x 10 actions"
 TOOLS, ACTIONS = 1000, 10
@@ -66,38 +62,48 @@ async def measure(report: Report) -> None:
         root = home / "registry"
         generate(root)
         cold = [timed(RegistryLoader([root]).load) for _ in range(5)]
-        loaded = RegistryLoader([root]).load()
+        cache = home / "cache"
+        loaded = RegistryLoader([root], cache_dir=cache).load()  # writes the disk cache
         assert len(loaded.tools) == TOOLS and not loaded.errors, loaded.errors[:3]
-        platform = Platform(Settings(home=home, registry=str(root)))
-        server = build_server(platform, surface=Surface.mcp_stdio)
-        async with Client(server, mode="legacy") as client:
+        cached = [timed(RegistryLoader([root], cache_dir=cache).load) for _ in range(5)]
+        calls: dict[str, dict[str, object]] = {
+            "{}": {},
+            "{search}": {"search": "export invoices"},
+            "{name, action}": {"name": "gen-0500", "action": f"list-{NOUNS[500 % len(NOUNS)]}"},
+        }
+        first_answer: list[float] = []
+        samples: dict[str, list[float]] = {k: [] for k in calls}
+        edited: list[float] = []
+        stale = 0
+        for attempt in range(3):
+            spawned = time.perf_counter()
+            async with aat_mcp(home, AAT_REGISTRY=str(root)) as client:
 
-            async def call(arguments: dict[str, object]) -> float:
-                start = time.perf_counter()
-                result = await client.call_tool("capabilities", arguments)
-                elapsed = time.perf_counter() - start
-                assert not result.is_error, result
-                return elapsed
+                async def call(arguments: dict[str, object]) -> tuple[float, dict[str, object]]:
+                    start = time.perf_counter()
+                    result = await client.call_tool("capabilities", arguments)
+                    elapsed = time.perf_counter() - start
+                    assert not result.is_error, result
+                    return elapsed, body(result)
 
-            calls = {
-                "{}": {},
-                "{search}": {"search": "export invoices"},
-                "{name, action}": {"name": "gen-0500", "action": f"list-{NOUNS[500 % len(NOUNS)]}"},
-            }
-            for args in calls.values():  # warm: first call loads the registry
-                await call(args)
-            samples: dict[str, list[float]] = {k: [] for k in calls}
-            for _ in range(ROUNDS):
-                for key, args in calls.items():
-                    samples[key].append(await call(args))
-            edited: list[float] = []
-            manifest_path = root / "tools" / "gen-0500" / "tool.yaml"
-            for n in range(7):
-                manifest_path.write_text(manifest(500, note=f" (edit {n})"))
-                edited.append(await call(calls["{name, action}"]))
-                described = platform.registry().tools["gen-0500"].description
-                assert f"(edit {n})" in described, described
-        platform.engine.dispose()
+                await call({})
+                first_answer.append(time.perf_counter() - spawned)
+                if attempt:
+                    continue
+                for args in calls.values():  # warm-up; the watcher settles meanwhile
+                    await call(args)
+                await anyio.sleep(2.5)
+                for _ in range(ROUNDS):
+                    for key, args in calls.items():
+                        samples[key].append((await call(args))[0])
+                manifest_path = root / "tools" / "gen-0500" / "tool.yaml"
+                for n in range(7):
+                    await anyio.sleep(1.5)  # past the watcher's grace period: its fast path
+                    manifest_path.write_text(manifest(500, note=f" (edit {n})"))
+                    elapsed, answer = await call({"name": "gen-0500"})
+                    edited.append(elapsed)
+                    if f"(edit {n})" not in str(answer.get("description")):
+                        stale += 1
     targets = {"{}": 30.0, "{search}": 20.0, "{name, action}": 5.0}
     for key, limit in targets.items():
         value = median_ms(samples[key])
@@ -105,14 +111,34 @@ async def measure(report: Report) -> None:
             f"capabilities {key} (warm)", ms(value), target=f"<= {limit:g} ms", met=value <= limit
         )
     cold_ms = median_ms(cold)
-    report.add("cold load (1,000 manifests)", ms(cold_ms), target="<= 1500 ms", met=cold_ms <= 1500)
+    cached_ms = median_ms(cached)
+    report.add("cold load (1,000 manifests, no cache)", ms(cold_ms))
+    report.add(
+        "cold load (1,000 manifests, disk cache)",
+        ms(cached_ms),
+        target="<= 1500 ms",
+        met=cached_ms <= 1500,
+    )
+    start_ms = median_ms(first_answer)
+    report.add(
+        "aat mcp spawn -> first {} answered (disk cache)",
+        ms(start_ms),
+        target="<= 1500 ms",
+        met=start_ms <= 1500,
+    )
     edit_ms = median_ms(edited)
     report.add(
-        "one manifest edited -> next call", ms(edit_ms), target="<= 50 ms", met=edit_ms <= 50
+        "one manifest edited -> next call",
+        ms(edit_ms),
+        baseline=f"{stale} of {len(edited)} stale",
+        target="<= 50 ms, none stale",
+        met=edit_ms <= 50 and stale == 0,
     )
     report.notes.append(
         f"B2: {TOOLS} tools x {ACTIONS} actions x 3 args; warm medians over {ROUNDS} calls "
-        "through the in-memory SDK client; cold load median of 5 fresh loaders; edit median of 7."
+        "through the SDK client over stdio to `aat mcp` (registry watched); cold loads median "
+        "of 5 fresh loaders in process; spawn to first answer median of 3 processes; an edit "
+        "is written and the very next call made at once, 7 times, each after 1.5 s of quiet."
     )
 
 

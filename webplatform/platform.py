@@ -50,7 +50,9 @@ class Platform:
     def __init__(self, settings: Settings, *, engine: Engine | None = None) -> None:
         self.settings = settings
         self.engine = engine or make_engine(settings)
-        self.loader = RegistryLoader(settings.registry_roots)
+        self.loader = RegistryLoader(
+            settings.registry_roots, watch=True, cache_dir=settings.home / "cache"
+        )
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     def registry(self) -> Registry:

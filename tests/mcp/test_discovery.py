@@ -164,3 +164,28 @@ async def test_words_out_of_order_suggest_the_action(big_platform: Platform, era
     assert sheets["did_you_mean"][0] == "list-sheets"
     assert ok["status"] == "succeeded"
     assert ok["result"]["args"] == ["--max-results", "3"]
+
+
+async def test_overview_readiness_follows_a_secret_set_later(
+    mcp_settings: Settings, registry_root: Path, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    """The `{}` answer is kept per registry, but a tool's readiness is live."""
+    folder = registry_root / "tools" / "needs-key"
+    folder.mkdir(parents=True)
+    (folder / "main.py").write_text(SCRIPT)
+    (folder / "tool.yaml").write_text(
+        "name: needs-key\ndescription: Needs a key.\nruntime: python\nentrypoint: main.py\n"
+        "secrets: [AAT_TEST_OVERVIEW_KEY]\nactions:\n  - name: greet\n    description: Hi.\n"
+    )
+    monkeypatch.delenv("AAT_TEST_OVERVIEW_KEY", raising=False)
+    platform = make_platform(mcp_settings, registry=str(registry_root))
+    async with connect(platform, era) as client:
+        listed = body(await client.call_tool("capabilities", {}))["tools"]
+        entry = next(t for t in listed if t["name"] == "needs-key")
+        assert entry["ready"] is False
+        assert entry["missing_secrets"] == ["AAT_TEST_OVERVIEW_KEY"]
+        monkeypatch.setenv("AAT_TEST_OVERVIEW_KEY", "set")
+        listed = body(await client.call_tool("capabilities", {}))["tools"]
+        entry = next(t for t in listed if t["name"] == "needs-key")
+        assert entry["ready"] is True
+        assert "missing_secrets" not in entry

@@ -82,7 +82,36 @@ def _ready(spec: ToolSpec) -> dict[str, Any]:
     return out
 
 
+# (registry, kind) -> the overview answer, for the last registry listed. The loader hands back
+# the same Registry object while nothing changed on disk; only the readiness of tools that
+# declare secrets is worked out again on each call (a secret can be set at any time).
+_READINESS = ("ready", "missing_secrets")
+_overview_cache: dict[tuple[int, str | None], tuple[Registry, dict[str, Any]]] = {}
+
+
 def _overview(registry: Registry, *, kind: str | None) -> dict[str, Any]:
+    cached = _overview_cache.get((id(registry), kind))
+    if cached is None or cached[0] is not registry:
+        if any(r is not registry for r, _ in _overview_cache.values()):
+            _overview_cache.clear()
+        cached = (registry, _build_overview(registry, kind=kind))
+        _overview_cache[(id(registry), kind)] = cached
+    out = dict(cached[1])
+    for plural, entries in (("tools", registry.tools), ("agents", registry.agents)):
+        if plural in out and any(s.secrets for s in entries.values()):
+            out[plural] = [
+                {
+                    **{k: v for k, v in entry.items() if k not in _READINESS},
+                    **_ready(entries[entry["name"]]),
+                }
+                if entries[entry["name"]].secrets
+                else entry
+                for entry in out[plural]
+            ]
+    return out
+
+
+def _build_overview(registry: Registry, *, kind: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for plural, entries in (("tools", registry.tools), ("agents", registry.agents)):
         if kind in (None, plural[:-1]):

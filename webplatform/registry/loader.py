@@ -4,6 +4,11 @@ The registry is read live (an edited manifest is seen without a restart), so `lo
 called often: by every MCP discovery call, every dashboard page. Each call stats the files
 the snapshot depends on; when nothing moved it returns the very same Registry object, and
 when something did, only the changed manifests are parsed again.
+
+With `watch=True` a background watcher (`watch.py`) tells the loader when nothing moved, so a
+read of an unchanged registry skips even the stat calls; until the watcher is ready, or where
+watching is unavailable, the stat scan is the fallback. With a `cache_dir`, parsed manifests
+are kept on disk (`cache.py`) so a new process does not parse unchanged YAML again.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from webplatform.registry.cache import Entry, ManifestCache, content_hash, file_key
 from webplatform.registry.manifest import load_manifest
 from webplatform.registry.model import Kind, ManifestError, Registry, SkillSpec, ToolSpec
 from webplatform.registry.skills import load_skill
+from webplatform.registry.watch import RegistryWatcher
 
 # (kind, folder under each root, file inside each NAME folder)
 _LAYOUT: tuple[tuple[Kind, str, str], ...] = (
@@ -58,9 +65,22 @@ class _Parsed:
 class RegistryLoader:
     """Loads `ROOT/{tools,agents,skills}/NAME/...` from each root, in order; thread-safe."""
 
-    def __init__(self, roots: Sequence[Path]) -> None:
+    def __init__(
+        self, roots: Sequence[Path], *, watch: bool = False, cache_dir: Path | None = None
+    ) -> None:
         self.roots: tuple[Path, ...] = tuple(Path(r) for r in roots)
         self._lock = threading.Lock()
+        self._watcher = RegistryWatcher(self.roots) if watch else None
+        self._scanned_generation = -1
+        self._disk = ManifestCache(cache_dir, self.roots) if cache_dir is not None else None
+        self._stored: dict[Path, Entry] | None = None
+        self._save_timer: threading.Timer | None = None
+        # Every ROOT/{tools,agents,skills} folder and its stamp at the last scan: checked on
+        # every watched read, so a tool folder added, removed or renamed is seen at once,
+        # before its event has come through the watcher.
+        self._folders = tuple(root / subdir for root in self.roots for _, subdir, _ in _LAYOUT)
+        self._folder_stamps: tuple[Stamp, ...] = ()
+        self._hot_stamps: tuple[tuple[str, Stamp], ...] = ()
         self._parsed: dict[Path, _Parsed] = {}
         self._signature: object = None
         self._registry: Registry | None = None
@@ -77,22 +97,70 @@ class RegistryLoader:
         the first root wins and the later one is reported as an error.
         """
         with self._lock:
-            found, root_errors = self._scan()
-            stamps = [self._current_stamps(item) for item in found]
-            manifests = tuple(item.manifest for item in found)
-            if self._registry is not None and self._signature == (root_errors, manifests, stamps):
+            watcher = self._watcher
+            if (
+                watcher is not None
+                and self._registry is not None
+                and watcher.quiet(self._scanned_generation)
+                and tuple(_stamp(f) for f in self._folders) == self._folder_stamps
+                and all(_stamp(f) == stamp for f, stamp in self._hot_stamps)
+            ):
                 return self._registry
-            # Rebuilt from `found` alone, so manifests that disappeared leave the cache.
-            self._parsed = {
-                item.manifest: self._parse_if_changed(item, stamp)
-                for item, stamp in zip(found, stamps, strict=True)
-            }
-            self._registry = self._assemble(found, root_errors)
-            # The stamps each result was made from; a file that changed during parsing will
-            # differ from them next time and be parsed again.
-            parsed_stamps = [self._parsed[m].stamp for m in manifests]
-            self._signature = (root_errors, manifests, parsed_stamps)
+            # Read before scanning: an event during the scan makes the next call scan again.
+            generation = watcher.generation if watcher is not None else -1
+            first = self._registry is None
+            folder_stamps = tuple(_stamp(f) for f in self._folders)
+            hot = watcher.hot() if watcher is not None else ()
+            hot_stamps = tuple((f, _stamp(f)) for f in hot)
+            registry = self._load()
+            self._folder_stamps = folder_stamps
+            self._hot_stamps = hot_stamps
+            self._scanned_generation = generation
+            if watcher is not None and not first:
+                # From the second read on: a one-shot command reads once and needs no thread.
+                watcher.start()
+            return registry
+
+    @property
+    def watching(self) -> bool:
+        """Whether reads are answered from the watcher's silence rather than a stat scan."""
+        return self._watcher is not None and self._watcher.ready
+
+    def close(self) -> None:
+        """Stop watching and write the disk cache now if a write is pending."""
+        if self._watcher is not None:
+            self._watcher.stop()
+        timer, self._save_timer = self._save_timer, None
+        if timer is not None and timer.is_alive():
+            timer.cancel()
+            self._save_locked()
+
+    def _load(self) -> Registry:
+        cold = not self._parsed
+        reparsed = [0]
+        found, root_errors = self._scan()
+        stamps = [self._current_stamps(item) for item in found]
+        manifests = tuple(item.manifest for item in found)
+        if self._registry is not None and self._signature == (root_errors, manifests, stamps):
             return self._registry
+        # Rebuilt from `found` alone, so manifests that disappeared leave the cache.
+        self._parsed = {
+            item.manifest: self._parse_if_changed(item, stamp, reparsed)
+            for item, stamp in zip(found, stamps, strict=True)
+        }
+        self._registry = self._assemble(found, root_errors)
+        # The stamps each result was made from; a file that changed during parsing will
+        # differ from them next time and be parsed again.
+        parsed_stamps = [self._parsed[m].stamp for m in manifests]
+        self._signature = (root_errors, manifests, parsed_stamps)
+        if self._disk is not None and reparsed[0]:
+            # A cold start writes at once (a one-shot CLI may exit next); an edit in a
+            # long-running process writes a moment later, off the call's path.
+            if cold:
+                self._save()
+            else:
+                self._save_soon()
+        return self._registry
 
     def _scan(self) -> tuple[list[_Found], tuple[ManifestError, ...]]:
         found: list[_Found] = []
@@ -139,10 +207,16 @@ class RegistryLoader:
         entrypoint = cached.entrypoint if cached is not None else None
         return (_stamp(item.manifest), _stamp(entrypoint))
 
-    def _parse_if_changed(self, item: _Found, stamps: tuple[Stamp, Stamp]) -> _Parsed:
+    def _parse_if_changed(
+        self, item: _Found, stamps: tuple[Stamp, Stamp], reparsed: list[int]
+    ) -> _Parsed:
         cached = self._parsed.get(item.manifest)
         if cached is not None and cached.stamp == stamps:
             return cached
+        stored = self._from_disk(item, stamps)
+        if stored is not None:
+            return stored
+        reparsed[0] += 1
         folder = item.manifest.parent
         if stamps[0] is None:
             problem = f"{folder.name}/ has no {item.manifest.name}; add one or remove the folder"
@@ -189,6 +263,56 @@ class RegistryLoader:
             skills=dict(sorted(skills.items())),
             errors=tuple(errors),
         )
+
+    def _from_disk(self, item: _Found, stamps: tuple[Stamp, Stamp]) -> _Parsed | None:
+        if self._disk is None or stamps[0] is None:
+            return None
+        if self._stored is None:
+            self._stored = self._disk.read()
+        entry = self._stored.get(item.manifest)
+        if entry is None or not isinstance(entry.value, _Parsed):
+            return None
+        if entry.manifest != (stamps[0][1], stamps[0][0]):
+            return None
+        entrypoint = entry.value.entrypoint
+        if entry.entrypoint != file_key(entrypoint):
+            return None
+        if entry.digest != content_hash(item.manifest):
+            return None
+        # The stored result with today's stamps (inodes differ in a copied registry).
+        value = entry.value
+        return _Parsed((stamps[0], _stamp(entrypoint)), entrypoint, value.spec, value.errors)
+
+    def _save_soon(self) -> None:
+        if self._save_timer is not None:
+            self._save_timer.cancel()
+        self._save_timer = threading.Timer(2.0, self._save_locked)
+        self._save_timer.daemon = True
+        self._save_timer.start()
+
+    def _save_locked(self) -> None:
+        with self._lock:
+            self._save()
+
+    def _save(self) -> None:
+        if self._disk is None:
+            return
+        entries: dict[Path, Entry] = {}
+        previous = self._stored or {}
+        for path, parsed in self._parsed.items():
+            if parsed.stamp[0] is None:
+                continue
+            key = (parsed.stamp[0][1], parsed.stamp[0][0])
+            old = previous.get(path)
+            entry_key = file_key(parsed.entrypoint)
+            if old is not None and old.manifest == key and old.entrypoint == entry_key:
+                entries[path] = old
+                continue
+            digest = content_hash(path)
+            if digest is not None:
+                entries[path] = Entry(key, digest, entry_key, parsed)
+        self._stored = entries
+        self._disk.write(entries)
 
 
 def _root_error(path: Path, problem: str) -> ManifestError:
