@@ -57,6 +57,7 @@ def load_tool(folder: Path) -> ToolSpec:
         actions=actions,
         reads=tuple(raw.get("reads") or ()),
         writes=tuple(raw.get("writes") or ()),
+        warm=bool(raw.get("warm", False)),
     )
 
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from webplatform.redaction import Redactor
-from webplatform.supervise import Capture
+from webplatform.supervise import Capture, Process
 
 Outcome = Literal["succeeded", "failed", "usage_error", "timed_out"]
 
@@ -49,7 +48,7 @@ class RunResult:
 
 def classify(
     capture: Capture,
-    proc: subprocess.Popen[bytes],
+    proc: Process,
     limit: float,
     duration: float,
     cap: int,

@@ -11,6 +11,9 @@ the database, the gate or approvals; callers decide *whether* to run, this modul
 - a tool that misbehaves (hangs, crashes, prints garbage, is missing) yields a RunResult with a
   one-line `error` that says how to fix it; `run()` does not raise for tool misbehaviour.
 
+A `warm: true` python tool runs in a child forked from its warm interpreter instead
+(`webplatform.warm`, SPEC §12); what it can observe is the same.
+
 `run()` blocks until the tool is done; async code calls it from a worker thread. A process that
 leaves its session (its own `setsid`) escapes the group kill; containing that needs cgroups.
 """
@@ -20,15 +23,16 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from webplatform import confine
+from webplatform import confine, warm
 from webplatform.launch import build_argv, build_env
 from webplatform.outcome import RunResult, classify
 from webplatform.redaction import NO_SECRETS, Redactor
 from webplatform.registry.model import ActionSpec, ToolSpec
-from webplatform.supervise import close_pipes, kill_group, supervise
+from webplatform.supervise import Capture, Process, close_pipes, kill_group, supervise
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT_BYTES = 1_000_000
@@ -70,24 +74,42 @@ def run(
     if isinstance(jail, str):
         return _not_started(jail)
     with jail:
-        argv, env = jail.wrap(argv), {**env, **jail.env}
-        return _spawn(argv, env, tool, limit, on_start, on_tick, tick_s, max_output_bytes, redact)
+        env = {**env, **jail.env}
+        started = time.monotonic()
+        proc = _start(tool, jail, argv, env, limit)
+        if isinstance(proc, str):
+            return _not_started(proc)
+        watch = _Watch(limit, on_tick, tick_s, max_output_bytes)
+        try:
+            if on_start:
+                on_start(proc.pid)
+            capture = watch.supervise(proc)
+        except BaseException:
+            kill_group(proc.pid)
+            proc.wait()
+            close_pipes(proc)
+            raise
+        result = classify(
+            capture, proc, limit, time.monotonic() - started, max_output_bytes, redact
+        )
+        if isinstance(proc, warm.WarmProcess) and proc.lost:
+            error = (
+                f"the warm interpreter of {tool.name} died during the call, which was stopped; "
+                "call again (a new one starts), or set `warm: false` in its manifest"
+            )
+            return replace(result, outcome="failed", exit_code=None, result=None, error=error)
+        return result
 
 
-def _spawn(
-    argv: list[str],
-    env: dict[str, str],
-    tool: ToolSpec,
-    limit: float,
-    on_start: Callable[[int], None] | None,
-    on_tick: Callable[[], None] | None,
-    tick_s: float,
-    max_output_bytes: int,
-    redact: Redactor,
-) -> RunResult:
-    started = time.monotonic()
+def _start(
+    tool: ToolSpec, jail: confine.Jail, argv: list[str], env: dict[str, str], limit: float
+) -> Process | str:
+    """The call's process: forked warm (`warm: true`, SPEC §12) or spawned; or why not."""
+    if tool.warm and tool.runtime == "python" and warm.supported():
+        return warm.start(tool, argv, env, jail.rules, timeout_s=limit)
+    argv = jail.wrap(argv)
     try:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             argv,
             cwd=tool.folder,
             env=env,
@@ -98,17 +120,28 @@ def _spawn(
             close_fds=True,
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte inside an argument
-        return _not_started(f"could not start {argv[0]}: {exc}; check the manifest's runtime")
-    try:
-        if on_start:
-            on_start(proc.pid)
-        capture = supervise(proc, limit, on_tick, tick_s, max_output_bytes)
-    except BaseException:
-        kill_group(proc.pid)
-        proc.wait()
-        close_pipes(proc)
-        raise
-    return classify(capture, proc, limit, time.monotonic() - started, max_output_bytes, redact)
+        return f"could not start {argv[0]}: {exc}; check the manifest's runtime"
+
+
+@dataclass(frozen=True)
+class _Watch:
+    limit: float
+    on_tick: Callable[[], None] | None
+    tick_s: float
+    cap: int
+
+    def supervise(self, proc: Process) -> Capture:
+        if isinstance(proc, warm.WarmProcess):
+            return supervise(
+                proc,
+                self.limit,
+                self.on_tick,
+                self.tick_s,
+                self.cap,
+                exited=proc.has_exited,
+                exit_fd=proc.exit_fd,
+            )
+        return supervise(proc, self.limit, self.on_tick, self.tick_s, self.cap)
 
 
 def _missing_program(tool: ToolSpec, program: str, path: str) -> str | None:

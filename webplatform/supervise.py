@@ -11,16 +11,29 @@ import contextlib
 import os
 import selectors
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, cast
+from typing import IO, Any, Protocol, cast
 
 # How long to keep draining pipes after the process group is dead. Only a process that escaped
 # the group (its own setsid) can still hold them open, and we do not wait on it.
 _DRAIN_GRACE_S = 0.5
 _READ_CHUNK = 65536
+
+
+class Process(Protocol):
+    """What is supervised: a `subprocess.Popen`, or a warm call's process (`warm.py`)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
+    @property
+    def returncode(self) -> Any: ...
+    def wait(self, timeout: float | None = None) -> int: ...
 
 
 @dataclass
@@ -33,25 +46,37 @@ class Capture:
 
 
 def supervise(
-    proc: subprocess.Popen[bytes],
+    proc: Process,
     limit: float,
     on_tick: Callable[[], None] | None,
     tick_s: float,
     cap: int,
+    *,
+    exited: Callable[[], bool] | None = None,
+    exit_fd: int | None = None,
 ) -> Capture:
-    """Pump both pipes until the process group is gone, enforcing the timeout and ticking."""
+    """Pump both pipes until the process group is gone, enforcing the timeout and ticking.
+
+    `exited` says whether the process has exited (by default `waitid` on a child of ours);
+    `exit_fd`, when given, becomes readable when that may have changed, so it is not polled.
+    """
     assert proc.stdout is not None and proc.stderr is not None
+    has_exited = exited or (lambda: _has_exited(proc.pid))
     capture = Capture(bytearray(), bytearray())
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
     sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
+    if exit_fd is not None:
+        sel.register(exit_fd, selectors.EVENT_READ, "exit")
     now = time.monotonic()
     deadline, next_tick = now + limit, now + tick_s
     drain_until: float | None = None
     try:
         while True:
             now = time.monotonic()
-            if drain_until is None and _has_exited(proc.pid):
+            if drain_until is None and has_exited():
+                if exit_fd is not None:
+                    sel.unregister(exit_fd)
                 # Kill stragglers while the leader is an unreaped zombie: its pid (== the group
                 # id) cannot be recycled yet, so killpg cannot hit an unrelated group.
                 kill_group(proc.pid)
@@ -63,12 +88,16 @@ def supervise(
             if on_tick and now >= next_tick:
                 on_tick()
                 next_tick = max(next_tick + tick_s, now)
-            if drain_until is not None and (not sel.get_map() or now >= drain_until):
+            pipes = [k for k in sel.get_map().values() if k.data != "exit"]
+            if drain_until is not None and (not pipes or now >= drain_until):
                 break
             wait = min(deadline, next_tick) - now if on_tick else deadline - now
             # Without open pipes select() only sleeps: poll the exit often so fast tools stay fast.
-            wait = min(max(wait, 0.0), 0.05 if sel.get_map() else 0.005)
+            polled = not pipes and (exit_fd is None or drain_until is not None)
+            wait = min(max(wait, 0.0), 0.005 if polled else 0.05)
             for key, _ in sel.select(wait):
+                if key.data == "exit":
+                    continue  # read by `exited()` on the next turn
                 _pump(sel, cast(IO[bytes], key.fileobj), key.data, capture, cap)
     finally:
         sel.close()
@@ -109,7 +138,7 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def close_pipes(proc: subprocess.Popen[bytes]) -> None:
+def close_pipes(proc: Process) -> None:
     for pipe in (proc.stdout, proc.stderr):
         if pipe is not None:
             pipe.close()

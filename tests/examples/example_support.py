@@ -51,4 +51,5 @@ def load_example(kind: str, name: str) -> ToolSpec:
         actions=actions,
         reads=tuple(raw.get("reads") or ()),
         writes=tuple(raw.get("writes") or ()),
+        warm=bool(raw.get("warm", False)),
     )

@@ -29,6 +29,7 @@ def test_manifests_use_only_the_spec_fields(manifest) -> None:  # type: ignore[n
     raw = yaml.safe_load(manifest.read_text(encoding="utf-8"))
     top = {"name", "description", "version", "runtime", "entrypoint", "secrets", "actions"}
     top |= {"reads", "writes"}  # SPEC §14
+    top |= {"warm"}  # SPEC §12
     action_keys = {"name", "description", "read_only", "reversible", "timeout_s", "args"}
     arg_keys = {"name", "type", "required", "description", "default", "enum", "secret"}
     assert set(raw) <= top and {"name", "runtime", "entrypoint", "actions"} <= set(raw)

@@ -24,6 +24,7 @@ MANIFEST_KEYS = (
     "actions",
     "reads",
     "writes",
+    "warm",
 )
 # Stands in for AAT_HOME while a manifest is checked: which folder it is depends on settings.
 _SOME_HOME = Path("/AAT_HOME")
@@ -85,6 +86,7 @@ class _ManifestCheck(ActionCheck):
         reads = self.paths(data, "reads", folder)
         writes = self.paths(data, "writes", folder)
         actions = self.actions(data, name or folder.name)
+        warm = self.warm(data, runtime)
         if self.errors or not (name and description and runtime and entrypoint):
             return None, ep_path
         spec = ToolSpec(
@@ -100,6 +102,7 @@ class _ManifestCheck(ActionCheck):
             actions,
             reads,
             writes,
+            warm,
         )
         return spec, ep_path
 
@@ -114,6 +117,18 @@ class _ManifestCheck(ActionCheck):
             )
             return None
         return value
+
+    def warm(self, data: dict[Any, Any], runtime: Runtime | None) -> bool:
+        """`warm:`, true or false; only a python tool can run warm (SPEC §12)."""
+        warm = self.flag(data, "warm", "the manifest", ())
+        if warm and runtime is not None and runtime != "python":
+            self.fail(
+                f"`warm: true` needs `runtime: python` (this tool is {runtime}); "
+                "remove `warm` or set it to false",
+                ("warm",),
+            )
+            return False
+        return bool(warm)
 
     def entrypoint(
         self, data: dict[Any, Any], folder: Path, runtime: Runtime | None

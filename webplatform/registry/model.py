@@ -63,6 +63,8 @@ class ToolSpec:
     # Paths as written in the manifest (`$AAT_HOME`, `~` expanded when the tool runs).
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    # `warm: true` (python only): calls fork from a warm interpreter (SPEC §12, warm.py).
+    warm: bool = False
 
     def action(self, name: str) -> ActionSpec | None:
         """The action called exactly `name`, or None."""

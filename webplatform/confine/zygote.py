@@ -1,0 +1,202 @@
+"""The warm interpreter of one `warm: true` tool (SPEC §12): it forks a fresh child per call.
+
+This file imports only the standard library and `landlock.py` beside it. The runner
+(`webplatform.warm`) starts it with the interpreter and environment variables a plain call
+starts the tool with, minus everything that belongs to one call (no secrets, no `AAT_*`):
+
+    python zygote.py ENTRYPOINT CONTROL_FD
+
+It holds nothing of aat's (no database, no keys, no settings: its only open descriptor is
+the control socket) and is not confined itself, because Landlock can only ever narrow: each
+call's child gets the call's own rules, which differ call by call (scratch folder, caller's
+workspace). It pre-imports the standard-library and third-party modules the entrypoint
+imports, never the tool's own modules, and then serves calls on one thread (fork safety).
+
+One call: the runner sends one message on CONTROL_FD (a SOCK_SEQPACKET socket) carrying four
+descriptors: the call's stdin, stdout, stderr and a channel (a stream socket). The zygote
+forks. The child reads the request `{"argv", "env", "cwd", "rules"}` (one JSON line) from the
+channel, starts its own session (so its process group is its own and is killed on timeout),
+wires the three descriptors to 0/1/2, takes the call's environment, answers `{"pid": N}`,
+closes every other descriptor (the control socket, other calls' channels), confines itself
+with the call's Landlock rules and runs the entrypoint with `runpy.run_path` as `__main__`,
+so module globals start fresh every call; exceptions, `sys.exit` and interpreter shutdown
+(non-daemon threads joined, atexit handlers) are the interpreter's own.
+
+The zygote waits on each child with a pidfd; when it exits it kills the child's process group
+(while the child is an unreaped zombie, so the group id cannot be reused), reaps it and
+writes `{"status": WAIT_STATUS}` on the channel. The zygote reports the status, not the
+runner through a pidfd of its own, because only a process's parent can read its wait status.
+When the control socket closes, the zygote finishes its calls in flight and exits.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import gc
+import importlib
+import importlib.util
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from webplatform.confine import landlock
+else:  # run as a script: the sibling file, without importing aat
+    import landlock
+
+    # A tool may have its own `landlock.py`: keep ours out of the module table it will see.
+    del sys.modules["landlock"]
+
+EXIT_NOT_CONFINED = landlock.EXIT_NOT_CONFINED
+_MAX_REQUEST = 64 * 1024 * 1024
+
+
+def preimport(entry: str, folder: str) -> None:
+    """Import what `entry` imports, except modules found in the tool's own folder."""
+    try:
+        with open(entry, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return  # the child will meet the same problem and report it as a plain run would
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    own = os.path.realpath(folder) + os.sep
+    for name in dict.fromkeys(names):
+        if name == "__future__":
+            continue
+        try:
+            spec = importlib.util.find_spec(name.split(".")[0])
+            origin = spec.origin if spec else None
+            if not origin or os.path.realpath(origin).startswith(own):
+                continue
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a module that will not import is just not warm
+            continue
+    for name, module in list(sys.modules.items()):  # pulled in indirectly from the folder
+        path = getattr(module, "__file__", None)
+        if path and os.path.realpath(path).startswith(own):
+            del sys.modules[name]
+
+
+def serve(control: socket.socket) -> tuple[socket.socket, list[int]] | None:
+    """Fork a child per call until the control socket closes; in a child, return its call."""
+    sel = selectors.DefaultSelector()
+    sel.register(control, selectors.EVENT_READ, None)
+    accepting, running = True, 0
+    while accepting or running:
+        for key, _ in sel.select():
+            if key.data is None:
+                try:
+                    _, fds, _, _ = socket.recv_fds(control, 16, 4)
+                except OSError:
+                    fds = []
+                if len(fds) != 4:
+                    for fd in fds:
+                        os.close(fd)
+                    sel.unregister(control)
+                    control.close()
+                    accepting = False
+                    continue
+                channel = socket.socket(fileno=fds[3])
+                try:
+                    pid = os.fork()
+                except OSError as exc:
+                    with contextlib.suppress(OSError):
+                        channel.sendall(
+                            json.dumps({"error": f"fork: {exc.strerror}"}).encode() + b"\n"
+                        )
+                    pid = -1
+                if pid == 0:  # the child keeps nothing of the zygote's or of other calls
+                    for other in sel.get_map().values():
+                        if other.data is not None:
+                            other.data[1].close()
+                            os.close(other.fd)
+                    sel.close()
+                    control.close()
+                    return channel, fds[:3]
+                for fd in fds[:3]:
+                    os.close(fd)
+                if pid < 0:
+                    channel.close()
+                    continue
+                sel.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, channel))
+                running += 1
+            else:
+                pid, channel = key.data
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
+                with contextlib.suppress(OSError):
+                    channel.sendall(json.dumps({"status": status}).encode() + b"\n")
+                channel.close()
+                sel.unregister(key.fd)
+                os.close(key.fd)
+                running -= 1
+    return None
+
+
+def become(channel: socket.socket, stdio: list[int]) -> str:
+    """In the forked child: take on the call (session, stdio, env, confinement); the entrypoint."""
+    request = _read_request(channel)
+    os.setsid()
+    for target, fd in enumerate(stdio):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    channel.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+    channel.close()
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    rules = request["rules"]
+    if rules is not None:
+        try:
+            landlock.restrict(list(rules["read"]), list(rules["write"]))
+        except OSError as exc:
+            sys.stderr.write(f"aat: the tool was not run: confinement failed ({exc.strerror})\n")
+            os._exit(EXIT_NOT_CONFINED)
+    argv = request["argv"]
+    sys.argv = list(argv[1:])
+    sys.path[0] = os.path.dirname(argv[1])
+    if "tempfile" in sys.modules:  # it caches the zygote's TMPDIR; the call has its own
+        vars(sys.modules["tempfile"])["tempdir"] = None
+    return str(argv[1])
+
+
+def _read_request(channel: socket.socket) -> dict[str, Any]:
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        chunk = channel.recv(65536)
+        if not chunk or len(data) > _MAX_REQUEST:
+            os._exit(EXIT_NOT_CONFINED)  # the runner went away before sending the call
+        data += chunk
+    value: dict[str, Any] = json.loads(data)
+    return value
+
+
+def main() -> None:
+    entry, control_fd = sys.argv[1], int(sys.argv[2])
+    folder = os.path.dirname(entry)
+    sys.path[0] = folder  # as for `python ENTRYPOINT`, not this file's folder
+    preimport(entry, folder)
+    gc.collect()
+    gc.freeze()  # children then share the pre-imported objects' pages longer
+    call = serve(socket.socket(fileno=control_fd))
+    if call is None:
+        sys.exit(0)
+    path = become(*call)
+    runpy.run_path(path, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""Warm calls (SPEC §12): a `warm: true` python tool runs in a child forked from a warm interpreter.
+
+One warm interpreter (`confine/zygote.py`) per tool, keyed by the tool's folder, the
+interpreter and the mtimes of its manifest and entrypoint, so an edited tool gets a new one on
+its next call (the old one finishes its calls in flight, then exits). It is started on the
+first call, replaced when it has died, and never holds aat's secrets or database handles: it
+is spawned with the interpreter's environment variables only and no other descriptor than
+its control socket. Each call hands it the call's stdin, stdout and stderr and a channel
+(`socket.send_fds`); what the tool can observe is what a plain spawn gives it (see zygote.py).
+
+`start()` gives a `WarmProcess` that `supervise` watches like a `Popen`: its pid leads its own
+session and process group, its exit status comes from the zygote over the channel.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from webplatform.confine import landlock
+from webplatform.registry.model import ToolSpec
+
+ZYGOTE = Path(landlock.__file__).resolve().with_name("zygote.py")
+# What the interpreter reads at start-up; the rest of a call's environment is set per call.
+_INTERPRETER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONIOENCODING", "PYTHONUNBUFFERED")
+# How long the last word of a killed call may take: the zygote reaps and reports at once.
+_WAIT_BOUND_S = 10.0
+
+Key = tuple[str, str, int, int]
+
+
+def supported() -> bool:
+    """Whether calls can run warm here (Linux: fork, pidfds, descriptor passing)."""
+    return sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
+
+
+class ZygoteGone(Exception):
+    """The warm interpreter died before the call reached it; a new one may take the call."""
+
+
+class WarmProcess:
+    """One warm call's process, as `supervise` and `classify` see it (like `subprocess.Popen`).
+
+    `lost` is set when the warm interpreter died during the call: its exit status is unknown.
+    """
+
+    def __init__(
+        self, pid: int, stdout: IO[bytes], stderr: IO[bytes], channel: socket.socket, rest: bytes
+    ) -> None:
+        self.pid = pid
+        self.stdout: IO[bytes] | None = stdout
+        self.stderr: IO[bytes] | None = stderr
+        self.returncode: int | None = None
+        self.lost = False
+        self._channel: socket.socket | None = channel
+        self._buffer = bytearray(rest)
+        self.exit_fd = channel.fileno()
+        self._take_lines()
+
+    def has_exited(self) -> bool:
+        """True once the zygote reported the exit (or died); never blocks."""
+        if self._channel is not None:
+            self._read(0.0)
+        return self._channel is None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code (negative: the signal), as `Popen.wait`; -9 when `lost`."""
+        deadline = time.monotonic() + (_WAIT_BOUND_S if timeout is None else timeout)
+        while self._channel is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._close(lost=True)
+                break
+            self._read(left)
+        return self.returncode if self.returncode is not None else -9
+
+    def _read(self, timeout: float) -> None:
+        assert self._channel is not None
+        self._channel.settimeout(timeout)
+        try:
+            chunk = self._channel.recv(4096)
+        except (BlockingIOError, TimeoutError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._close(lost=True)
+            return
+        self._buffer += chunk
+        self._take_lines()
+
+    def _take_lines(self) -> None:
+        while b"\n" in self._buffer:
+            line, _, rest = bytes(self._buffer).partition(b"\n")
+            self._buffer = bytearray(rest)
+            message = json.loads(line)
+            if "status" in message:
+                self.returncode = os.waitstatus_to_exitcode(int(message["status"]))
+                self._close(lost=False)
+                return
+
+    def _close(self, *, lost: bool) -> None:
+        self.lost = lost
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+
+class _Zygote:
+    def __init__(self, key: Key, folder: Path, entry: Path, env: dict[str, str]) -> None:
+        self.key = key
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self.proc = subprocess.Popen(
+                [key[1], str(ZYGOTE), str(entry), str(theirs.fileno())],
+                cwd=folder,
+                env={k: v for k, v in env.items() if k in _INTERPRETER_ENV},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def retire(self) -> None:
+        """Close the control socket: the zygote finishes its calls in flight, then exits."""
+        self.control.close()
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._zygotes: dict[Path, _Zygote] = {}
+        self._retired: list[_Zygote] = []
+
+    def get(self, tool: ToolSpec, interpreter: str, env: dict[str, str]) -> _Zygote:
+        entry = tool.entrypoint_path
+        key: Key = (
+            str(tool.folder),
+            interpreter,
+            tool.manifest_path.stat().st_mtime_ns if tool.manifest_path.exists() else 0,
+            entry.stat().st_mtime_ns,
+        )
+        with self._lock:
+            self._retired = [z for z in self._retired if z.alive()]  # reaps those that exited
+            zygote = self._zygotes.get(tool.folder)
+            if zygote is not None and (zygote.key != key or not zygote.alive()):
+                self._drop(zygote)
+                zygote = None
+            if zygote is None:
+                zygote = self._zygotes[tool.folder] = _Zygote(key, tool.folder, entry, env)
+            return zygote
+
+    def discard(self, zygote: _Zygote) -> None:
+        with self._lock:
+            if self._zygotes.get(Path(zygote.key[0])) is zygote:
+                self._drop(zygote)
+
+    def _drop(self, zygote: _Zygote) -> None:
+        del self._zygotes[Path(zygote.key[0])]
+        zygote.retire()
+        self._retired.append(zygote)
+
+    def pid(self, folder: Path) -> int | None:
+        with self._lock:
+            zygote = self._zygotes.get(folder)
+            return zygote.proc.pid if zygote is not None and zygote.alive() else None
+
+    def shutdown(self) -> None:
+        with self._lock:
+            for zygote in [*self._zygotes.values(), *self._retired]:
+                zygote.retire()
+            self._zygotes.clear()
+
+
+_POOL = _Pool()
+atexit.register(_POOL.shutdown)
+
+
+def zygote_pid(tool: ToolSpec) -> int | None:
+    """The pid of `tool`'s warm interpreter while one runs (for tests and diagnostics)."""
+    return _POOL.pid(tool.folder)
+
+
+def start(
+    tool: ToolSpec,
+    argv: list[str],
+    env: dict[str, str],
+    rules: dict[str, list[str]] | None,
+    *,
+    timeout_s: float,
+) -> WarmProcess | str:
+    """Start one call of `tool` in its warm interpreter; the call's process or a one-line reason.
+
+    `argv` is the plain call's (`python ENTRYPOINT ACTION ...`), `env` its whole environment,
+    `rules` its Landlock rules (None: unconfined, as the operator accepted).
+    """
+    request = {"argv": argv, "env": env, "cwd": str(tool.folder), "rules": rules}
+    line = json.dumps(request, ensure_ascii=False).encode() + b"\n"
+    for _ in range(2):  # a zygote found dead is replaced once
+        zygote = _POOL.get(tool, argv[0], env)
+        try:
+            return _fork(zygote, line, timeout_s, tool.name)
+        except ZygoteGone:
+            _POOL.discard(zygote)
+    return (
+        f"the warm interpreter of {tool.name} exits as soon as it starts; "
+        f"run `{argv[0]} {argv[1]}` to see why, or set `warm: false` in its manifest"
+    )
+
+
+def _fork(zygote: _Zygote, line: bytes, timeout_s: float, name: str) -> WarmProcess | str:
+    stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    ours, theirs = socket.socketpair()
+    try:
+        try:
+            socket.send_fds(zygote.control, [b"c"], [stdin, out_w, err_w, theirs.fileno()])
+        finally:
+            for fd in (stdin, out_w, err_w):
+                os.close(fd)
+            theirs.close()
+        ours.settimeout(timeout_s)
+        ours.sendall(line)
+        first = _first_message(ours)
+    except (OSError, ZygoteGone) as exc:
+        ours.close()
+        os.close(out_r)
+        os.close(err_r)
+        if isinstance(exc, TimeoutError):
+            return f"the warm interpreter of {name} did not answer within {timeout_s:g} s"
+        raise ZygoteGone from exc
+    message, rest = first
+    if "pid" not in message:
+        ours.close()
+        os.close(out_r)
+        os.close(err_r)
+        why = message.get("error") or f"wait status {message.get('status')}"
+        return f"the warm interpreter of {name} could not start the call ({why})"
+    stdout, stderr = os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0)
+    return WarmProcess(int(message["pid"]), stdout, stderr, ours, rest)
+
+
+def _first_message(channel: socket.socket) -> tuple[dict[str, Any], bytes]:
+    data = bytearray()
+    while b"\n" not in data:
+        chunk = channel.recv(4096)
+        if not chunk:
+            raise ZygoteGone
+        data += chunk
+    line, _, rest = bytes(data).partition(b"\n")
+    return json.loads(line), rest
+
+
+def shutdown() -> None:
+    """Let every warm interpreter exit once its calls are done (also done at exit)."""
+    _POOL.shutdown()
