@@ -72,7 +72,7 @@ class WarmProcess:
         return self._channel is None
 
     def wait(self, timeout: float | None = None) -> int:
-        """The exit code (negative: the signal), as `Popen.wait`; -9 when `lost`."""
+        """The exit code (negative: the signal), as `Popen.wait`; -9 when `lost` (unknown)."""
         deadline = time.monotonic() + (_WAIT_BOUND_S if timeout is None else timeout)
         while self._channel is not None:
             left = deadline - time.monotonic()
@@ -80,7 +80,8 @@ class WarmProcess:
                 self._close(lost=True)
                 break
             self._read(left)
-        return self.returncode if self.returncode is not None else -9
+        assert self.returncode is not None
+        return self.returncode
 
     def _read(self, timeout: float) -> None:
         assert self._channel is not None
@@ -109,6 +110,8 @@ class WarmProcess:
 
     def _close(self, *, lost: bool) -> None:
         self.lost = lost
+        if lost:  # unknown: the runner says what happened instead of an exit code
+            self.returncode = -9
         if self._channel is not None:
             self._channel.close()
             self._channel = None

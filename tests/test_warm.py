@@ -1,0 +1,291 @@
+"""The warm runner (SPEC §12) against the plain one: real zygotes, real forks, real Landlock.
+
+Every observation is made twice, once with the tool forked from its warm interpreter and once
+spawned plain, and the answers must be the same; then the ways a warm tool can misbehave.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_runner import TOOLS, load_tool, wait_dead
+
+from webplatform import confine, runner, warm
+from webplatform.confine import landlock
+from webplatform.outcome import RunResult
+
+TESTS = TOOLS.parent
+# What differs call by call however the tool runs: its ids and its fresh scratch folder.
+PER_CALL = ("pid", "pgid", "sid", "tempfile")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    (path / "pids").mkdir(parents=True)
+    (path / "aat.db").write_text("not for tools")
+    return path
+
+
+def run(
+    name: str, action: str, *, warmly: bool, home: Path, folder: Path | None = None, **kw: Any
+) -> RunResult:
+    tool = replace(load_tool(folder or TOOLS / name), warm=warmly)
+    spec = tool.action(action)
+    assert spec is not None
+    kw.setdefault("secrets", {})
+    kw.setdefault("fence", confine.Fence(home=home, registry_roots=(TESTS,)))
+    return runner.run(tool, spec, kw.pop("args", {}), home=home, **kw)
+
+
+def both(name: str, action: str, **kw: Any) -> tuple[RunResult, RunResult]:
+    return run(name, action, warmly=False, **kw), run(name, action, warmly=True, **kw)
+
+
+def same(plain: RunResult, warm_: RunResult) -> None:
+    """What a caller sees of the two runs is identical (stderr too, where no traceback is)."""
+    for field in ("outcome", "exit_code", "result", "error", "stdout", "stderr"):
+        assert getattr(warm_, field) == getattr(plain, field), field
+
+
+def observed(result: RunResult) -> dict[str, Any]:
+    assert result.outcome == "succeeded", result.error
+    assert result.result is not None
+    return result.result
+
+
+def zygote_of(name: str) -> int:
+    pid = warm.zygote_pid(replace(load_tool(TOOLS / name), warm=True))
+    assert pid is not None
+    return pid
+
+
+# --- the same observations, warm and plain ------------------------------------------------------
+
+
+def test_a_warm_call_observes_exactly_what_a_plain_call_does(home: Path) -> None:
+    secrets = {"OBSERVE_TOKEN": "s3cret", "UNDECLARED": "never", "PATH": "/evil"}
+    answers = [
+        observed(run("observe", "observe", warmly=w, home=home, secrets=secrets))
+        for w in (False, True, True, False)
+    ]
+    for seen in answers:
+        # Its own session and process group, led by itself; TMPDIR its own fresh scratch.
+        assert seen["pid"] == seen["pgid"] == seen["sid"]
+        assert seen["tempfile"] == seen["env"]["TMPDIR"] != "/tmp"
+        assert seen["env"]["OBSERVE_TOKEN"] == "s3cret" and "UNDECLARED" not in seen["env"]
+        assert seen["cwd"] == str(TOOLS / "observe")
+        assert seen["calls"] == seen["json_calls"] == 1  # nothing left from an earlier call
+        assert seen["fds"] == ["0", "1", "2", "3"]  # 3 is the listing's own
+        assert seen["threads"] == 1
+    assert len({seen["pid"] for seen in answers}) == len(answers)
+    assert len({seen["env"]["TMPDIR"] for seen in answers}) == len(answers)
+    for seen in answers:
+        seen["env"].pop("TMPDIR")
+        for key in PER_CALL:
+            seen.pop(key)
+    plain, warm_, warm_again, plain_again = answers
+    assert warm_ == plain == warm_again == plain_again
+
+
+def test_argv_and_non_ascii_arguments_arrive_the_same(home: Path) -> None:
+    args = {"text": "Žofie --x", "data": {"a": [1, "ž"]}, "count": 3, "flag": True}
+    plain, warm_ = both("echo", "echo", home=home, args=args)
+    for result in (plain, warm_):
+        observed(result)["env"].pop("TMPDIR")  # each call's own scratch folder
+    assert observed(warm_) == observed(plain)
+    assert observed(warm_)["argv"][:3] == ["echo", "--text", "Žofie --x"]
+
+
+@pytest.mark.parametrize(
+    ("action", "outcome", "code"),
+    [
+        ("exit3", "failed", 3),
+        ("os-exit", "failed", 5),
+        ("stdin", "succeeded", 0),
+        ("fork", "succeeded", 0),
+        ("setsid", "succeeded", 0),
+        ("flood", "failed", 0),
+    ],
+)
+def test_exits_stdin_forks_sessions_and_floods_end_the_same(
+    home: Path, action: str, outcome: str, code: int
+) -> None:
+    plain, warm_ = both("observe", action, home=home)
+    same(plain, warm_)
+    assert (warm_.outcome, warm_.exit_code) == (outcome, code), warm_.error
+    if action == "stdin":
+        assert warm_.result == {"stdin": ""}
+    if action == "fork":
+        assert warm_.result == {"child_exit": 7}
+    if action == "setsid":  # already a session leader, so the kernel refuses
+        assert warm_.result == {"setsid": "Operation not permitted"}
+    if action == "flood":
+        assert warm_.error is not None and "more than 1000000 bytes" in warm_.error
+
+
+@pytest.mark.parametrize("action", ["crash", "usage", "fail-json", "signal", "garbage"])
+def test_crashes_and_usage_errors_end_the_same(home: Path, action: str) -> None:
+    plain, warm_ = both("misbehave", action, home=home)
+    for field in ("outcome", "exit_code", "result", "error", "stdout"):
+        assert getattr(warm_, field) == getattr(plain, field), field
+
+
+def test_a_timeout_kills_the_group_with_a_grandchild_that_ignores_sigterm(home: Path) -> None:
+    results = []
+    for warmly in (False, True):
+        started = time.monotonic()
+        res = run("misbehave", "grandchild", warmly=warmly, home=home, timeout_s=1.0)
+        assert time.monotonic() - started < 5
+        grandchild = int((home / "pids" / "grandchild.pid").read_text())
+        assert wait_dead(grandchild), f"grandchild {grandchild} survived (warm={warmly})"
+        assert res.pid is not None and wait_dead(res.pid)
+        results.append(res)
+    same(*results)
+    assert results[1].outcome == "timed_out" and results[1].exit_code is None
+
+
+# --- confinement (SPEC §14): the same refusals ---------------------------------------------------
+
+
+def test_landlock_refuses_a_warm_tool_exactly_as_a_plain_one(home: Path) -> None:
+    targets = [
+        (home / "aat.db", "read"),
+        (home / "aat.db", "write"),
+        (home, "write"),
+        (TOOLS / "echo" / "tool.yaml", "write"),
+        (TOOLS / "observe", "write"),
+        (Path(runner.__file__), "write"),
+    ]
+    for target, mode in targets:
+        args = {"target": str(target), "mode": mode}
+        plain, warm_ = both("escape", "probe", home=home, args=args)
+        same(plain, warm_)
+        assert warm_.error is not None and "Permission denied" in warm_.error, (target, mode)
+    plain, warm_ = both("escape", "approve-all", home=home)
+    same(plain, warm_)
+    assert warm_.error is not None and "unable to open database file" in warm_.error
+    assert not (home / "escape-probe").exists()
+
+
+def test_a_warm_tool_writes_its_scratch_and_nothing_else(home: Path, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    args = {"workspace-file": str(work / "out.txt")}
+    plain, warm_ = both("escape", "scratch", home=home, args=args, caller_cwd=work)
+    assert (warm_.result or {})["workspace"] == "workspace", warm_.error
+    assert {**(warm_.result or {}), "tmpdir": ""} == {**(plain.result or {}), "tmpdir": ""}
+    assert not Path((warm_.result or {})["tmpdir"]).exists()  # removed with the call
+
+
+# --- what a warm tool can do to its warm interpreter ---------------------------------------------
+
+
+def test_leaked_descriptors_and_threads_stay_with_the_call(home: Path) -> None:
+    plain, warm_ = both("observe", "leak", home=home)
+    same(plain, warm_)
+    assert warm_.outcome == "succeeded" and warm_.stderr == "late thread done\n"
+    zygote = zygote_of("observe")
+    ours, theirs = _fds(os.getpid()), _fds(zygote)
+    for _ in range(3):
+        assert run("observe", "leak", warmly=True, home=home).outcome == "succeeded"
+    assert (_fds(os.getpid()), _fds(zygote)) == (ours, theirs)
+    assert zygote_of("observe") == zygote
+
+
+def test_a_warm_tool_cannot_kill_its_warm_interpreter(home: Path) -> None:
+    run("observe", "version", warmly=True, home=home)
+    zygote = zygote_of("observe")
+    res = run("observe", "kill-parent", warmly=True, home=home)
+    if landlock.abi_version() >= 6:  # Landlock scopes signals to the tool's own domain
+        assert res.result == {"kill": "Operation not permitted"}
+    assert observed(run("observe", "version", warmly=True, home=home)) == {"version": 1}
+    if res.result == {"kill": "Operation not permitted"}:
+        assert zygote_of("observe") == zygote
+
+
+def test_a_warm_interpreter_that_dies_mid_call_fails_the_call_clearly(home: Path) -> None:
+    run("observe", "version", warmly=True, home=home)
+    zygote = zygote_of("observe")
+    started: list[int] = []
+    done: list[RunResult] = []
+    call = threading.Thread(
+        target=lambda: done.append(
+            run("misbehave", "hang", warmly=True, home=home, on_start=started.append)
+        )
+    )
+    call.start()
+    deadline = time.monotonic() + 10
+    while not started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(zygote_of("misbehave"), signal.SIGKILL)
+    call.join(10)
+    assert not call.is_alive()
+    res = done[0]
+    assert res.outcome == "failed" and res.exit_code is None
+    assert res.error == (
+        "the warm interpreter of misbehave died during the call, which was stopped; "
+        "call again (a new one starts), or set `warm: false` in its manifest"
+    )
+    assert wait_dead(started[0])  # the tool's group was killed with it
+    assert zygote_of("observe") == zygote  # one warm interpreter per tool
+    again = run("misbehave", "usage", warmly=True, home=home)
+    assert again.outcome == "usage_error", again.error
+
+
+def test_a_warm_interpreter_killed_between_calls_is_replaced(home: Path) -> None:
+    run("observe", "version", warmly=True, home=home)
+    zygote = zygote_of("observe")
+    os.kill(zygote, signal.SIGKILL)
+    assert wait_dead(zygote)
+    assert observed(run("observe", "version", warmly=True, home=home)) == {"version": 1}
+    assert zygote_of("observe") != zygote
+
+
+def test_an_edited_tool_is_picked_up_by_the_next_call(home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "observe"
+    shutil.copytree(TOOLS / "observe", folder)
+    assert observed(run("observe", "version", warmly=True, home=home, folder=folder)) == {
+        "version": 1
+    }
+    tool = replace(load_tool(folder), warm=True)
+    before = warm.zygote_pid(tool)
+    main = folder / "main.py"
+    main.write_text(main.read_text().replace("VERSION = 1", "VERSION = 2"))
+    os.utime(main, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    assert observed(run("observe", "version", warmly=True, home=home, folder=folder)) == {
+        "version": 2
+    }
+    assert before is not None and warm.zygote_pid(tool) not in (None, before)
+    assert wait_dead(before)  # the old one exits once it has no call left
+
+
+def test_two_calls_to_one_warm_tool_run_at_once(home: Path) -> None:
+    run("observe", "version", warmly=True, home=home)
+    results: list[RunResult] = []
+    calls = [
+        threading.Thread(
+            target=lambda: results.append(run("observe", "nap", warmly=True, home=home))
+        )
+        for _ in range(2)
+    ]
+    for call in calls:
+        call.start()
+    for call in calls:
+        call.join(20)
+    first, second = (observed(r) for r in results)
+    assert first["pid"] != second["pid"]
+    # Both were asleep at the same moment: neither waited for the other.
+    assert max(first["started"], second["started"]) < min(first["ended"], second["ended"])
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
