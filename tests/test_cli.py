@@ -56,6 +56,26 @@ def test_check_fails_with_file_and_line_on_a_broken_manifest(
     assert "tool.yaml:9" in error_lines[0] and "strng" in error_lines[0]
 
 
+def test_check_rejects_warm_on_a_runtime_other_than_python(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    tool = tmp_path / "reg" / "tools" / "hot-shell"
+    tool.mkdir(parents=True)
+    (tool / "main.sh").write_text("echo '{}'\n")
+    (tool / "tool.yaml").write_text(
+        "name: hot-shell\ndescription: x\nversion: 0.1.0\nruntime: bash\nentrypoint: main.sh\n"
+        "warm: true\nactions:\n  - name: go\n"
+    )
+    done = aat(env, "check", "--registry", str(tmp_path / "reg"))
+    assert done.returncode == 1
+    error_lines = [line for line in done.stdout.splitlines() if line.startswith("error")]
+    assert len(error_lines) == 1, done.stdout
+    assert (
+        "tool.yaml:6" in error_lines[0]
+        and "`warm: true` needs `runtime: python`" in (error_lines[0])
+    )
+
+
 def test_run_prints_the_tools_json(env: dict[str, str]) -> None:
     done = aat(env, "run", "hello-world", "greet", "--name", "Ada Lovelace")
     assert done.returncode == 0, done.stderr

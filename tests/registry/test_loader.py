@@ -158,6 +158,8 @@ def test_bad_action_or_argument_names_its_line_and_the_fix(
         (manifest(actions="actions: []\n"), 5, ["at least one"]),
         (manifest(actions=""), 1, ["actions"]),
         (manifest("secrets: API_TOKEN"), 5, ["list of environment variable names"]),
+        (manifest("warm: yes please"), 5, ["`warm`", "true or false"]),
+        (manifest("warm: true").replace("python", "bash"), 5, ["needs `runtime: python`"]),
         (manifest("secrets: [api-token]"), 5, ["not an environment variable name"]),
         (manifest().replace("name: t", "name: T_1"), 1, ["not valid", "'t-1'"]),
         (manifest().replace("name: t", "name: other"), 1, ["does not match its folder 't'"]),
@@ -174,6 +176,13 @@ def test_bad_top_level_field_names_its_line_and_the_fix(
     assert error.line == line, str(error)
     for word in words:
         assert word in error.message
+
+
+def test_warm_is_false_unless_the_manifest_says_true(reg: RegistryDir) -> None:
+    reg.tool("cold")
+    reg.tool("hot", manifest("warm: true").replace("name: t", "name: hot"))
+    tools = reg.load().tools
+    assert (tools["cold"].warm, tools["hot"].warm) == (False, True)
 
 
 def test_every_problem_in_one_manifest_is_reported_at_once(reg: RegistryDir) -> None:
