@@ -1,32 +1,40 @@
 """B1: `run_tool hello-world` through a warm `aat mcp` against spawning the command directly.
 
-Three sides, alternating call by call in one run: the bare spawn (what the runner would start:
-same argv, cwd and environment), a warm `aat mcp` stdio session (SDK client), and a minimal
-`MCPServer` whose one tool spawns the same command. Medians over ROUNDS calls each.
+Five sides, alternating call by call in one run: the bare spawn (what the runner would start:
+same argv, cwd and environment), a warm `aat mcp` stdio session (SDK client), a minimal
+`MCPServer` whose one tool spawns the same command, and aat's runner itself in this process,
+once with the tool warm (`warm: true`, forked from its warm interpreter, SPEC §12) and once
+plain (a confined spawn). The example hello-world is warm, so the `aat mcp` side runs warm too.
+Medians over ROUNDS calls each.
 """
 
 from __future__ import annotations
 
 import subprocess
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import anyio
 
 from bench.clients import aat_mcp, body, minimal_mcp
 from bench.common import EXAMPLES, Report, median_ms, ms, temp_home
-from webplatform import launch
+from webplatform import launch, runner
 from webplatform.registry import RegistryLoader
+from webplatform.registry.model import ToolSpec
 
 TITLE = "run_tool hello-world: warm aat mcp vs direct spawn vs minimal MCPServer"
 ROUNDS = 60
 WARMUP = 5
 
 
+def hello_world() -> ToolSpec:
+    return RegistryLoader([EXAMPLES]).load().tools["hello-world"]
+
+
 def direct_command(home_str: str) -> tuple[list[str], dict[str, str], str]:
     """The exact argv, environment and cwd aat's runner uses for `hello-world greet`."""
-    from pathlib import Path
-
-    tool = RegistryLoader([EXAMPLES]).load().tools["hello-world"]
+    tool = hello_world()
     action = tool.actions[0]
     args = {"name": "bench"}
     env = launch.build_env(tool, action, home=Path(home_str), secrets={})
@@ -38,6 +46,15 @@ def spawn_direct(argv: list[str], env: dict[str, str], cwd: str) -> float:
     start = time.perf_counter()
     subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=True)
     return time.perf_counter() - start
+
+
+def through_runner(tool: ToolSpec, home: Path) -> float:
+    """Seconds for one `runner.run` of `hello-world greet` (confined, warm or plain)."""
+    start = time.perf_counter()
+    result = runner.run(tool, tool.actions[0], {"name": "bench"}, home=home, secrets={})
+    elapsed = time.perf_counter() - start
+    assert result.ok, result.error
+    return elapsed
 
 
 async def measure(report: Report) -> None:
@@ -57,17 +74,44 @@ async def measure(report: Report) -> None:
             async def direct() -> float:
                 return await anyio.to_thread.run_sync(lambda: spawn_direct(argv, env, cwd))
 
-            sides = {"direct": direct, "aat": lambda: via(aat), "minimal": lambda: via(minimal)}
+            hot = hello_world()
+            assert hot.warm, "the example hello-world should be warm: true"
+            cold = replace(hot, warm=False)
+
+            async def runner_side(tool: ToolSpec) -> float:
+                return await anyio.to_thread.run_sync(lambda: through_runner(tool, home))
+
+            sides = {
+                "direct": direct,
+                "aat": lambda: via(aat),
+                "minimal": lambda: via(minimal),
+                "warm": lambda: runner_side(hot),
+                "plain": lambda: runner_side(cold),
+            }
             for _ in range(WARMUP):
                 for side in sides.values():
                     await side()
             samples: dict[str, list[float]] = {n: [] for n in sides}
             names = list(sides)
             for i in range(ROUNDS):
-                order = names[i % 3 :] + names[: i % 3]
+                order = names[i % len(names) :] + names[: i % len(names)]
                 for name in order:
                     samples[name].append(await sides[name]())
     d, a, m = (median_ms(samples[n]) for n in ("direct", "aat", "minimal"))
+    w, p = median_ms(samples["warm"]), median_ms(samples["plain"])
+    report.add(
+        "warm runner / direct spawn",
+        f"{w / d:.3f} ({ms(w)})",
+        baseline=f"direct {ms(d)}",
+        target="<= 0.5",
+        met=w / d <= 0.5,
+    )
+    report.add(
+        "plain runner / warm runner",
+        f"{p / w:.2f}x ({ms(p)} / {ms(w)})",
+        baseline=f"plain {ms(p)}",
+        note="the confined plain spawn a warm call replaces",
+    )
     report.add(
         "aat mcp / direct spawn",
         f"{a / d:.3f} ({ms(a)})",
@@ -91,7 +135,8 @@ async def measure(report: Report) -> None:
     )
     report.notes.append(
         f"B1: {ROUNDS} calls per side after {WARMUP} warm-up rounds, order rotated each round; "
-        f"medians: direct {ms(d)}, minimal MCPServer {ms(m)}, aat mcp {ms(a)}."
+        f"medians: direct {ms(d)}, minimal MCPServer {ms(m)}, aat mcp {ms(a)} (hello-world "
+        f"warm), runner warm {ms(w)}, runner plain {ms(p)}."
     )
 
 

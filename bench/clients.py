@@ -19,8 +19,12 @@ from bench.common import PYTHON, ROOT, aat_argv, aat_env
 async def aat_mcp(home: Path, **env: str) -> AsyncIterator[Client]:
     """A legacy-era SDK client on a fresh `aat mcp` process with AAT_HOME=`home`."""
     argv = aat_argv("mcp")
+    # The caller's folder is the call's workspace (SPEC §14): a project folder of its own,
+    # never the repository (it holds the registry) nor a folder around AAT_HOME.
+    work = home.with_name(f"{home.name}-work")
+    work.mkdir(exist_ok=True)
     params = StdioServerParameters(
-        command=argv[0], args=argv[1:], env=aat_env(home, **env), cwd=str(ROOT)
+        command=argv[0], args=argv[1:], env=aat_env(home, **env), cwd=str(work)
     )
     async with Client(params, mode="legacy") as client:
         yield client

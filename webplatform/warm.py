@@ -182,9 +182,17 @@ class _Pool:
 
     def shutdown(self) -> None:
         with self._lock:
-            for zygote in [*self._zygotes.values(), *self._retired]:
-                zygote.retire()
+            zygotes = [*self._zygotes.values(), *self._retired]
             self._zygotes.clear()
+            self._retired.clear()
+        for zygote in zygotes:
+            zygote.retire()
+        for zygote in zygotes:  # idle ones exit at once; one still serving a call is stopped
+            try:
+                zygote.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                zygote.proc.kill()
+                zygote.proc.wait()
 
 
 _POOL = _Pool()
