@@ -51,7 +51,7 @@ def both(name: str, action: str, **kw: Any) -> tuple[RunResult, RunResult]:
 
 
 def same(plain: RunResult, warm_: RunResult) -> None:
-    """What a caller sees of the two runs is identical (stderr too, where no traceback is)."""
+    """What a caller sees of the two runs is identical, stderr included."""
     for field in ("outcome", "exit_code", "result", "error", "stdout", "stderr"):
         assert getattr(warm_, field) == getattr(plain, field), field
 
@@ -135,8 +135,7 @@ def test_exits_stdin_forks_sessions_and_floods_end_the_same(
 @pytest.mark.parametrize("action", ["crash", "usage", "fail-json", "signal", "garbage"])
 def test_crashes_and_usage_errors_end_the_same(home: Path, action: str) -> None:
     plain, warm_ = both("misbehave", action, home=home)
-    for field in ("outcome", "exit_code", "result", "error", "stdout"):
-        assert getattr(warm_, field) == getattr(plain, field), field
+    same(plain, warm_)  # tracebacks included: they start at the tool's own frame
 
 
 def test_a_timeout_kills_the_group_with_a_grandchild_that_ignores_sigterm(home: Path) -> None:
@@ -197,7 +196,8 @@ def test_leaked_descriptors_and_threads_stay_with_the_call(home: Path) -> None:
     ours, theirs = _fds(os.getpid()), _fds(zygote)
     for _ in range(3):
         assert run("observe", "leak", warmly=True, home=home).outcome == "succeeded"
-    assert (_fds(os.getpid()), _fds(zygote)) == (ours, theirs)
+    assert _fds(zygote) == theirs
+    assert _fds(os.getpid()) <= ours  # (earlier tests' garbage may be collected meanwhile)
     assert zygote_of("observe") == zygote
 
 

@@ -62,8 +62,12 @@ class WarmProcess:
         self.lost = False
         self._channel: socket.socket | None = channel
         self._buffer = bytearray(rest)
-        self.exit_fd = channel.fileno()
         self._take_lines()
+
+    @property
+    def exit_fd(self) -> int | None:
+        """Readable when the zygote reports (or dies); None once the exit is known."""
+        return self._channel.fileno() if self._channel is not None else None
 
     def has_exited(self) -> bool:
         """True once the zygote reported the exit (or died); never blocks."""

@@ -32,6 +32,7 @@ When the control socket closes, the zygote finishes its calls in flight and exit
 from __future__ import annotations
 
 import ast
+import atexit  # noqa: F401 - its exit functions are run by `_finish`
 import contextlib
 import gc
 import importlib
@@ -194,8 +195,63 @@ def main() -> None:
     call = serve(socket.socket(fileno=control_fd))
     if call is None:
         sys.exit(0)
-    path = become(*call)
-    runpy.run_path(path, run_name="__main__")
+    code = run(become(*call))
+    if code < 0:  # an uncaught KeyboardInterrupt ends the interpreter by SIGINT
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
+
+
+def run(path: str) -> int:
+    """Run the entrypoint as `python PATH` would and end as its interpreter would; the exit code.
+
+    The child then leaves with `os._exit`: a full interpreter teardown in a forked child would
+    write to every inherited object (reference counts, the collector) and so copy the whole
+    warm heap page by page, which costs more than the call. What a tool can observe of the end
+    is kept: the exit code of `sys.exit`, the traceback of an uncaught exception (from the
+    entrypoint's own frame on, as the plain interpreter prints it), non-daemon threads joined,
+    atexit handlers run, stdout and stderr flushed.
+    """
+    try:
+        runpy.run_path(path, run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    except BaseException as exc:  # noqa: BLE001 - what the interpreter does with it, below
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != path:
+            tb = tb.tb_next
+        if tb is not None:  # the hook prints the exception's own traceback
+            exc.__traceback__ = tb
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        code = -signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
+    return _finish(code)
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"{code}\n")
+    return 1
+
+
+def _finish(code: int) -> int:
+    """The interpreter's own shutdown steps that a tool can see, without tearing the heap down."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        with contextlib.suppress(BaseException):
+            getattr(threading, "_shutdown")()  # noqa: B009 - joins non-daemon threads
+    with contextlib.suppress(BaseException):
+        getattr(sys.modules["atexit"], "_run_exitfuncs")()  # noqa: B009
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            code = code or 120  # as the interpreter reports a failed flush at exit
+    return code
 
 
 if __name__ == "__main__":
