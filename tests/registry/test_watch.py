@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from webplatform.registry import RegistryLoader
+from webplatform.registry import cache as cache_module
 from webplatform.registry import watch as watch_module
 
 if TYPE_CHECKING:
@@ -168,7 +169,7 @@ def test_a_bad_cache_file_is_ignored_and_rebuilt(
     loaded = RegistryLoader([reg.root], cache_dir=cache).load()
     assert sorted(loaded.tools) == ["alpha"] and not loaded.errors
     assert path.read_bytes() != bad
-    assert pickle.loads(path.read_bytes())["format"] == 1
+    assert pickle.loads(path.read_bytes())["format"] == cache_module.FORMAT
 
 
 def test_a_file_edited_again_and_again_is_never_read_stale(

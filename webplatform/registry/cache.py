@@ -24,7 +24,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: ToolSpec gained `warm`
 # (size, mtime_ns) of a file; None when it is missing.
 FileKey = tuple[int, int] | None
 
