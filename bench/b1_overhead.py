@@ -136,7 +136,8 @@ async def measure(report: Report) -> None:
     report.notes.append(
         f"B1: {ROUNDS} calls per side after {WARMUP} warm-up rounds, order rotated each round; "
         f"medians: direct {ms(d)}, minimal MCPServer {ms(m)}, aat mcp {ms(a)} (hello-world "
-        f"warm), runner warm {ms(w)}, runner plain {ms(p)}."
+        f"warm), runner warm {ms(w)}, runner plain {ms(p)}. hello-world is `warm: true`, so "
+        "the aat mcp rows include the warm gain; they no longer isolate the plain call path."
     )
 
 
