@@ -11,7 +11,6 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -194,13 +193,12 @@ def test_leaked_descriptors_and_threads_stay_with_the_call(home: Path) -> None:
     same(plain, warm_)
     assert warm_.outcome == "succeeded" and warm_.stderr == "late thread done\n"
     zygote = zygote_of("observe")
-    ours, theirs = _fds(os.getpid()), _fds(zygote)
+    ours, theirs = _fds(os.getpid()), _quiet_fds(zygote)
     for _ in range(3):
         assert run("observe", "leak", warmly=True, home=home).outcome == "succeeded"
     # The warm interpreter closes a call's socket just after it reports the exit status, so
-    # give it a moment; a descriptor kept per call would still show as growth here.
-    _settle(lambda: _fds(zygote) == theirs)
-    assert _fds(zygote) == theirs
+    # both counts are taken once it is quiet; a descriptor kept per call shows as growth.
+    assert _quiet_fds(zygote) == theirs
     assert _fds(os.getpid()) <= ours  # (earlier tests' garbage may be collected meanwhile)
     assert zygote_of("observe") == zygote
 
@@ -291,10 +289,16 @@ def test_two_calls_to_one_warm_tool_run_at_once(home: Path) -> None:
     assert max(first["started"], second["started"]) < min(first["ended"], second["ended"])
 
 
-def _settle(done: Callable[[], bool], within_s: float = 3.0) -> None:
-    deadline = time.monotonic() + within_s
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.02)
+def _quiet_fds(pid: int, within_s: float = 3.0) -> int:
+    """The process's descriptor count once it has not changed for 0.2 s."""
+    deadline, count = time.monotonic() + within_s, _fds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        again = _fds(pid)
+        if again == count:
+            break
+        count = again
+    return count
 
 
 def _fds(pid: int) -> int:
