@@ -65,7 +65,11 @@ def all_jobs(platform: Platform) -> list[Job]:
 
 
 def approve_first_pending(platform: Platform) -> None:
-    approve(platform, int(pending_for(platform=platform)[0]["job"]))
+    """Approve the first job waiting, as soon as there is one (a bridge process starts slowly)."""
+    deadline = time.monotonic() + 30
+    while not (waiting := pending_for(platform=platform)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    approve(platform, int(waiting[0]["job"]))
 
 
 def job_page(platform: Platform, job_id: int) -> str:
@@ -92,9 +96,9 @@ async def test_client_opens_the_job_page_and_the_same_call_gets_the_outcome(
         del value, total
         progress.append(message)
 
-    async with connect(
-        platform, era, elicitation_callback=asked, message_handler=on_message
-    ) as client:
+    # A generous wait: the approval lands after 1 s, the worker then runs it.
+    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    async with connect(slow, era, elicitation_callback=asked, message_handler=on_message) as client:
         with anyio.fail_after(15):
             result = await client.call_tool(
                 "run_tool_confirmed", SEND, progress_callback=on_progress
