@@ -95,6 +95,9 @@ async def wait_with_elicitation(
         except MCPError as exc:  # the client answered with an error: as a decline
             logger.info("URL elicitation for job %s answered with an error: %s", job_id, exc)
             accepted = False
+        except Exception:  # could not ask at all: the ordinary answer, never a failed call
+            logger.warning("URL elicitation for job %s could not be sent", job_id, exc_info=True)
+            accepted = False
         if not accepted and not decided.is_set():
             cancel.cancel()
 
