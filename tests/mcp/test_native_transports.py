@@ -81,7 +81,7 @@ async def test_stdio_bridge_process_elicits_the_job_page(
     env = {
         **os.environ,
         "AAT_HOME": str(settings.home),
-        "AAT_DB_URL": settings.db_url,
+        "AAT_DB_URL": settings.db_url.get_secret_value(),
         "AAT_WORKSPACES": settings.workspaces,
         "AAT_APPROVAL_WAIT_S": "30",
     }
