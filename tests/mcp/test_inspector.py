@@ -180,3 +180,27 @@ def test_unknown_tool_is_an_error_result_with_did_you_mean(
     assert answer["status"] == "invalid"
     assert answer["did_you_mean"] == ["hello-world"]
     assert "hello-wrld" in answer["error"]
+
+
+def test_confirmed_call_from_the_cli_is_held_then_pending(
+    tmp_path: Path, protocol_era: str
+) -> None:
+    # The Inspector CLI declares no elicitation (it has no one to show a link to), so it gets
+    # the ordinary hold-then-pending answer in both eras, never an elicitation or
+    # input_required round.
+    home = tmp_path / "aat-home"
+    target = Target(
+        args=["-e", f"AAT_HOME={home}", "-e", "AAT_APPROVAL_WAIT_S=1", str(AAT), "mcp"],
+        home=home,
+        surface=Surface.mcp_stdio,
+    )
+    send = {
+        "tool": "outbox",
+        "action": "send-message",
+        "args": {"to": "ops@example.org", "subject": "cli", "body": "hi"},
+    }
+    result = call(tmp_path, target, protocol_era, "run_tool_confirmed", send)
+    answer = result["structuredContent"]
+    assert result["isError"] is False
+    assert answer["status"] == "pending_approval"
+    assert answer["approval_url"].endswith(f"/jobs/{answer['job']}")

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, InputRequiredResult
 
 from webplatform.answers import IN_PROGRESS, Answer, Status
 from webplatform.platform import Platform
@@ -22,13 +22,13 @@ from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 from webplatform.suggest import did_you_mean
 
-from . import naming, waiting
+from . import naming, native, waiting
 from .approvals import ApprovalWatcher
 from .discovery import discover
 from .protocol import progress_sender, raw_arguments, request_actor
 from .results import answer_result, plain_result, tool_result
 
-ToolFn = Callable[[Context], Coroutine[Any, Any, CallToolResult]]
+ToolFn = Callable[[Context], Coroutine[Any, Any, CallToolResult | InputRequiredResult]]
 
 
 def _unknown_keys(tool: str, raw: dict[str, Any]) -> Answer | None:
@@ -144,14 +144,17 @@ class Bridge:
         """The `run_*` (`Consent.NONE`) or `run_*_confirmed` (`Consent.QUEUE`) tool for `kind`."""
         tool = f"run_{kind}_confirmed" if consent is Consent.QUEUE else f"run_{kind}"
 
-        async def run(ctx: Context) -> CallToolResult:
+        async def run(ctx: Context) -> CallToolResult | InputRequiredResult:
             return await self._run(ctx, tool=tool, kind=kind, consent=consent)
 
         return run
 
     async def _run(
         self, ctx: Context, *, tool: str, kind: RunnableKind, consent: Consent
-    ) -> CallToolResult:
+    ) -> CallToolResult | InputRequiredResult:
+        if (resumed := native.resumed(ctx)) is not None:
+            # The retry of a 2026-07-28 `input_required` round: its job is already queued.
+            return await self._resume(ctx, *resumed)
         raw = raw_arguments(ctx)
         if (problem := _unknown_keys(tool, raw)) is not None:
             return self._invalid(problem)
@@ -182,12 +185,38 @@ class Bridge:
         if answer.job is not None and answer.status in IN_PROGRESS:
             if answer.status is Status.pending_approval:
                 await self.watcher.notify()
-            answer = await waiting.wait_for_job(
+                if native.is_modern(ctx) and native.url_elicitation_declared(ctx):
+                    return native.input_required(answer)
+            answer = await self._wait(ctx, answer, job_id=answer.job, progress=progress)
+        return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
+
+    async def _wait(
+        self, ctx: Context, answer: Answer, *, job_id: int, progress: waiting.Progress
+    ) -> Answer:
+        """Wait for a job in progress: asking the client to open the job page while it waits
+        for an operator, when the client can be asked (2025-11-25 URL elicitation)."""
+        timeout_s = self.platform.settings.approval_wait_s
+        if answer.status is Status.pending_approval and native.can_elicit_now(ctx):
+            return await native.wait_with_elicitation(
+                ctx=ctx,
                 platform=self.platform,
-                job_id=answer.job,
-                timeout_s=self.platform.settings.approval_wait_s,
+                pending=answer,
+                timeout_s=timeout_s,
                 progress=progress,
             )
+        return await waiting.wait_for_job(
+            platform=self.platform, job_id=job_id, timeout_s=timeout_s, progress=progress
+        )
+
+    async def _resume(self, ctx: Context, job_id: int, accepted: bool) -> CallToolResult:
+        """A retried 2026-07-28 call: wait for its job like a normal call when the client
+        opened the job page, else answer at once (`pending_approval`, the job stays queued)."""
+        answer = await waiting.wait_for_job(
+            platform=self.platform,
+            job_id=job_id,
+            timeout_s=self.platform.settings.approval_wait_s if accepted else 0.0,
+            progress=progress_sender(ctx),
+        )
         return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
 
 

@@ -1,0 +1,99 @@
+"""Native waiting over the real transports: `aat mcp` on stdio and `/mcp` on uvicorn, both eras."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp_helpers import ERAS, body, later, make_platform
+from serving import uvicorn_in_thread
+from starlette.applications import Starlette
+from starlette.routing import Route
+from test_native_waiting import SEND, Elicitations, all_jobs, approve_first_pending, job_page
+
+from webplatform.mcp import create_mcp_app
+from webplatform.platform import Platform
+from webplatform.tracking import job_state
+from webplatform.worker import Worker
+
+pytestmark = pytest.mark.anyio
+
+
+@contextlib.contextmanager
+def serve(platform: Platform) -> Iterator[str]:
+    """`/mcp` in a host app on a real uvicorn server in a thread."""
+    mcp_app, mcp_lifespan = create_mcp_app(platform)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with mcp_lifespan():
+            yield
+
+    app = Starlette(routes=[Route("/mcp", endpoint=mcp_app)], lifespan=lifespan)
+    with uvicorn_in_thread(app) as base:
+        yield f"{base}/mcp"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_http_client_opens_the_job_page_then_gets_the_outcome(
+    platform: Platform, worker: Worker, mode: str
+) -> None:
+    del worker
+    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    asked = Elicitations("accept")
+    later(1.0, lambda: approve_first_pending(platform))
+    with serve(slow) as url:
+        async with Client(url, mode=mode, elicitation_callback=asked) as client:
+            with anyio.fail_after(30):
+                result = await client.call_tool("run_tool_confirmed", SEND)
+    answer = body(result)
+    assert answer["status"] == "succeeded", answer
+    assert [p.url for p in asked.asked] == [job_page(platform, answer["job"])]
+    assert len(all_jobs(platform)) == 1
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_http_declining_client_gets_pending_approval(platform: Platform, mode: str) -> None:
+    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    asked = Elicitations("decline")
+    with serve(slow) as url:
+        async with Client(url, mode=mode, elicitation_callback=asked) as client:
+            with anyio.fail_after(15):
+                result = await client.call_tool("run_tool_confirmed", SEND)
+    answer = body(result)
+    assert answer["status"] == "pending_approval", answer
+    assert len(asked.asked) == 1
+    assert job_state(platform=platform, job_id=answer["job"]).value == "pending_approval"  # type: ignore[union-attr]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mode", ERAS)
+async def test_stdio_bridge_process_elicits_the_job_page(
+    platform: Platform, worker: Worker, mode: str
+) -> None:
+    del worker
+    settings = platform.settings
+    env = {
+        **os.environ,
+        "AAT_HOME": str(settings.home),
+        "AAT_DB_URL": settings.db_url.get_secret_value(),
+        "AAT_WORKSPACES": settings.workspaces,
+        "AAT_APPROVAL_WAIT_S": "30",
+    }
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "webplatform", "mcp"], env=env
+    )
+    asked = Elicitations("accept")
+    later(1.5, lambda: approve_first_pending(platform))
+    async with Client(params, mode=mode, elicitation_callback=asked) as client:
+        with anyio.fail_after(40):
+            result = await client.call_tool("run_tool_confirmed", SEND)
+    answer = body(result)
+    assert answer["status"] == "succeeded", answer
+    assert [p.url for p in asked.asked] == [job_page(platform, answer["job"])]
+    assert len(all_jobs(platform)) == 1
