@@ -6,6 +6,7 @@ so every test can point `AAT_HOME` at its own temporary folder.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -79,6 +80,9 @@ class Settings(BaseSettings):
     max_pending: PositiveInt = 20
     # Arguments larger than this (canonical JSON, bytes) are refused as `invalid`.
     max_args_bytes: PositiveInt = 256 * 1024
+    # Apprise URLs (space or comma separated) told about every new pending approval; they
+    # carry tokens and passwords, so they never print (`notify_urls` reads them).
+    notify: SecretStr = SecretStr("")
 
     @field_validator("root_path")
     @classmethod
@@ -104,6 +108,15 @@ class Settings(BaseSettings):
     def trusted_proxy_list(self) -> list[str]:
         """Addresses from `AAT_TRUSTED_PROXIES`."""
         return [p.strip() for p in self.trusted_proxies.split(",") if p.strip()]
+
+    @property
+    def notify_urls(self) -> list[str]:
+        """The Apprise URLs in `AAT_NOTIFY`."""
+        return [u for u in re.split(r"[\s,]+", self.notify.get_secret_value()) if u]
+
+    def job_page_url(self, job_id: int) -> str:
+        """The dashboard's page for one job (under `AAT_DASHBOARD_URL`)."""
+        return f"{self.dashboard_url.rstrip('/')}/jobs/{job_id}"
 
     @property
     def extra_allowed_hosts(self) -> list[str]:

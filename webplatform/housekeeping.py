@@ -1,7 +1,8 @@
 """Background duties, one module for every long-running process (`aat serve`, `aat worker`).
 
 Each pass leaves this process's heartbeat, closes approval windows that ran out, marks jobs
-whose worker stopped renewing its lease `lost`, and (at the first pass, then every
+whose worker stopped renewing its lease `lost`, hands new pending approvals (and those with a
+fifth of their window left) to the `AAT_NOTIFY` sender, and (at the first pass, then every
 `prune_every_s`) removes what nobody needs any more: finished jobs past retention, expired
 operator sessions and heartbeats of processes long gone. Every duty is idempotent, so any
 number of processes on any number of hosts can run it side by side.
@@ -19,12 +20,14 @@ from datetime import timedelta
 from typing import Literal
 
 from sqlalchemy import Engine
+from sqlmodel import Session
 
-from webplatform import jobs, leases
+from webplatform import jobs, leases, notifications
 from webplatform.config import Settings
 from webplatform.store.engine import transact
 from webplatform.store.heartbeats import prune_heartbeats
 from webplatform.store.models import utcnow
+from webplatform.store.notices import claim_new_pending, claim_reminders
 from webplatform.store.operators import prune_sessions
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,7 @@ class Chores:
     finished_pruned: int = 0
     sessions_pruned: int = 0
     heartbeats_pruned: int = 0
+    notified: int = 0
 
 
 class Housekeeper:
@@ -61,9 +65,15 @@ class Housekeeper:
         self.process_id = process_id
         self.role = role
         self._last_prune = float("-inf")
+        self._sender: notifications.Sender | None = None
+        if settings.notify_urls:
+            try:
+                self._sender = notifications.sender_for(settings.notify_urls)
+            except ValueError as exc:
+                log.error("housekeeping: no notifications: %s", exc)
 
     def run_once(self) -> Chores:
-        """One pass: heartbeat, expiry, lost leases, and pruning when it is due."""
+        """One pass: heartbeat, expiry, lost leases, notifications, and pruning when due."""
         host, pid = socket.gethostname(), os.getpid()
         transact(
             self.engine,
@@ -75,10 +85,32 @@ class Housekeeper:
         lost = transact(self.engine, lambda s: leases.reap_lost(session=s))
         if expired or lost:
             log.info("housekeeping: %d approval(s) expired, %d job(s) lost", expired, lost)
+        notified = self.notify()
         if time.monotonic() - self._last_prune < self.prune_every_s:
-            return Chores(expired=expired, lost=lost)
+            return Chores(expired=expired, lost=lost, notified=notified)
         finished, sessions, heartbeats = self.prune()
-        return Chores(expired, lost, finished, sessions, heartbeats)
+        return Chores(expired, lost, finished, sessions, heartbeats, notified)
+
+    def notify(self) -> int:
+        """Claim the pending jobs AAT_NOTIFY has not heard of (or must be reminded of) and
+        queue their notices; how many. Sending happens on the sender's thread, never here."""
+        sender = self._sender
+        if sender is None:
+            return 0
+        now = utcnow()
+        settings = self.settings
+
+        def claim(session: Session) -> list[notifications.Notice]:
+            fresh = claim_new_pending(session=session, now=now)
+            due = claim_reminders(session=session, now=now)
+            return [notifications.new_pending_notice(job=j, settings=settings) for j in fresh] + [
+                notifications.reminder_notice(job=j, settings=settings, now=now) for j in due
+            ]
+
+        notices = transact(self.engine, claim)
+        for notice in notices:
+            sender.post(notice)
+        return len(notices)
 
     def prune(self) -> tuple[int, int, int]:
         """Remove finished jobs past AAT_RETENTION_DAYS (one short transaction per batch),

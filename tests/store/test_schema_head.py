@@ -31,6 +31,8 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
         conn.execute(text("DROP TABLE webauthn_challenge"))
         # Back to 0001 as it was: without the later revisions' columns either.
         conn.execute(text("ALTER TABLE job DROP COLUMN decision_signature"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN notified_at"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN reminded_at"))
         conn.execute(text("ALTER TABLE audit_event DROP COLUMN prev_hash"))
         conn.execute(text("ALTER TABLE audit_event DROP COLUMN event_hash"))
         conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))

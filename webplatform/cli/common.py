@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from webplatform.answers import Answer, Status
@@ -51,3 +52,17 @@ def print_answer(answer: Answer) -> int:
     if answer.status is Status.invalid:
         return EXIT_USAGE
     return EXIT_FAILED if answer.is_error else EXIT_OK
+
+
+def notify_refusal(settings: Settings, command: str) -> int | None:
+    """EXIT_USAGE after a one-line error if an `AAT_NOTIFY` URL is malformed; else None."""
+    if not settings.notify_urls:
+        return None
+    from webplatform.notifications import check_urls
+
+    try:
+        check_urls(settings.notify_urls)
+    except ValueError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return None

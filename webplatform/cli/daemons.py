@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from webplatform.cli.common import EXIT_OK, EXIT_USAGE, settings_from
+from webplatform.cli.common import EXIT_OK, EXIT_USAGE, notify_refusal, settings_from
 from webplatform.config import get_settings
 
 if TYPE_CHECKING:
@@ -20,7 +20,10 @@ def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
     from webplatform.platform import Platform
     from webplatform.worker import make_worker
 
-    platform = Platform(settings_from(ns))
+    settings = settings_from(ns)
+    if (refused := notify_refusal(settings, "aat worker")) is not None:
+        return refused
+    platform = Platform(settings)
     stop = threading.Event()
     worker = make_worker(platform)
     logging.getLogger("aat.worker").info("worker %s started", worker.worker_id)
@@ -68,6 +71,8 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
     from webplatform.platform import Platform
 
     settings = settings_from(ns)
+    if (refused := notify_refusal(settings, "aat serve")) is not None:
+        return refused
     platform = Platform(settings)
     if (
         not is_loopback(ns.host)

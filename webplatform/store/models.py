@@ -172,6 +172,10 @@ class Job(JobBase, table=True):
     # The dashboard's Ed25519 signature over the decision (webplatform.signing); a worker
     # runs nothing whose approval does not verify.
     decision_signature: str | None = Field(default=None, sa_type=String(200))
+    # When AAT_NOTIFY was told about this pending job, and reminded before its window
+    # closed; set by compare-and-set, so one process among many sends each (at most once).
+    notified_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    reminded_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class JobSummary(SQLModel):
