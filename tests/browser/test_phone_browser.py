@@ -43,7 +43,8 @@ def wide(page: Page) -> list[str]:
         page.evaluate(
             """w => [...document.querySelectorAll('*')]
                 .filter(e => e.getBoundingClientRect().right > w || e.scrollWidth > w)
-                .map(e => e.tagName + '.' + e.className + ':' + e.scrollWidth + '/' + e.getBoundingClientRect().right).slice(0, 12)""",
+                .map(e => `${e.tagName}.${e.className}: ${e.scrollWidth} px`)
+                .slice(0, 12)""",
             WIDTH,
         )
     )
