@@ -7,7 +7,6 @@ notices from a real `aat serve` to a local HTTP sink.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -23,21 +22,18 @@ from webplatform.store.notices import claim_new_pending, claim_reminders
 ARGS = {"to": "ops@example.org", "subject": "hi", "body": "the-secret-body"}
 
 
-def _pending(session: Session, *, ttl_s: float = 900, **kw: Any) -> Job:
-    return calls.create_job(
-        session=session,
+def _pending(session: Session, *, ttl_s: float = 900) -> Job:
+    call = calls.Call(
         kind="tool",
         name="outbox",
         action="send-message",
         args=ARGS,
         digest=args_digest(kind="tool", name="outbox", action="send-message", args=ARGS),
         irreversible=True,
-        state=JobState.pending_approval,
         surface=Surface.mcp_stdio,
         client="opencode",
-        ttl_s=ttl_s,
-        **kw,
     )
+    return calls.create_job(session=session, call=call, start=calls.Waiting(ttl_s=ttl_s))
 
 
 def test_each_new_pending_job_is_claimed_by_exactly_one_caller(engine: Engine) -> None:
