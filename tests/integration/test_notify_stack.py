@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -140,8 +141,17 @@ async def test_a_pending_call_notifies_once_then_reminds(sink: Sink, tmp_path: P
 
 
 async def test_an_unreachable_notifier_delays_nothing(tmp_path: Path) -> None:
-    # TEST-NET-1: packets go nowhere, so every send waits out its connect timeout.
-    env = env_for(tmp_path / "home", AAT_NOTIFY="json://192.0.2.1:9/hook")
+    # A dead notifier on loopback: it takes connections and never answers, so every send
+    # waits out its timeout (tests send traffic to this machine only).
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))
+        dead.listen(64)
+        port = dead.getsockname()[1]
+        env = env_for(tmp_path / "home", AAT_NOTIFY=f"json://127.0.0.1:{port}/hook")
+        await _check_nothing_waits_for(env, tmp_path)
+
+
+async def _check_nothing_waits_for(env: dict[str, str], tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     with aat_serve(env=env, port=free_port(), log=log) as base:
         took_each = []
