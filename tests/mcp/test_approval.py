@@ -31,6 +31,12 @@ SEND = {
 }
 
 
+def patient(platform: Platform) -> None:
+    """Waits long enough for a decision made in a thread to land on a loaded machine; a call
+    returns as soon as its job is decided or done, so this costs nothing when all is quick."""
+    platform.settings = platform.settings.model_copy(update={"approval_wait_s": 10.0})
+
+
 def outbox_files(platform: Platform) -> list[str]:
     folder = platform.settings.home / "outbox"
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
@@ -48,6 +54,7 @@ async def test_approved_call_runs_once_and_returns_the_result(
         waiting = pending_for(platform=platform)
         approve(platform, int(waiting[0]["job"]))
 
+    patient(platform)
     later(0.8, approve_first_pending)
     async with connect(platform, era) as client:
         result = await client.call_tool("run_tool_confirmed", SEND, progress_callback=on_progress)
@@ -59,6 +66,7 @@ async def test_approved_call_runs_once_and_returns_the_result(
 
 
 async def test_denied_call_carries_reason_and_decider(platform: Platform, era: str) -> None:
+    patient(platform)
     later(0.5, lambda: deny(platform, int(pending_for(platform=platform)[0]["job"]), "not today"))
     async with connect(platform, era) as client:
         result = await client.call_tool("run_tool_confirmed", SEND)
@@ -82,6 +90,7 @@ async def test_nobody_decides_pending_then_job_status_picks_it_up(
         assert "job_status" in pending["next"]
         quick = body(await client.call_tool("job_status", {"job": pending["job"]}))
         assert quick["status"] == "pending_approval"
+        patient(platform)
         later(0.5, lambda: approve(platform, pending["job"]))
         done = body(await client.call_tool("job_status", {"job": pending["job"], "wait_s": 30}))
         while done["status"] in ("approved", "running"):

@@ -31,7 +31,7 @@ def watched(reg: RegistryDir, tmp_path: Path) -> Iterator[RegistryLoader]:
     loader.close()
 
 
-def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+def wait_until(check: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "timed out"
