@@ -109,9 +109,16 @@ def is_htmx(request: Request) -> bool:
 class Pages:
     """Renders templates with the context every page needs (operator, CSRF token, counts)."""
 
-    def __init__(self, env: Environment, *, pending_count: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        env: Environment,
+        *,
+        pending_count: Callable[[], int],
+        role_of: Callable[[str], str | None] = lambda _name: None,
+    ) -> None:
         self.env = env
         self.pending_count = pending_count
+        self.role_of = role_of
 
     def render(
         self,
@@ -133,6 +140,9 @@ class Pages:
             **context,
         }
         fragment = block is not None and is_htmx(request)
+        if full["operator"] and "role" not in full:
+            # What the page offers this operator (the server refuses the rest anyway).
+            full["role"] = getattr(request.state, "role", None) or self.role_of(full["operator"])
         if full["operator"] and "pending_count" not in full and not fragment:
             full["pending_count"] = self.pending_count()
         tmpl = self.env.get_template(template)
