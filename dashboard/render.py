@@ -55,9 +55,11 @@ def _pretty_json(value: Any) -> str:
 
 # Characters that change how text reads without being seen: bidi controls (an argument
 # "\u202ekcatta@live.example" reads as "elpmaxe.evil@attack"), zero-width characters, and
-# line/paragraph separators.
+# line/paragraph separators, and control characters other than tab and line breaks (a
+# terminal escape or a NUL in an agent's text).
 _INVISIBLE = re.compile(
-    "[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u2028\u2029]"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+    "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u2028\u2029]"
 )
 
 

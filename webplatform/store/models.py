@@ -221,6 +221,7 @@ class JobSummary(SQLModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     exit_code: int | None = None
+    agent_reason: str | None = None
 
 
 class AuditEvent(SQLModel, table=True):
