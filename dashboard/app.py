@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from dashboard import auth
 from dashboard.assets import STATIC_DIR
-from dashboard.data import pending_count
+from dashboard.data import operator_role, pending_count
 from dashboard.errors import install_error_pages
 from dashboard.render import Pages, build_environment
 from dashboard.routes import ROUTERS
@@ -76,7 +76,11 @@ def create_app(
     )
     app.state.platform = platform
     app.state.settings = settings
-    app.state.pages = Pages(build_environment(), pending_count=lambda: pending_count(platform))
+    app.state.pages = Pages(
+        build_environment(),
+        pending_count=lambda: pending_count(platform),
+        role_of=lambda name: operator_role(platform, name),
+    )
     # Every page warns while the operator lets tools run unconfined (SPEC §14).
     app.state.pages.env.globals["unconfined"] = settings.unconfined
     app.state.login_limiter = auth.LoginLimiter()

@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from webplatform import jobs
 from webplatform.platform import Platform
-from webplatform.store import dashboard_queries, queries
+from webplatform.store import approvals, dashboard_queries, operators, queries
 from webplatform.store.models import AuditEvent, Job, JobState, JobSummary, Surface
 
 PAGE_SIZE = 50
@@ -136,6 +136,60 @@ ARGS_SHOWN_CHARS = 4000
 
 
 @dataclass(frozen=True)
+class Approvals:
+    """Where a pending job stands with its approvals (SPEC §11), and who may still give one."""
+
+    given: tuple[str, ...] = ()
+    required: int = 1
+    # How many operators could approve it at all (admins and approvers, less the asker
+    # when self-approval is off).
+    eligible: int = 0
+    asker: str | None = None
+    self_approval: bool = True
+
+    @property
+    def short(self) -> int:
+        """How many more approvals exist than operators who could give them (0: none)."""
+        return max(0, self.required - self.eligible)
+
+    def blocked_for(self, operator: str | None, role: str | None) -> str | None:
+        """Why `operator` gets no Approve button on this job, or None when they may approve."""
+        if role not in operators.DECIDING_ROLES:
+            return "You are a viewer: you see every call and decide none."
+        if not self.self_approval and operator is not None and operator == self.asker:
+            return (
+                "You asked for this call, and it may not be approved by the operator who "
+                "asked: another operator must approve it."
+            )
+        if operator in self.given:
+            left = self.required - len(self.given)
+            return f"You approved this call; it waits for {left} more approval(s) from others."
+        return None
+
+
+def job_approvals(session: Session, jobs_: list[Job]) -> dict[int, Approvals]:
+    """The approvals of each pending job in `jobs_`, by id."""
+    given = approvals.approvals_for(session=session, job_ids=[j.id or 0 for j in jobs_])
+    deciders = set(operators.deciders(session=session))
+    out: dict[int, Approvals] = {}
+    for job in jobs_:
+        eligible = len(deciders - ({job.asked_by_operator} if not job.self_approval else set()))
+        out[job.id or 0] = Approvals(
+            given=tuple(given.get(job.id or 0, ())),
+            required=job.approvals_required,
+            eligible=eligible,
+            asker=job.asked_by_operator,
+            self_approval=job.self_approval,
+        )
+    return out
+
+
+def operator_role(platform: Platform, name: str) -> str | None:
+    """The role of operator `name` (None when there is no such operator)."""
+    return platform.transact(lambda s: operators.operator_role(session=s, name=name), write=False)
+
+
+@dataclass(frozen=True)
 class Card:
     """One pending call as its card shows it: the arguments pretty-printed, or their head."""
 
@@ -143,6 +197,7 @@ class Card:
     args_text: str
     args_chars: int
     clipped: bool
+    approvals: Approvals = field(default_factory=Approvals)
 
 
 @dataclass
@@ -163,10 +218,12 @@ class Queue:
         return (self.page - 1) * CARDS_PER_PAGE + 1
 
 
-def _card(job: Job, head: str, size: int) -> Card:
+def _card(job: Job, head: str, size: int, policy: Approvals) -> Card:
     if size > ARGS_SHOWN_CHARS:
-        return Card(job=job, args_text=head[:ARGS_SHOWN_CHARS], args_chars=size, clipped=True)
-    return Card(job=job, args_text=_pretty(head), args_chars=size, clipped=False)
+        text, clipped = head[:ARGS_SHOWN_CHARS], True
+    else:
+        text, clipped = _pretty(head), False
+    return Card(job=job, args_text=text, args_chars=size, clipped=clipped, approvals=policy)
 
 
 def _pretty(text: str) -> str:
@@ -182,7 +239,9 @@ def approval_queue(
     """One page of the pending queue (oldest first, or newest first), its true size, and the
     recent decisions (newest first)."""
 
-    def read(session: Session) -> tuple[int, int, list[tuple[Job, str, int]], int, list[Job]]:
+    def read(
+        session: Session,
+    ) -> tuple[int, int, list[tuple[Job, str, int]], int, list[Job], dict[int, Approvals]]:
         total = jobs.count_pending(session=session)
         last = max(1, -(-total // CARDS_PER_PAGE))
         shown = min(max(1, page), last)
@@ -195,12 +254,13 @@ def approval_queue(
         )
         newest = queries.newest_pending_id(session=session)
         decided = list(dashboard_queries.recent_decisions(session=session, limit=history))
-        return total, shown, rows, newest, decided
+        policy = job_approvals(session, [job for job, _, _ in rows])
+        return total, shown, rows, newest, decided, policy
 
-    total, page, rows, newest, decided = platform.transact(read, write=False)
+    total, page, rows, newest, decided, policy = platform.transact(read, write=False)
     pages = max(1, -(-total // CARDS_PER_PAGE))
     return Queue(
-        pending=[_card(job, head, size) for job, head, size in rows],
+        pending=[_card(job, head, size, policy[job.id or 0]) for job, head, size in rows],
         history=decided,
         total=total,
         newest_id=newest,
@@ -220,6 +280,7 @@ class JobDetail:
     result: Any
     duration: timedelta | None = None
     approved_by: str | None = None
+    approvals: Approvals = field(default_factory=Approvals)
     # Why a worker refused the job's approval (its signature did not verify), if it did.
     forged: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -228,24 +289,26 @@ class JobDetail:
 def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
     """Everything about one job, or None when there is no such job."""
 
-    def read(session: Session) -> tuple[Job | None, list[AuditEvent]]:
+    def read(session: Session) -> tuple[Job | None, list[AuditEvent], Approvals]:
         job = jobs.get_job(session=session, job_id=job_id)
         if job is None:
-            return None, []
-        return job, list(jobs.audit_events(session=session, job_id=job_id))
+            return None, [], Approvals()
+        events = list(jobs.audit_events(session=session, job_id=job_id))
+        return job, events, job_approvals(session, [job])[job_id]
 
-    job, events = platform.transact(read, write=False)
+    job, events, policy = platform.transact(read, write=False)
     if job is None:
         return None
     duration = job.finished_at - job.started_at if job.finished_at and job.started_at else None
     approved_by = next((e.actor for e in events if e.event == "approved"), None)
-    if (
-        approved_by is None
-        and job.irreversible
-        and job.state
-        not in (JobState.pending_approval, JobState.denied, JobState.expired, JobState.cancelled)
+    if job.irreversible and job.state not in (
+        JobState.pending_approval,
+        JobState.denied,
+        JobState.expired,
+        JobState.cancelled,
     ):
-        approved_by = job.decided_by
+        # Every approving operator (several when the action needs them).
+        approved_by = job.decided_by or approved_by
     return JobDetail(
         job=job,
         events=events,
@@ -253,6 +316,7 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
         result=json_or_text(job.result_json),
         duration=duration,
         approved_by=approved_by,
+        approvals=policy,
         forged=next((e.detail for e in events if e.event == "signature-invalid"), None),
     )
 

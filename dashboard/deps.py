@@ -12,13 +12,14 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 
 from dashboard.auth import LoginLimiter
-from dashboard.data import JobFilters, parse_filters
+from dashboard.data import JobFilters, operator_role, parse_filters
 from dashboard.passkeys import RelyingParty, relying_party
 from dashboard.render import Pages
 from webplatform.platform import Actor, Platform
 from webplatform.registry import ToolSpec
 from webplatform.registry.model import RunnableKind
 from webplatform.store.models import Surface
+from webplatform.store.operators import DECIDING_ROLES
 
 
 def get_platform(request: Request) -> Platform:
@@ -41,13 +42,38 @@ def current_operator(request: Request) -> str:
     return str(name)
 
 
-def current_admin(request: Request) -> str:
-    """The logged-in operator, for pages only admins may use (agent tokens).
+def current_role(request: Request) -> str | None:
+    """The logged-in operator's role (read once per request)."""
+    name = current_operator(request)
+    if not hasattr(request.state, "role"):
+        request.state.role = operator_role(get_platform(request), name)
+    role: str | None = request.state.role
+    return role
 
-    Every operator is an admin until operators have roles: this is the one place to narrow
-    it, and every admin-only route already depends on it.
-    """
-    return current_operator(request)
+
+def current_decider(request: Request) -> str:
+    """The logged-in operator, for every POST that decides or runs something: a viewer is
+    refused with 403 whatever the page they came from showed."""
+    name = current_operator(request)
+    role = current_role(request)
+    if role not in DECIDING_ROLES:
+        raise HTTPException(
+            status_code=403,
+            detail=f"{name} is a {role or 'removed operator'}: viewers see every call and "
+            "decide or run none",
+        )
+    return name
+
+
+def current_admin(request: Request) -> str:
+    """The logged-in operator, for pages only admins may use (agent tokens, operators)."""
+    name = current_operator(request)
+    if current_role(request) != "admin":
+        raise HTTPException(
+            status_code=403,
+            detail=f"only an admin may manage agent tokens; {name} is not one",
+        )
+    return name
 
 
 def client_address(request: Request) -> str | None:
@@ -78,10 +104,10 @@ def job_filters(
 
 
 def dashboard_actor(request: Request) -> Actor:
-    """The logged-in operator as the requester of a run."""
+    """The logged-in operator as the requester of a run (never a viewer: 403)."""
     return Actor(
         surface=Surface.dashboard,
-        operator=current_operator(request),
+        operator=current_decider(request),
         address=client_address(request),
     )
 
@@ -109,6 +135,7 @@ PlatformDep = Annotated[Platform, Depends(get_platform)]
 PagesDep = Annotated[Pages, Depends(get_pages)]
 OperatorDep = Annotated[str, Depends(current_operator)]
 AdminDep = Annotated[str, Depends(current_admin)]
+DeciderDep = Annotated[str, Depends(current_decider)]
 AddressDep = Annotated[str | None, Depends(client_address)]
 ActorDep = Annotated[Actor, Depends(dashboard_actor)]
 FiltersDep = Annotated[JobFilters, Depends(job_filters)]

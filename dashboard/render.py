@@ -55,9 +55,11 @@ def _pretty_json(value: Any) -> str:
 
 # Characters that change how text reads without being seen: bidi controls (an argument
 # "\u202ekcatta@live.example" reads as "elpmaxe.evil@attack"), zero-width characters, and
-# line/paragraph separators.
+# line/paragraph separators, and control characters other than tab and line breaks (a
+# terminal escape or a NUL in an agent's text).
 _INVISIBLE = re.compile(
-    "[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u2028\u2029]"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+    "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u2028\u2029]"
 )
 
 
@@ -109,9 +111,16 @@ def is_htmx(request: Request) -> bool:
 class Pages:
     """Renders templates with the context every page needs (operator, CSRF token, counts)."""
 
-    def __init__(self, env: Environment, *, pending_count: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        env: Environment,
+        *,
+        pending_count: Callable[[], int],
+        role_of: Callable[[str], str | None] = lambda _name: None,
+    ) -> None:
         self.env = env
         self.pending_count = pending_count
+        self.role_of = role_of
 
     def render(
         self,
@@ -133,6 +142,9 @@ class Pages:
             **context,
         }
         fragment = block is not None and is_htmx(request)
+        if full["operator"] and "role" not in full:
+            # What the page offers this operator (the server refuses the rest anyway).
+            full["role"] = getattr(request.state, "role", None) or self.role_of(full["operator"])
         if full["operator"] and "pending_count" not in full and not fragment:
             full["pending_count"] = self.pending_count()
         tmpl = self.env.get_template(template)

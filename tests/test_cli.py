@@ -127,7 +127,7 @@ def test_operator_add_list_remove(env: dict[str, str]) -> None:
     assert short.returncode == 2 and "8" in short.stderr
     added = aat(env, "operator", "add", "ada", "--password-stdin", stdin="correct horse 9\n")
     assert added.returncode == 0, added.stderr
-    assert aat(env, "operator", "list").stdout.split() == ["ada"]
+    assert aat(env, "operator", "list").stdout.split() == ["ada", "admin"]
     assert aat(env, "operator", "remove", "ada").returncode == 0
     assert aat(env, "operator", "list").stdout.split() == []
     assert aat(env, "operator", "remove", "ada").returncode == 1

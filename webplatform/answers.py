@@ -64,6 +64,8 @@ class Answer:
     reason: str | None = None
     decided_by: str | None = None
     approval_url: str | None = None
+    # Pending: how many more distinct operators must approve before the call runs.
+    approvals_needed: int | None = None
     expires_at: str | None = None
     next: str | None = None
     warning: str | None = None

@@ -38,6 +38,13 @@ class Call:
     requested_by: str | None = None
     address: str | None = None
     rerun_of: int | None = None
+    # The approval policy the job keeps (SPEC §11): how many distinct operators must
+    # approve, whether the operator who asked may be one of them, and who that operator is.
+    approvals_required: int = 1
+    self_approval: bool = True
+    asked_by_operator: str | None = None
+    # Why the agent asked, in its own words.
+    agent_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,10 @@ def create_job(*, session: Session, call: Call, start: Start) -> Job:
         created_at=now,
         updated_at=now,
         rerun_of=call.rerun_of,
+        approvals_required=call.approvals_required,
+        self_approval=call.self_approval,
+        asked_by_operator=call.asked_by_operator,
+        agent_reason=call.agent_reason,
     )
     decided_by = None
     if isinstance(start, Waiting) and start.ttl_s is not None:

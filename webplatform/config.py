@@ -83,6 +83,12 @@ class Settings(BaseSettings):
     # Apprise URLs (space or comma separated) told about every new pending approval; they
     # carry tokens and passwords, so they never print (`notify_urls` reads them).
     notify: SecretStr = SecretStr("")
+    # The fewest distinct operators who must approve any irreversible call (SPEC §11); an
+    # action's `approvals:` may ask for more, never fewer.
+    approvals_required: PositiveInt = 1
+    # 0: the operator who asked for a run (or owns the agent token that asked) never
+    # approves it, whatever the action says.
+    self_approval: bool = True
 
     @field_validator("root_path")
     @classmethod

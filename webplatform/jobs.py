@@ -16,7 +16,9 @@ from typing import Any
 from sqlmodel import Session, col
 
 from webplatform.signing import Decision, DecisionSigner
-from webplatform.store.audit import audit_events
+from webplatform.store.approvals import add_approval, approvals_of
+from webplatform.store.audit import audit_events, record_event
+from webplatform.store.audit_chain import lock_chain
 from webplatform.store.heartbeats import beat, forget_heartbeat, fresh_heartbeat
 from webplatform.store.models import (
     TERMINAL_STATES,
@@ -24,6 +26,7 @@ from webplatform.store.models import (
     JobState,
     utcnow,
 )
+from webplatform.store.operators import DECIDING_ROLES, operator_role
 from webplatform.store.queries import (
     count_pending,
     get_job,
@@ -49,11 +52,13 @@ from webplatform.store.transitions import stale_error as _stale
 __all__ = [
     "LEGAL_MOVES",
     "TERMINAL_STATES",
+    "AlreadyApproved",
     "ApprovalExpired",
     "DigestMismatch",
     "IllegalMove",
     "JobError",
     "JobNotFound",
+    "NotAllowed",
     "StaleState",
     "approve",
     "audit_events",
@@ -72,6 +77,32 @@ __all__ = [
 ]
 
 S = JobState
+
+
+class NotAllowed(JobError):
+    """This operator may not decide this job: a viewer, or the operator who asked for it
+    when the action forbids self-approval."""
+
+
+class AlreadyApproved(JobError):
+    """The same operator approved this job before; another operator's approval is needed."""
+
+
+def check_may_decide(session: Session, job: Job, operator: str, *, approving: bool) -> None:
+    """Raise NotAllowed when `operator` may not decide `job` (their role, or self-approval)."""
+    role = operator_role(session=session, name=operator)
+    # No row: not a dashboard operator (the dashboard only passes logged-in ones, whose
+    # sessions end when they are removed); such callers are this package's own and its tests.
+    if role is not None and role not in DECIDING_ROLES:
+        raise NotAllowed(
+            f"{operator} is a {role}: viewers see every call and decide "
+            "none; an admin can change that with `aat operator add NAME --role approver`"
+        )
+    if approving and not job.self_approval and operator == job.asked_by_operator:
+        raise NotAllowed(
+            f"you asked for job {job.id}, and {job.name} {job.action} may not be approved by "
+            "the operator who asked: another operator must approve it"
+        )
 
 
 def move(
@@ -122,6 +153,9 @@ def approve(
     `expired` and that move is committed before raising, so the refusal sticks.
     """
     now = now or utcnow()
+    # Approvals of one job queue behind each other here, so of two operators giving the last
+    # two approvals at once both are counted and exactly one moves the job on.
+    lock_chain(session)
     job = _fetch(session, job_id)
     if job.state != S.pending_approval:
         raise _stale(job, S.pending_approval)
@@ -142,6 +176,36 @@ def approve(
         )
         session.commit()
         raise ApprovalExpired(job_id)
+    check_may_decide(session, job, operator, approving=True)
+    given = [a.operator for a in approvals_of(session=session, job_id=job_id)]
+    if operator in given:
+        left = job.approvals_required - len(given)
+        raise AlreadyApproved(
+            f"you already approved job {job_id}; it needs {left} more approval(s) from "
+            "other operators"
+        )
+    add_approval(
+        session=session,
+        job_id=job_id,
+        operator=operator,
+        digest=digest,
+        at=now,
+        step_up=step_up,
+        address=address,
+    )
+    given.append(operator)
+    detail = call_detail(job) + (f"; {step_up}" if step_up else "")
+    if len(given) < job.approvals_required:
+        record_event(
+            session=session,
+            actor=operator,
+            event="approval",
+            job_id=job_id,
+            detail=f"{detail}; {len(given)} of {job.approvals_required} approvals",
+            address=address,
+        )
+        return job
+    # The last approval: one compare-and-set, signed over every approving operator.
     return _cas(
         session,
         job_id=job_id,
@@ -149,12 +213,12 @@ def approve(
         to=S.approved,
         actor=operator,
         address=address,
-        detail=call_detail(job) + (f"; {step_up}" if step_up else ""),
+        detail=detail + (f"; approved by {', '.join(given)}" if job.approvals_required > 1 else ""),
         fields={
-            "decided_by": operator,
+            "decided_by": ", ".join(given),
             "decided_at": now,
             "decided_from": address,
-            "decision_signature": signer.sign(_decision(job, "approved", operator, now)),
+            "decision_signature": signer.sign(_decision(job, "approved", tuple(given), now)),
         },
     )
 
@@ -172,6 +236,8 @@ def deny(
     signs denials too (`signer`), so the record of who refused what is as strong."""
     now = utcnow()
     job = _fetch(session, job_id)
+    if job.state == S.pending_approval:
+        check_may_decide(session, job, operator, approving=False)
     fields = {
         "decided_by": operator,
         "decided_at": now,
@@ -180,7 +246,7 @@ def deny(
         "finished_at": now,
     }
     if signer is not None:
-        fields["decision_signature"] = signer.sign(_decision(job, "denied", operator, now))
+        fields["decision_signature"] = signer.sign(_decision(job, "denied", (operator,), now))
     return _cas(
         session,
         job_id=job_id,
@@ -225,7 +291,7 @@ def cancel(
     )
 
 
-def _decision(job: Job, decision: str, operator: str, at: datetime) -> Decision:
+def _decision(job: Job, decision: str, operators: tuple[str, ...], at: datetime) -> Decision:
     return Decision(
         job_id=job.id or 0,
         digest=job.args_digest,
@@ -233,7 +299,7 @@ def _decision(job: Job, decision: str, operator: str, at: datetime) -> Decision:
         name=job.name,
         action=job.action,
         decision=decision,
-        operators=(operator,),
+        operators=operators,
         at=at,
     )
 

@@ -7,20 +7,23 @@ a run except the worker, which only executes jobs an operator approved.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from enum import Enum
 from typing import Any
 
 from sqlmodel import Session
 
-from webplatform import calls, execution, gate, signing
+from webplatform import calls, execution, gate, jobs, signing
 from webplatform.answers import Answer, Status
 from webplatform.canonical import args_digest, canonical_json
 from webplatform.platform import Actor, Platform
+from webplatform.policy import policy_for, reason_problem
 from webplatform.registry import resolve_secrets
 from webplatform.registry.model import ActionSpec, Registry, RunnableKind, ToolSpec
 from webplatform.stepup import StepUp, check_step_up
+from webplatform.store.agents import agent_owner
 from webplatform.store.engine import transact
-from webplatform.store.models import Surface
+from webplatform.store.models import Job, Surface
 from webplatform.store.queries import count_pending_from
 from webplatform.suggest import did_you_mean
 from webplatform.tracking import job_answer
@@ -99,18 +102,24 @@ def request_run(
     actor: Actor,
     consent: Consent,
     step_up: StepUp | None = None,
+    reason: Any = None,
 ) -> Answer:
     """Validate and gate a call, then run it now (reversible) or queue it for approval.
 
     `consent` says what an irreversible action does (see `Consent`). `Consent.OPERATOR` is
     refused (PermissionError) unless `actor` is a logged-in operator on the dashboard who
     gave `step_up`, the fresh proof the dashboard verified, theirs and for exactly these
-    arguments; no other consent reads `step_up`.
+    arguments; no other consent reads `step_up`. It approves the run at once only when one
+    approval is enough and self-approval is allowed; otherwise the job is queued with their
+    approval counted as the first, or (no self-approval) not at all. `reason` is the agent's
+    own word on why it wants the call (at most 500 characters), shown to the deciders.
     """
     resolved = resolve_call(platform.registry(), kind, name, action)
     if isinstance(resolved, Answer):
         return resolved
     spec, act = resolved
+    if (bad_reason := reason_problem(reason)) is not None:
+        return Answer(Status.invalid, tool=name, action=act.name, error=bad_reason)
     if (too_big := _args_too_big(platform, args)) is not None:
         return Answer(Status.invalid, tool=name, action=act.name, error=too_big)
     clean, problems = validate_args(act, args)
@@ -171,6 +180,7 @@ def request_run(
         args=clean,
         actor=actor,
         step_up=operator_step_up,
+        reason=reason or None,
     )
 
 
@@ -220,10 +230,16 @@ def _queue(
     args: dict[str, Any],
     actor: Actor,
     step_up: StepUp | None,
+    reason: str | None,
 ) -> Answer:
-    """Queue an irreversible call; with the operator's `step_up` it starts approved by them."""
+    """Queue an irreversible call under its approval policy; with the operator's `step_up`
+    it starts approved by them when one approval is enough and they may give it, and
+    otherwise waits, their approval counted as the first if they may give one."""
+    policy = policy_for(platform.settings, action)
+    at_once = step_up is not None and policy.approvals == 1 and policy.self_approval
     start: calls.Start
-    if step_up is not None:
+    after: Callable[[Session, Job], None] | None = None
+    if step_up is not None and at_once:
         assert actor.operator is not None  # checked by request_run
         # The dashboard operator's run is their approval: signed like one from the queue.
         start = calls.Approved(
@@ -233,6 +249,8 @@ def _queue(
         )
     else:
         start = calls.Waiting(ttl_s=platform.settings.approval_ttl_s)
+        if step_up is not None and policy.self_approval and actor.operator:
+            after = _first_approval(platform, actor, step_up)
     job_id = _create_job(
         platform=platform,
         spec=spec,
@@ -242,10 +260,37 @@ def _queue(
         irreversible=True,
         start=start,
         refuse=None if step_up is not None else _over_pending_limit(platform, actor),
+        policy={
+            "approvals_required": policy.approvals,
+            "self_approval": policy.self_approval,
+            "agent_reason": reason,
+        },
+        after=after,
     )
     if isinstance(job_id, str):
         return Answer(Status.refused, tool=spec.name, action=action.name, error=job_id)
     return job_answer(platform=platform, job_id=job_id)
+
+
+def _first_approval(
+    platform: Platform, actor: Actor, step_up: StepUp
+) -> Callable[[Session, Job], None]:
+    """The run form operator's approval, given in the transaction that queues the job."""
+    signer = signing.signer_for(platform.settings.home)
+    operator = actor.operator or ""
+
+    def approve(session: Session, job: Job) -> None:
+        jobs.approve(
+            session=session,
+            job_id=job.id or 0,
+            operator=operator,
+            digest=job.args_digest,
+            signer=signer,
+            address=actor.address,
+            step_up=step_up.describe(),
+        )
+
+    return approve
 
 
 def _run_now(
@@ -288,11 +333,15 @@ def _create_job(
     irreversible: bool,
     start: calls.Start,
     refuse: Callable[[Session], str | None] | None = None,
+    policy: dict[str, Any] | None = None,
+    after: Callable[[Session, Job], None] | None = None,
 ) -> int | str:
     """Insert the job row (arguments as stored: secrets masked) and return its id.
 
     `refuse`, run in the same transaction first, may return why not to insert: that is
-    returned instead of an id.
+    returned instead of an id. `policy` (irreversible calls) is the approval policy the job
+    keeps; the operator who asked is recorded with it (the run form's, or the owner of the
+    agent token that asked). `after` runs in the same transaction once the row exists.
     """
     call = calls.Call(
         kind=spec.kind,
@@ -310,8 +359,16 @@ def _create_job(
     def insert(session: Session) -> int | str:
         if refuse is not None and (reason := refuse(session)) is not None:
             return reason
-        job = calls.create_job(session=session, call=call, start=start)
+        recorded = call
+        if policy is not None:
+            asker = actor.operator or (
+                agent_owner(session=session, name=actor.agent) if actor.agent else None
+            )
+            recorded = replace(call, asked_by_operator=asker, **policy)
+        job = calls.create_job(session=session, call=recorded, start=start)
         assert job.id is not None  # flushed by create_job
+        if after is not None:
+            after(session, job)
         return job.id
 
     return transact(platform.engine, insert)

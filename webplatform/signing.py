@@ -76,7 +76,8 @@ def decision_of(job: Job, decision: str) -> Decision | None:
         name=job.name,
         action=job.action,
         decision=decision,
-        operators=(job.decided_by,),
+        # Several approvers are stored comma-separated (operator names have no commas).
+        operators=tuple(n.strip() for n in job.decided_by.split(",")),
         at=job.decided_at,
     )
 

@@ -17,6 +17,7 @@ from webplatform.answers import Answer, Status
 from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import queries
+from webplatform.store.approvals import approvals_of
 from webplatform.store.models import UNFINISHED_STATES, Job, JobState, Surface
 
 STDERR_TAIL_CHARS = 2000
@@ -29,8 +30,11 @@ def approval_url(settings: Settings, job_id: int) -> str:
     return f"{settings.dashboard_url.rstrip('/')}/jobs/{job_id}"
 
 
-def answer_for(job: Job, *, settings: Settings, warning: str | None = None) -> Answer:
-    """The caller's view of a job in its current state."""
+def answer_for(
+    job: Job, *, settings: Settings, warning: str | None = None, approvals_given: int = 0
+) -> Answer:
+    """The caller's view of a job in its current state (`approvals_given`: how many
+    operators approved a pending job so far)."""
     state = JobState(job.state)
     base = Answer(Status(state.value), job=job.id, tool=job.name, action=job.action)
     if state is JobState.succeeded:
@@ -49,8 +53,16 @@ def answer_for(job: Job, *, settings: Settings, warning: str | None = None) -> A
         assert job.id is not None
         base.approval_url = approval_url(settings, job.id)
         base.expires_at = job.expires_at.isoformat() if job.expires_at else None
+        needed = max(1, job.approvals_required - approvals_given)
+        base.approvals_needed = needed
+        who = (
+            "an operator must approve"
+            if job.approvals_required == 1
+            else f"{needed} more operator(s) must approve ({approvals_given} of "
+            f"{job.approvals_required} approvals so far)"
+        )
         base.next = (
-            f"an operator must approve this call in the dashboard; call job_status with "
+            f"{who} this call in the dashboard; call job_status with "
             f"job={job.id} (and wait_s) to get the outcome"
         )
         base.warning = warning
@@ -82,7 +94,10 @@ def job_answer(*, platform: Platform, job_id: int) -> Answer:
             session, platform.settings
         ):
             warning = NOBODY_TO_APPROVE
-        return answer_for(job, settings=platform.settings, warning=warning)
+        given = 0
+        if job.state == JobState.pending_approval.value:
+            given = len(approvals_of(session=session, job_id=job_id))
+        return answer_for(job, settings=platform.settings, warning=warning, approvals_given=given)
 
     return platform.transact(read, write=False)
 

@@ -13,6 +13,7 @@ from starlette.responses import Response, StreamingResponse
 
 from dashboard import data
 from dashboard.deps import FiltersDep, OperatorDep, PlatformDep
+from dashboard.render import reveal
 from webplatform.store.models import JobSummary
 
 router = APIRouter()
@@ -31,6 +32,7 @@ COLUMNS = (
     "started_at",
     "finished_at",
     "exit_code",
+    "agent_reason",
 )
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
@@ -43,6 +45,9 @@ def _cells(row: JobSummary) -> list[object]:
             value = value.isoformat()
         elif hasattr(value, "value"):
             value = value.value
+        elif column == "agent_reason" and value is not None:
+            # The agent's own words: invisible and direction-changing characters written out.
+            value = reveal(value)
         out.append(value)
     return out
 

@@ -17,6 +17,7 @@ from dashboard import data, stepup
 from dashboard.deps import (
     ActorDep,
     AddressDep,
+    DeciderDep,
     FiltersDep,
     LimiterDep,
     OperatorDep,
@@ -30,10 +31,15 @@ from dashboard.urls import url_for
 from webplatform import decisions, jobs
 from webplatform.platform import Platform
 from webplatform.stepup import StepUpMismatch
-from webplatform.store.models import JobState, Surface
+from webplatform.store.models import Job, JobState, Surface
 
 router = APIRouter()
-NOTICES = {"approved": "Approved", "denied": "Denied", "rerun": "Asked again as"}
+NOTICES = {
+    "approved": "Approved",
+    "denied": "Denied",
+    "rerun": "Asked again as",
+    "partial": "Your approval is recorded; it waits for more approvals:",
+}
 
 
 @router.get("/jobs")
@@ -162,16 +168,21 @@ async def _decide(
     return_to: str,
 ) -> Response:
     try:
-        await run_in_threadpool(call)
+        job = await run_in_threadpool(call)
     except jobs.JobNotFound:
         raise HTTPException(404, f"no job {job_id}: it never existed or was pruned") from None
-    except (stepup.StepUpRefused, StepUpMismatch) as exc:
+    except (stepup.StepUpRefused, StepUpMismatch, jobs.NotAllowed) as exc:
         return _refused(request, platform, pages, job_id, return_to, 403, str(exc))
     except (jobs.StaleState, jobs.ApprovalExpired, jobs.DigestMismatch) as exc:
         status_code, error = _refusal(job_id, exc)
         return _refused(request, platform, pages, job_id, return_to, status_code, error)
+    except jobs.AlreadyApproved as exc:
+        return _refused(request, platform, pages, job_id, return_to, 409, str(exc))
+    if isinstance(job, Job) and job.state is JobState.pending_approval:
+        # One approval of several: the job waits for the others.
+        verb = "partial"
     if is_htmx(request):
-        message = f"{NOTICES[verb]} job {job_id}."
+        message = _notice(verb, job_id, None)
         return render_queue(request, platform, pages, block="notice", message=message)
     if return_to != "job":
         target = url_for(request, "approvals_page") + f"?done={verb}&job={job_id}"
@@ -185,7 +196,7 @@ async def approve(
     request: Request,
     platform: PlatformDep,
     pages: PagesDep,
-    operator: OperatorDep,
+    operator: DeciderDep,
     address: AddressDep,
     limiter: LimiterDep,
     rp: RelyingPartyDep,
@@ -201,7 +212,7 @@ async def approve(
         error = "the form carried no digest of the arguments: reload the page and approve there"
         return _refused(request, platform, pages, job_id, return_to, 422, error)
 
-    def call() -> None:
+    def call() -> Job:
         step_up = stepup.verify(
             platform=platform,
             limiter=limiter,
@@ -213,7 +224,7 @@ async def approve(
             job_id=job_id,
             address=address,
         )
-        decisions.approve(
+        return decisions.approve(
             platform=platform,
             job_id=job_id,
             operator=operator,
@@ -230,7 +241,7 @@ async def deny(
     request: Request,
     platform: PlatformDep,
     pages: PagesDep,
-    operator: OperatorDep,
+    operator: DeciderDep,
     address: AddressDep,
     job_id: int,
     reason: Annotated[str, Form()] = "",
@@ -238,8 +249,8 @@ async def deny(
 ) -> Response:
     """Deny the call; the reason (optional) reaches the agent that asked."""
 
-    def call() -> None:
-        decisions.deny(
+    def call() -> Job:
+        return decisions.deny(
             platform=platform, job_id=job_id, operator=operator, reason=reason, address=address
         )
 

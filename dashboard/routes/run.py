@@ -27,6 +27,7 @@ from dashboard.urls import url_for
 from webplatform import gate
 from webplatform.answers import Status
 from webplatform.canonical import args_digest
+from webplatform.policy import policy_for
 from webplatform.registry import ActionSpec
 from webplatform.services import Consent, request_run
 from webplatform.validation import parse_text_args
@@ -114,6 +115,7 @@ async def run_submit(
         "digest": digest,
         "error": None,
         "has_passkey": irreversible and stepup.has_passkey(platform, actor.operator or ""),
+        "policy": policy_for(platform.settings, act),
     }
     if irreversible and form.get("confirm") != "yes":
         return pages.render(request, "run_confirm.html", confirm)

@@ -29,6 +29,10 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
         conn.execute(text("DROP TABLE agent_token"))
         conn.execute(text("DROP TABLE passkey"))
         conn.execute(text("DROP TABLE webauthn_challenge"))
+        conn.execute(text("DROP TABLE job_approval"))
+        conn.execute(text("ALTER TABLE operator DROP COLUMN role"))
+        for column in ("approvals_required", "self_approval", "asked_by_operator", "agent_reason"):
+            conn.execute(text(f"ALTER TABLE job DROP COLUMN {column}"))
         # Back to 0001 as it was: without the later revisions' columns either.
         conn.execute(text("ALTER TABLE job DROP COLUMN decision_signature"))
         conn.execute(text("ALTER TABLE job DROP COLUMN notified_at"))
@@ -49,5 +53,5 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
     engine.dispose()
     assert version == head_revision()
     assert "ix_job_irreversible_updated_at" in indexes
-    assert {"agent_token", "passkey", "webauthn_challenge"} <= tables
+    assert {"agent_token", "passkey", "webauthn_challenge", "job_approval"} <= tables
     assert {"prev_hash", "event_hash"} <= columns

@@ -73,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("op", choices=["add", "list", "remove"])
     p.add_argument("name", nargs="?")
     p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    p.add_argument(
+        "--role",
+        choices=["admin", "approver", "viewer"],
+        help="add: what the operator may do (default approver; the first operator is admin)",
+    )
     add_common(p, registry=False)
 
     p = sub.add_parser("agent", help="manage agent tokens for /mcp")

@@ -83,7 +83,7 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
     platform = Platform(settings_from(ns))
     if ns.op == "list":
         for op in platform.transact(lambda s: operators.list_operators(session=s), write=False):
-            print(op.name)
+            print(f"{op.name}\t{op.role}")
         return EXIT_OK
     if not ns.name:
         print(f"aat operator {ns.op}: give the operator's NAME", file=sys.stderr)
@@ -101,10 +101,13 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
         password = getpass.getpass(f"password for {ns.name}: ")
     try:
         platform.transact(
-            lambda s: operators.add_operator(session=s, name=ns.name, password=password)
+            lambda s: operators.add_operator(
+                session=s, name=ns.name, password=password, role=ns.role
+            )
         )
     except ValueError as exc:
         print(f"aat operator add: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"added operator {ns.name}")
+    role = platform.transact(lambda s: operators.operator_role(session=s, name=ns.name))
+    print(f"added operator {ns.name} ({role})")
     return EXIT_OK

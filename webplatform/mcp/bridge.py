@@ -178,6 +178,7 @@ class Bridge:
                 args=args,
                 actor=actor,
                 consent=consent,
+                reason=raw.get("reason"),
             ),
             progress=progress,
             what=f"running {name}",

@@ -68,6 +68,22 @@ def _run_schema(kind: str) -> dict[str, Any]:
     )
 
 
+REASON_PROPERTY: Final[dict[str, Any]] = {
+    "type": "string",
+    "maxLength": 500,
+    "description": (
+        "why you want this call, in a sentence or two (at most 500 characters); the operator "
+        "who decides reads it on the approval card"
+    ),
+}
+
+
+def _confirmed_schema(kind: str) -> dict[str, Any]:
+    schema = _run_schema(kind)
+    schema["properties"]["reason"] = REASON_PROPERTY
+    return schema
+
+
 INPUT_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
     CAPABILITIES: _schema(
         {
@@ -80,8 +96,8 @@ INPUT_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
     ),
     RUN_TOOL: _run_schema("tool"),
     RUN_AGENT: _run_schema("agent"),
-    RUN_TOOL_CONFIRMED: _run_schema("tool"),
-    RUN_AGENT_CONFIRMED: _run_schema("agent"),
+    RUN_TOOL_CONFIRMED: _confirmed_schema("tool"),
+    RUN_AGENT_CONFIRMED: _confirmed_schema("agent"),
     GET_SKILL: _schema({"name": {**_STR, "description": "the skill's name"}}, ["name"]),
     JOB_STATUS: _schema(
         {
@@ -113,10 +129,12 @@ DESCRIPTIONS: Final[dict[str, str]] = {
     RUN_TOOL_CONFIRMED: (
         "Run a tool action that may be irreversible. Reversible: runs now. Irreversible: queued "
         "for a human operator's approval in the dashboard; waits a while (sending progress), "
-        "then answers with the outcome or status pending_approval and a job id for job_status."
+        "then answers with the outcome or status pending_approval (with approvals_needed) and a "
+        "job id for job_status. Pass reason: why you want this call, so the operator can decide."
     ),
     RUN_AGENT_CONFIRMED: (
-        "Same as run_tool_confirmed, for agents: irreversible actions wait for an operator."
+        "Same as run_tool_confirmed, for agents: irreversible actions wait for an operator. "
+        "Pass reason: why you want this call."
     ),
     GET_SKILL: "Read a skill: its markdown instructions.",
     JOB_STATUS: (

@@ -19,6 +19,8 @@ ACTION_KEYS = (
     "timeout_s",
     "args",
     "output_schema",
+    "approvals",
+    "self_approval",
 )
 ARG_KEYS = ("name", "type", "required", "description", "default", "enum", "secret")
 
@@ -99,12 +101,36 @@ class ActionCheck(Collector):
         timeout_s = self.timeout(item, label, where)
         args = self.args(item, label, where)
         output_schema = self.output_schema(item, label, where)
+        approvals = self.approvals(item, label, where)
+        self_approval = self.flag(item, "self_approval", label, where)
         if name is None:
             return None
         self.gate_flags(tool_name, name, read_only, reversible, where)
         return ActionSpec(
-            name, description, bool(read_only), reversible, timeout_s, args, output_schema
+            name,
+            description,
+            bool(read_only),
+            reversible,
+            timeout_s,
+            args,
+            output_schema,
+            approvals=approvals,
+            self_approval=self_approval,
         )
+
+    def approvals(self, item: dict[Any, Any], label: str, where: Where) -> int | None:
+        """`approvals`: how many distinct operators must approve, an integer of at least 1."""
+        value = item.get("approvals")
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            self.fail(
+                f"`approvals` of {label} must be a whole number of operators, 1 or more "
+                f"(e.g. approvals: 2), not {value!r}",
+                (*where, "approvals"),
+            )
+            return None
+        return value
 
     def gate_flags(
         self, tool: str, action: str, read_only: bool | None, reversible: bool | None, where: Where

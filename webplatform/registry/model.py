@@ -40,6 +40,10 @@ class ActionSpec:
     timeout_s: float | None = None
     args: tuple[ArgSpec, ...] = ()
     output_schema: str | None = None
+    # How many distinct operators must approve (None: 1, or AAT_APPROVALS_REQUIRED).
+    approvals: int | None = None
+    # False: the operator who asked may not approve (None: AAT_SELF_APPROVAL decides).
+    self_approval: bool | None = None
 
     def arg(self, name: str) -> ArgSpec | None:
         """The argument called exactly `name`, or None."""

@@ -100,6 +100,12 @@ def find_agent(*, session: Session, token: str) -> AgentTokenPublic | None:
     return _public(row)
 
 
+def agent_owner(*, session: Session, name: str) -> str | None:
+    """The operator agent token `name` acts for, or None (no owner, or no such token)."""
+    row = session.exec(select(AgentToken.owner).where(AgentToken.name == name)).first()
+    return None if row is None else row
+
+
 def is_stale(agent: AgentTokenPublic, *, now: datetime | None = None) -> bool:
     """True when `agent`'s `last_used_at` is old enough to be worth a write."""
     last = agent.last_used_at

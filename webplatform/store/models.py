@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from enum import Enum, StrEnum
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect, Index, String, Text
+from sqlalchemy import DateTime, Dialect, Index, String, Text, UniqueConstraint
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
@@ -155,10 +155,19 @@ class Job(JobBase, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
-    decided_by: str | None = Field(default=None, sa_type=String(200))
+    # The approving operators' names, comma-separated (several when the action needs them).
+    decided_by: str | None = Field(default=None, sa_type=Text)
     decided_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     decided_from: str | None = Field(default=None, sa_type=String(200))
     reason: str | None = Field(default=None, sa_type=Text)
+    # The approval policy, fixed when the job was asked for (SPEC §11): how many distinct
+    # operators must approve, whether the operator who asked may be one of them, and who
+    # that operator is (the run form's operator, or the owner of the agent token that asked).
+    approvals_required: int = 1
+    self_approval: bool = True
+    asked_by_operator: str | None = Field(default=None, sa_type=String(64))
+    # Why the agent wants this call, in its own words (at most 500 characters).
+    agent_reason: str | None = Field(default=None, sa_type=Text)
     worker_id: str | None = Field(default=None, sa_type=String(200))
     lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
@@ -176,6 +185,22 @@ class Job(JobBase, table=True):
     # closed; set by compare-and-set, so one process among many sends each (at most once).
     notified_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     reminded_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class JobApproval(SQLModel, table=True):
+    """One operator's approval of one job's exact call; a job with `approvals_required` > 1
+    collects several before it moves to `approved`."""
+
+    __tablename__ = "job_approval"
+    __table_args__ = (UniqueConstraint("job_id", "operator", name="uq_job_approval_job_operator"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(index=True)
+    operator: str = Field(sa_type=String(64))
+    digest: str = Field(sa_type=String(64))
+    step_up: str | None = Field(default=None, sa_type=String(200))
+    address: str | None = Field(default=None, sa_type=String(200))
+    at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
 class JobSummary(SQLModel):
@@ -196,6 +221,7 @@ class JobSummary(SQLModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     exit_code: int | None = None
+    agent_reason: str | None = None
 
 
 class AuditEvent(SQLModel, table=True):
@@ -230,6 +256,8 @@ class Operator(SQLModel, table=True):
     name: str = Field(sa_type=String(64), unique=True)
     password_hash: str = Field(sa_type=String(255))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    # "admin" | "approver" | "viewer" (webplatform.store.operators.ROLES)
+    role: str = Field(default="approver", sa_type=String(16))
 
 
 class OperatorPublic(SQLModel):
@@ -238,6 +266,7 @@ class OperatorPublic(SQLModel):
     id: int
     name: str
     created_at: datetime
+    role: str = "approver"
 
 
 class OperatorSession(SQLModel, table=True):

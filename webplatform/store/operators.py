@@ -17,6 +17,10 @@ from webplatform.store.passwords import hash_password, needs_rehash, verify_pass
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 MIN_PASSWORD_LENGTH = 8
+# What an operator may do (SPEC §11): admins also manage operators and agent tokens; a viewer
+# sees everything and decides nothing.
+ROLES = ("admin", "approver", "viewer")
+DECIDING_ROLES = frozenset({"admin", "approver"})
 # Set when the first operator is added and never cleared: first-run setup is over for good,
 # even if every operator is removed later.
 FIRST_OPERATOR_KEY = "operators.first_added_at"
@@ -33,12 +37,17 @@ class OperatorError(ValueError):
     """An operator could not be added or changed; the message says how to fix it."""
 
 
-def add_operator(*, session: Session, name: str, password: str, actor: str = "cli") -> Operator:
-    """Create operator `name` with an argon2id hash of `password`.
+def add_operator(
+    *, session: Session, name: str, password: str, actor: str = "cli", role: str | None = None
+) -> Operator:
+    """Create operator `name` with an argon2id hash of `password` and `role` (default:
+    `admin` for the first operator, `approver` after).
 
-    Raises OperatorError for a bad name, a password shorter than 8 characters, or a
+    Raises OperatorError for a bad name or role, a password shorter than 8 characters, or a
     name that is taken.
     """
+    if role is not None and role not in ROLES:
+        raise OperatorError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
     if not NAME_PATTERN.fullmatch(name):
         raise OperatorError(
             f"invalid operator name {name!r}: use 1-64 letters, digits, '.', '_', '@' or '-'"
@@ -47,19 +56,38 @@ def add_operator(*, session: Session, name: str, password: str, actor: str = "cl
         raise OperatorError(f"password too short: use at least {MIN_PASSWORD_LENGTH} characters")
     if session.exec(select(Operator).where(Operator.name == name)).first() is not None:
         raise OperatorError(f"operator {name!r} already exists: pick another name")
-    operator = Operator(name=name, password_hash=hash_password(password), created_at=utcnow())
+    if role is None:
+        role = "admin" if count_operators(session=session) == 0 else "approver"
+    operator = Operator(
+        name=name, password_hash=hash_password(password), created_at=utcnow(), role=role
+    )
     session.add(operator)
     session.flush()
     if get_meta(session=session, key=FIRST_OPERATOR_KEY) is None:
         set_meta(session=session, key=FIRST_OPERATOR_KEY, value=operator.created_at.isoformat())
-    record_event(session=session, actor=actor, event="operator-added", detail=name)
+    record_event(session=session, actor=actor, event="operator-added", detail=f"{name} ({role})")
     return operator
 
 
 def list_operators(*, session: Session) -> list[OperatorPublic]:
     """Every operator, by name (never the hashes)."""
     rows = session.exec(select(Operator).order_by(col(Operator.name))).all()
-    return [OperatorPublic(id=r.id or 0, name=r.name, created_at=r.created_at) for r in rows]
+    return [
+        OperatorPublic(id=r.id or 0, name=r.name, created_at=r.created_at, role=r.role)
+        for r in rows
+    ]
+
+
+def operator_role(*, session: Session, name: str) -> str | None:
+    """The role of operator `name`, or None when there is no such operator."""
+    row = session.exec(select(Operator.role).where(Operator.name == name)).first()
+    return None if row is None else str(row)
+
+
+def deciders(*, session: Session) -> list[str]:
+    """The names of the operators who may approve (admins and approvers)."""
+    stmt = select(Operator.name).where(col(Operator.role).in_(sorted(DECIDING_ROLES)))
+    return [str(n) for n in session.exec(stmt).all()]
 
 
 def count_operators(*, session: Session) -> int:

@@ -1,0 +1,47 @@
+"""Each operator's approval of a job, kept one row each until the job has all it needs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlmodel import Session, col, select
+
+from webplatform.store.models import JobApproval
+
+
+def approvals_of(*, session: Session, job_id: int) -> list[JobApproval]:
+    """The approvals a job has collected, oldest first."""
+    stmt = select(JobApproval).where(JobApproval.job_id == job_id).order_by(col(JobApproval.id))
+    return list(session.exec(stmt).all())
+
+
+def approvals_for(*, session: Session, job_ids: Iterable[int]) -> dict[int, list[str]]:
+    """Who approved each of `job_ids` so far, oldest first (jobs with none are left out)."""
+    ids = list(job_ids)
+    if not ids:
+        return {}
+    stmt = select(JobApproval).where(col(JobApproval.job_id).in_(ids)).order_by(col(JobApproval.id))
+    out: dict[int, list[str]] = {}
+    for row in session.exec(stmt).all():
+        out.setdefault(row.job_id, []).append(row.operator)
+    return out
+
+
+def add_approval(
+    *,
+    session: Session,
+    job_id: int,
+    operator: str,
+    digest: str,
+    at: datetime,
+    step_up: str | None = None,
+    address: str | None = None,
+) -> JobApproval:
+    """Record one operator's approval (a unique key refuses a second one for the same job)."""
+    row = JobApproval(
+        job_id=job_id, operator=operator, digest=digest, step_up=step_up, address=address, at=at
+    )
+    session.add(row)
+    session.flush()
+    return row
