@@ -50,6 +50,10 @@ from webplatform.config import Settings
 from webplatform.store import make_engine
 
 TESTS = Path(__file__).resolve().parent
+# Every Platform would start an inotify watcher on its registry, and a test worker makes
+# hundreds: more than the kernel's 128 inotify instances per user. Tests read the registry by
+# its stat scan (always correct); tests/registry/test_watch.py watches explicitly.
+os.environ.setdefault("AAT_WATCH_REGISTRY", "0")
 # Folders whose every test is in a tier other than `unit`.
 FOLDER_TIERS = {"integration": "integration", "browser": "browser"}
 NOT_UNIT = {"integration", "browser", "slow"}

@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     # The dashboard's decision public key(s) (`aat keys show`), comma-separated, for workers
     # on hosts that must not hold the private key; empty: read it from AAT_HOME.
     decision_public_key: str = ""
+    # Watch the registry folders (inotify) instead of statting them on every read.
+    watch_registry: bool = True
     retention_days: PositiveInt = 30
     heartbeat_s: Positive = 2.0
     # `:`-separated folders tools may read and write (SPEC §14), besides the caller's folder.

@@ -51,7 +51,9 @@ class Platform:
         self.settings = settings
         self.engine = engine or make_engine(settings)
         self.loader = RegistryLoader(
-            settings.registry_roots, watch=True, cache_dir=settings.home / "cache"
+            settings.registry_roots,
+            watch=settings.watch_registry,
+            cache_dir=settings.home / "cache",
         )
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from typing import Any
 
@@ -51,7 +52,10 @@ async def test_approved_call_runs_once_and_returns_the_result(
         progress.append((value, total, message))
 
     def approve_first_pending() -> None:
-        waiting = pending_for(platform=platform)
+        # On a loaded machine the call may not have queued its job yet: look until it has.
+        deadline = time.monotonic() + 10
+        while not (waiting := pending_for(platform=platform)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         approve(platform, int(waiting[0]["job"]))
 
     patient(platform)
@@ -67,7 +71,14 @@ async def test_approved_call_runs_once_and_returns_the_result(
 
 async def test_denied_call_carries_reason_and_decider(platform: Platform, era: str) -> None:
     patient(platform)
-    later(0.5, lambda: deny(platform, int(pending_for(platform=platform)[0]["job"]), "not today"))
+
+    def deny_first_pending() -> None:
+        deadline = time.monotonic() + 10
+        while not (waiting := pending_for(platform=platform)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        deny(platform, int(waiting[0]["job"]), "not today")
+
+    later(0.5, deny_first_pending)
     async with connect(platform, era) as client:
         result = await client.call_tool("run_tool_confirmed", SEND)
     answer = body(result)
