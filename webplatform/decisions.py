@@ -12,7 +12,8 @@ from webplatform import jobs, signing
 from webplatform.answers import Answer, Status
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
-from webplatform.services import Consent, request_run, resolve_call
+from webplatform.resolution import resolve_call
+from webplatform.services import Consent, request_run
 from webplatform.stepup import StepUp, check_step_up
 from webplatform.store.models import Job
 from webplatform.tracking import job_answer

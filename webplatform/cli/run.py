@@ -37,7 +37,7 @@ def split_run_args(extra: list[str]) -> dict[str, str] | str:
 
 def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
     """Run one tool action from the command line and print its answer as JSON."""
-    from webplatform import services
+    from webplatform import resolution, services
     from webplatform.platform import Actor, Platform
     from webplatform.store.models import Surface
     from webplatform.tracking import wait_for_job
@@ -49,7 +49,7 @@ def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
     raw = split_run_args(extra)
     if isinstance(raw, str):
         return print_answer(Answer(Status.invalid, tool=ns.tool, error=raw))
-    resolved = services.resolve_call(platform.registry(), kind, ns.tool, ns.action)
+    resolved = resolution.resolve_call(platform.registry(), kind, ns.tool, ns.action)
     if isinstance(resolved, Answer):
         return print_answer(resolved)
     _spec, action = resolved
@@ -61,7 +61,7 @@ def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
                 tool=ns.tool,
                 action=action.name,
                 error=problems.line,
-                schema=services.action_schema(action),
+                schema=resolution.action_schema(action),
             )
         )
     actor = Actor(surface=Surface.cli, client=f"aat run ({getpass.getuser()})", cwd=Path.cwd())

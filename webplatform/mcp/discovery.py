@@ -15,7 +15,7 @@ from webplatform import gate
 from webplatform.answers import Answer, Status
 from webplatform.registry import secret_status
 from webplatform.registry.model import ActionSpec, Registry, SkillSpec, ToolSpec
-from webplatform.services import action_schema
+from webplatform.resolution import action_schema
 from webplatform.suggest import did_you_mean, word_set
 
 from . import naming
