@@ -11,6 +11,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +22,12 @@ import pytest
 from serving import aat_serve, free_port
 from sqlmodel import Session
 
+from webplatform import decisions
 from webplatform.config import Settings
+from webplatform.platform import Platform
 from webplatform.store import make_engine
 from webplatform.store.models import Job, JobState, Surface
+from webplatform.tracking import pending_for
 
 pytestmark = pytest.mark.integration
 
@@ -182,25 +187,70 @@ def test_unknown_tool_is_an_error_result_with_did_you_mean(
     assert "hello-wrld" in answer["error"]
 
 
-def test_confirmed_call_from_the_cli_is_held_then_pending(
-    tmp_path: Path, protocol_era: str
-) -> None:
-    # The Inspector CLI declares no elicitation (it has no one to show a link to), so it gets
-    # the ordinary hold-then-pending answer in both eras, never an elicitation or
-    # input_required round.
+def cli_target(tmp_path: Path) -> Target:
+    """`aat mcp` started by the Inspector, holding a confirmed call for only 1 s."""
     home = tmp_path / "aat-home"
-    target = Target(
+    return Target(
         args=["-e", f"AAT_HOME={home}", "-e", "AAT_APPROVAL_WAIT_S=1", str(AAT), "mcp"],
         home=home,
         surface=Surface.mcp_stdio,
     )
-    send = {
-        "tool": "outbox",
-        "action": "send-message",
-        "args": {"to": "ops@example.org", "subject": "cli", "body": "hi"},
-    }
-    result = call(tmp_path, target, protocol_era, "run_tool_confirmed", send)
+
+
+SEND = {
+    "tool": "outbox",
+    "action": "send-message",
+    "args": {"to": "ops@example.org", "subject": "cli", "body": "hi"},
+}
+
+
+def test_confirmed_call_from_the_legacy_cli_is_held_then_pending(tmp_path: Path) -> None:
+    # The Inspector CLI declares no elicitation (it has no one to show a link to), and the
+    # Tasks extension cannot be used on the handshake era, so it gets the ordinary
+    # hold-then-pending answer, never an elicitation.
+    result = call(tmp_path, cli_target(tmp_path), "legacy", "run_tool_confirmed", SEND)
     answer = result["structuredContent"]
     assert result["isError"] is False
     assert answer["status"] == "pending_approval"
     assert answer["approval_url"].endswith(f"/jobs/{answer['job']}")
+
+
+def test_modern_cli_follows_the_task_until_the_operator_decides(tmp_path: Path) -> None:
+    # In the modern era the Inspector declares the Tasks extension on every request: the
+    # confirmed call becomes a task, which the CLI polls past the 1 s hold until an
+    # operator decides, then prints the call's result.
+    target = cli_target(tmp_path)
+    decided: list[int] = []
+
+    def operator_denies() -> None:
+        platform = Platform(Settings(home=target.home))
+        try:
+            deadline = time.monotonic() + 60
+            while not (waiting := pending_for(platform=platform)):
+                assert time.monotonic() < deadline, "the call was never queued"
+                time.sleep(0.2)
+            time.sleep(2)  # longer than the bridge would hold an ordinary call
+            job_id = int(waiting[0]["job"])
+            decisions.deny(
+                platform=platform, job_id=job_id, operator="olga", reason="no", address=None
+            )
+            decided.append(job_id)
+        finally:
+            platform.engine.dispose()
+
+    thread = threading.Thread(target=operator_denies, daemon=True)
+    thread.start()
+    # The result is the task's (the serverInfo stamp is on the tasks/get answer around it).
+    result = inspect(
+        tmp_path,
+        target,
+        "modern",
+        *("--method", "tools/call", "--tool-name", "run_tool_confirmed"),
+        *("--tool-args-json", json.dumps(SEND)),
+        exit_code=TOOL_ERROR_EXIT,
+    )
+    thread.join(timeout=30)
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    answer = result["structuredContent"]
+    assert decided == [answer["job"]]
+    assert (answer["status"], answer["reason"], answer["decided_by"]) == ("denied", "no", "olga")

@@ -22,7 +22,7 @@ from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 from webplatform.suggest import did_you_mean
 
-from . import naming, native, waiting
+from . import naming, native, tasks, waiting
 from .approvals import ApprovalWatcher
 from .discovery import discover
 from .protocol import progress_sender, raw_arguments, request_actor
@@ -133,6 +133,10 @@ class Bridge:
         )
         return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
 
+    def result_for(self, answer: Answer) -> CallToolResult:
+        """The MCP result for a run-style answer, capped with this action's narrowing hints."""
+        return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
+
     def _action_of(self, answer: Answer) -> ActionSpec | None:
         if not answer.tool or not answer.action:
             return None
@@ -186,6 +190,9 @@ class Bridge:
         if answer.job is not None and answer.status in IN_PROGRESS:
             if answer.status is Status.pending_approval:
                 await self.watcher.notify()
+                if tasks.take(answer):
+                    # The client opted in to tasks: the task carries the outcome.
+                    return self.result_for(answer)
                 if native.is_modern(ctx) and native.url_elicitation_declared(ctx):
                     return native.input_required(answer)
             answer = await self._wait(ctx, answer, job_id=answer.job, progress=progress)

@@ -31,7 +31,7 @@ from webplatform.platform import Platform
 from webplatform.services import Consent
 from webplatform.store.models import Surface
 
-from . import naming, protocol
+from . import naming, protocol, sealing
 from .approvals import ApprovalWatcher, pending_body
 from .bridge import Bridge, ToolFn
 from .protocol import (
@@ -39,6 +39,7 @@ from .protocol import (
     tools_digest,
     wire_tools_digest,
 )
+from .tasks import TasksExtension
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +115,13 @@ def build_server(platform: Platform, *, surface: Surface) -> MCPServer:
         async with watcher.running():
             yield {}
 
+    key = sealing.state_key(platform.settings.home)
+    tasks = TasksExtension(
+        platform=platform,
+        surface=surface,
+        codec=sealing.task_id_codec(key),
+        render=bridge.result_for,
+    )
     server: MCPServer[Any] = MCPServer(
         "aat",
         version=webplatform.__version__,
@@ -121,7 +129,11 @@ def build_server(platform: Platform, *, surface: Surface) -> MCPServer:
         tools=tools,
         subscriptions=watcher.bus,
         lifespan=lifespan,
+        extensions=[tasks],
+        request_state_security=sealing.request_state_security(key),
     )
+    # Outside the SDK's request-state boundary, so its refusals can be explained.
+    server.middleware.insert(0, sealing.explain_rejected_state())
     server.middleware.append(
         protocol.surface_middleware(server, tool_names=lambda: naming.TOOL_NAMES, meta={})
     )

@@ -1,0 +1,186 @@
+"""The Tasks extension: a confirmed call queued for approval becomes a task a client polls.
+
+With the SDK client (in memory here; over HTTP and `aat mcp` in test_tasks_transports.py):
+`working` until an operator decides, then the tool result; `tasks/cancel` withdraws the
+request; another requester cannot see the task; a client that did not opt in is unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+import tasks_client as tc
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_helpers import approve, body, connect, deny
+from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Implementation
+from sqlmodel import select
+from test_native_waiting import SEND, all_jobs, job_page
+
+from webplatform.mcp import build_server
+from webplatform.platform import Platform
+from webplatform.store.audit import audit_events
+from webplatform.store.engine import session_scope
+from webplatform.store.models import Job, JobState, Surface
+from webplatform.tracking import job_state, pending_for
+from webplatform.worker import Worker
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+
+
+async def poll_until_done(client: Client, task_id: str) -> tc.TaskState:
+    """Poll `tasks/get` as a client would, at the interval the server suggests."""
+    with anyio.fail_after(30):
+        while True:
+            state = await tc.get(client, task_id)
+            if state.status != "working":
+                return state
+            await anyio.sleep((state.poll_interval_ms or 1000) / 1000 / 10)
+
+
+def the_job(platform: Platform, job_id: int) -> Job:
+    with session_scope(platform.engine) as session:
+        job = session.exec(select(Job).where(Job.id == job_id)).one()
+        session.expunge(job)
+        return job
+
+
+async def test_task_works_until_an_operator_approves_then_carries_the_result(
+    platform: Platform, worker: Worker
+) -> None:
+    del worker
+    async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
+        started = time.monotonic()
+        created = await tc.call(client, "run_tool_confirmed", SEND)
+        assert isinstance(created, tc.CreatedTask), created
+        assert time.monotonic() - started < platform.settings.approval_wait_s, (
+            "a task answers at once instead of holding the call"
+        )
+        assert created.status == "working"
+        [queued] = pending_for(platform=platform)
+        job_id = int(queued["job"])
+        assert job_page(platform, job_id) in (created.status_message or "")
+
+        polled = await tc.get(client, created.task_id)
+        assert polled.status == "working", "nobody decided yet"
+        approve(platform, job_id)
+        done = await poll_until_done(client, created.task_id)
+
+    assert done.status == "completed", done
+    assert done.result is not None
+    result = done.result["structuredContent"]
+    assert result["status"] == "succeeded", result
+    assert result["job"] == job_id
+    assert done.result["isError"] is False
+    assert len(all_jobs(platform)) == 1
+
+
+async def test_a_denied_call_completes_the_task_with_the_denial(platform: Platform) -> None:
+    async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
+        created = await tc.call(client, "run_tool_confirmed", SEND)
+        assert isinstance(created, tc.CreatedTask)
+        [queued] = pending_for(platform=platform)
+        deny(platform, int(queued["job"]), "not today")
+        done = await poll_until_done(client, created.task_id)
+    assert done.status == "completed"
+    assert done.result is not None and done.result["isError"] is True
+    assert done.result["structuredContent"]["status"] == "denied"
+    assert done.result["structuredContent"]["reason"] == "not today"
+
+
+async def test_cancel_withdraws_the_request_and_nothing_runs(
+    platform: Platform, worker: Worker
+) -> None:
+    del worker
+    async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
+        created = await tc.call(client, "run_tool_confirmed", SEND)
+        assert isinstance(created, tc.CreatedTask)
+        [queued] = pending_for(platform=platform)
+        job_id = int(queued["job"])
+        await tc.cancel(client, created.task_id)
+        assert pending_for(platform=platform) == [], "the card leaves the approval queue"
+        state = await tc.get(client, created.task_id)
+        # A late Approve finds nothing to approve.
+        with pytest.raises(Exception, match="denied|state"):
+            approve(platform, job_id)
+        # Cancelling again is acknowledged and changes nothing.
+        await tc.cancel(client, created.task_id)
+
+    assert state.status == "cancelled"
+    assert "withdrawn by the agent" in (state.status_message or "")
+    job = the_job(platform, job_id)
+    assert job.state == JobState.denied
+    assert job.reason == "withdrawn by the agent"
+    assert job.decided_by and "agent" in job.decided_by
+    assert job.started_at is None and job.result_json is None, "a withdrawn call never runs"
+    with session_scope(platform.engine) as session:
+        events = audit_events(session=session, job_id=job_id)
+    assert any(e.to_state == JobState.denied.value for e in events), "the withdrawal is audited"
+    assert job_state(platform=platform, job_id=job_id) is JobState.denied
+
+
+async def test_another_requester_cannot_read_or_cancel_the_task(platform: Platform) -> None:
+    async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
+        created = await tc.call(client, "run_tool_confirmed", SEND)
+    assert isinstance(created, tc.CreatedTask)
+    stranger = Implementation(name="someone-else", version="1")
+    server = build_server(platform, surface=Surface.mcp_stdio)
+    async with Client(
+        server, mode=MODERN, extensions=[tc.TasksClient()], client_info=stranger
+    ) as other:
+        with pytest.raises(MCPError, match="no such task") as read:
+            await tc.get(other, created.task_id)
+        with pytest.raises(MCPError, match="no such task") as cancelled:
+            await tc.cancel(other, created.task_id)
+    assert read.value.code == cancelled.value.code == INVALID_PARAMS
+    assert len(pending_for(platform=platform)) == 1, "the owner's request still waits"
+
+
+async def test_the_same_requester_polls_the_task_from_a_new_bridge(platform: Platform) -> None:
+    # A restart: a new server on the same AAT_HOME opens task ids the old one made.
+    async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
+        created = await tc.call(client, "run_tool_confirmed", SEND)
+    assert isinstance(created, tc.CreatedTask)
+    async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
+        assert (await tc.get(client, created.task_id)).status == "working"
+
+
+@pytest.mark.parametrize("task_id", ["v1.nope", "not-a-task", "v1." + "A" * 200])
+async def test_an_unknown_task_id_gets_a_clear_error(platform: Platform, task_id: str) -> None:
+    async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
+        with pytest.raises(MCPError) as raised:
+            await tc.get(client, task_id)
+        with pytest.raises(MCPError, match="Failed to cancel task"):
+            await tc.cancel(client, task_id)
+    assert raised.value.code == INVALID_PARAMS
+    assert "Failed to retrieve task: no such task" in raised.value.message
+    assert "run_tool_confirmed" in raised.value.message
+
+
+async def test_a_client_that_did_not_opt_in_waits_as_before(platform: Platform, era: str) -> None:
+    # The legacy era cannot carry a task, so the extension is never offered there either.
+    extensions = [tc.TasksClient()] if era == "legacy" else []
+    async with connect(platform, era, extensions=extensions) as client:
+        result = await client.call_tool("run_tool_confirmed", SEND)
+        answer = body(result)
+        assert answer["status"] == "pending_approval", answer
+        assert answer["approval_url"] == job_page(platform, answer["job"])
+        if era == MODERN:
+            with pytest.raises(MCPError) as raised:
+                await tc.get(client, "v1.anything")
+            assert raised.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY
+
+
+async def test_reversible_calls_and_other_tools_never_become_tasks(platform: Platform) -> None:
+    async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
+        ran = await tc.call(
+            client, "run_tool_confirmed", {"tool": "hello-world", "args": {"name": "N"}}
+        )
+        listed = await tc.call(client, "capabilities", {})
+    assert not isinstance(ran, tc.CreatedTask) and body(ran)["status"] == "succeeded"
+    assert not isinstance(listed, tc.CreatedTask)
+    assert all_jobs(platform)[0].state == JobState.succeeded

@@ -1,0 +1,85 @@
+"""The Tasks extension over the real transports: `/mcp` on uvicorn, and `aat mcp` on stdio."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio
+import pytest
+import tasks_client as tc
+from mcp import Client, StdioServerParameters
+from mcp_helpers import approve
+from test_native_transports import serve
+from test_native_waiting import SEND, all_jobs
+from test_tasks import MODERN, poll_until_done
+
+from webplatform.platform import Platform
+from webplatform.store.models import JobState
+from webplatform.tracking import pending_for
+from webplatform.worker import Worker
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_http_client_polls_a_task_to_the_result(platform: Platform, worker: Worker) -> None:
+    del worker
+    with serve(platform) as url:
+        async with Client(url, mode=MODERN, extensions=[tc.TasksClient()]) as client:
+            discovered = await client.session.send_discover(MODERN)
+            extensions = discovered["capabilities"].get("extensions", {})
+            assert tc.TASKS in extensions, "server/discover advertises the extension"
+            with anyio.fail_after(15):
+                created = await tc.call(client, "run_tool_confirmed", SEND)
+            assert isinstance(created, tc.CreatedTask), created
+            assert (await tc.get(client, created.task_id)).status == "working"
+            [queued] = pending_for(platform=platform)
+            approve(platform, int(queued["job"]))
+            done = await poll_until_done(client, created.task_id)
+    assert done.status == "completed"
+    assert done.result is not None
+    assert done.result["structuredContent"]["status"] == "succeeded"
+
+
+async def test_http_cancel_withdraws_the_request(platform: Platform) -> None:
+    with serve(platform) as url:
+        async with Client(url, mode=MODERN, extensions=[tc.TasksClient()]) as client:
+            with anyio.fail_after(15):
+                created = await tc.call(client, "run_tool_confirmed", SEND)
+                assert isinstance(created, tc.CreatedTask), created
+                await tc.cancel(client, created.task_id)
+                state = await tc.get(client, created.task_id)
+    assert state.status == "cancelled"
+    [job] = all_jobs(platform)
+    assert job.state == JobState.denied and job.reason == "withdrawn by the agent"
+
+
+@pytest.mark.integration
+async def test_stdio_task_outlives_the_bridge_process_that_made_it(
+    platform: Platform, worker: Worker
+) -> None:
+    del worker
+    settings = platform.settings
+    env = {
+        **os.environ,
+        "AAT_HOME": str(settings.home),
+        "AAT_DB_URL": settings.db_url.get_secret_value(),
+        "AAT_WORKSPACES": settings.workspaces,
+    }
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "webplatform", "mcp"], env=env
+    )
+    async with Client(params, mode=MODERN, extensions=[tc.TasksClient()]) as client:
+        with anyio.fail_after(40):
+            created = await tc.call(client, "run_tool_confirmed", SEND)
+    assert isinstance(created, tc.CreatedTask), created
+    [queued] = pending_for(platform=platform)
+    approve(platform, int(queued["job"]))
+    # A new `aat mcp` (the client restarted it) polls the same task to its result.
+    async with Client(params, mode=MODERN, extensions=[tc.TasksClient()]) as client:
+        with anyio.fail_after(40):
+            done = await poll_until_done(client, created.task_id)
+    assert done.status == "completed"
+    assert done.result is not None
+    assert done.result["structuredContent"]["status"] == "succeeded"
+    assert len(all_jobs(platform)) == 1

@@ -1,0 +1,53 @@
+"""An agent withdraws a call of its own that still waits for an operator.
+
+Withdrawing is a denial through the ordinary decision path (`jobs.deny`: compare-and-set,
+audited), with the reason `withdrawn by the agent`: the card leaves the queue and the call
+never runs. Only a pending job can be withdrawn; one already approved, running or finished
+keeps its course. Denying cannot make anything run, so this needs no operator and no
+signature; approving stays the dashboard's alone.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from webplatform import jobs
+from webplatform.platform import Actor, Platform
+from webplatform.store.models import JobState
+
+logger = logging.getLogger(__name__)
+
+WITHDRAWN = "withdrawn by the agent"
+
+
+def withdrawer(actor: Actor) -> str:
+    """Who the job's decision names: the agent (never an operator's name, so no operator's
+    role or self-approval rule applies to it)."""
+    return f"agent {actor.name}"
+
+
+def withdraw(*, platform: Platform, job_id: int, actor: Actor) -> JobState | None:
+    """Deny `job_id` as withdrawn by `actor` if it still waits for an operator.
+
+    Returns the job's state afterwards (`denied` when withdrawn now; its own state when it
+    was decided first), or None when there is no such job.
+    """
+    try:
+        job = platform.transact(
+            lambda session: jobs.deny(
+                session=session,
+                job_id=job_id,
+                operator=withdrawer(actor),
+                reason=WITHDRAWN,
+                address=actor.address,
+            )
+        )
+    except jobs.JobNotFound:
+        return None
+    except jobs.StaleState:
+        current = platform.transact(
+            lambda session: jobs.get_job(session=session, job_id=job_id), write=False
+        )
+        logger.info("job %s was decided before %s withdrew it", job_id, actor.name)
+        return None if current is None else JobState(current.state)
+    return JobState(job.state)
