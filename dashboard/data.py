@@ -283,20 +283,23 @@ class JobDetail:
     approvals: Approvals = field(default_factory=Approvals)
     # Why a worker refused the job's approval (its signature did not verify), if it did.
     forged: str | None = None
+    # The job an operator edited this one into (edit then approve), if any.
+    edited_into: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
     """Everything about one job, or None when there is no such job."""
 
-    def read(session: Session) -> tuple[Job | None, list[AuditEvent], Approvals]:
+    def read(session: Session) -> tuple[Job | None, list[AuditEvent], Approvals, Job | None]:
         job = jobs.get_job(session=session, job_id=job_id)
         if job is None:
-            return None, [], Approvals()
+            return None, [], Approvals(), None
         events = list(jobs.audit_events(session=session, job_id=job_id))
-        return job, events, job_approvals(session, [job])[job_id]
+        edited = queries.edited_into(session=session, job_id=job_id)
+        return job, events, job_approvals(session, [job])[job_id], edited
 
-    job, events, policy = platform.transact(read, write=False)
+    job, events, policy, edited = platform.transact(read, write=False)
     if job is None:
         return None
     duration = job.finished_at - job.started_at if job.finished_at and job.started_at else None
@@ -318,6 +321,7 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
         approved_by=approved_by,
         approvals=policy,
         forged=next((e.detail for e in events if e.event == "signature-invalid"), None),
+        edited_into=edited.id if edited is not None else None,
     )
 
 

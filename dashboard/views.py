@@ -178,14 +178,25 @@ def form_fields(action: ActionSpec, raw: dict[str, str] | None = None) -> list[F
     return fields
 
 
-def raw_form_values(action: ActionSpec, form: dict[str, str]) -> dict[str, str]:
-    """The submitted text of each argument; empty fields are left out (so a required one is
-    reported missing), and an unticked checkbox means false."""
+def raw_form_values(
+    action: ActionSpec, form: dict[str, str], *, prefix: str = "arg:"
+) -> dict[str, str]:
+    """The submitted text of each argument (inputs named `<prefix><name>`); empty fields are
+    left out (so a required one is reported missing), and an unticked checkbox means false."""
     raw: dict[str, str] = {}
     for arg in action.args:
-        key = f"arg:{arg.name}"
+        key = f"{prefix}{arg.name}"
         if arg.type == "boolean" and arg.enum is None:
             raw[arg.name] = "true" if form.get(key) in ("true", "on") else "false"
         elif form.get(key, "") != "":
             raw[arg.name] = form[key]
     return raw
+
+
+def text_values(args: dict[str, Any]) -> dict[str, str]:
+    """A call's arguments as the text a form shows for them (JSON for all but strings), so
+    a form can be prefilled with the current values."""
+    return {
+        name: value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        for name, value in args.items()
+    }

@@ -67,6 +67,10 @@ class Answer:
     # Pending: how many more distinct operators must approve before the call runs.
     approvals_needed: int | None = None
     expires_at: str | None = None
+    # An operator edited the call before approving it: the job asked for, and the
+    # arguments that this job (the edited one) carries and runs with.
+    edited_from: int | None = None
+    args: dict[str, Any] | None = None
     next: str | None = None
     warning: str | None = None
     use: str | None = None

@@ -38,6 +38,8 @@ class Call:
     requested_by: str | None = None
     address: str | None = None
     rerun_of: int | None = None
+    # The pending job this call replaces, edited by an operator (its args are the edit).
+    edited_from: int | None = None
     # The approval policy the job keeps (SPEC §11): how many distinct operators must
     # approve, whether the operator who asked may be one of them, and who that operator is.
     approvals_required: int = 1
@@ -110,6 +112,7 @@ def create_job(*, session: Session, call: Call, start: Start) -> Job:
         created_at=now,
         updated_at=now,
         rerun_of=call.rerun_of,
+        edited_from=call.edited_from,
         approvals_required=call.approvals_required,
         self_approval=call.self_approval,
         asked_by_operator=call.asked_by_operator,

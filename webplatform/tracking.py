@@ -37,6 +37,9 @@ def answer_for(
     operators approved a pending job so far)."""
     state = JobState(job.state)
     base = Answer(Status(state.value), job=job.id, tool=job.name, action=job.action)
+    if job.edited_from is not None:
+        base.edited_from = job.edited_from
+        base.args = json.loads(job.args_json)
     if state is JobState.succeeded:
         base.result = json.loads(job.result_json) if job.result_json else None
     elif state in (JobState.failed, JobState.timed_out, JobState.lost, JobState.cancelled):
@@ -82,13 +85,28 @@ def _dashboard_alive(session: Session, settings: Settings) -> bool:
     return jobs.fresh_heartbeat(session=session, role="dashboard", within_s=within)
 
 
+def current_job(*, session: Session, job_id: int) -> Job | None:
+    """The job that now stands for `job_id`: itself, or, when an operator edited it before
+    approving, the job it was edited into (followed to the last edit)."""
+    job = jobs.get_job(session=session, job_id=job_id)
+    # Only a denied job can have been edited; the lookup stays off the polling fast path.
+    while job is not None and job.state == JobState.denied.value and job.id is not None:
+        edited = queries.edited_into(session=session, job_id=job.id)
+        if edited is None:
+            break
+        job = edited
+    return job
+
+
 def job_answer(*, platform: Platform, job_id: int) -> Answer:
-    """The current answer for a job id, or `invalid` when there is no such job."""
+    """The current answer for a job id, or `invalid` when there is no such job. A job an
+    operator edited answers with the edited job's outcome (`edited_from`, `args`)."""
 
     def read(session: Session) -> Answer:
-        job = jobs.get_job(session=session, job_id=job_id)
+        job = current_job(session=session, job_id=job_id)
         if job is None:
             return Answer(Status.invalid, error=f"no job {job_id}; job ids come from run results")
+        assert job.id is not None
         warning = None
         if job.state == JobState.pending_approval.value and not _dashboard_alive(
             session, platform.settings
@@ -96,15 +114,16 @@ def job_answer(*, platform: Platform, job_id: int) -> Answer:
             warning = NOBODY_TO_APPROVE
         given = 0
         if job.state == JobState.pending_approval.value:
-            given = len(approvals_of(session=session, job_id=job_id))
+            given = len(approvals_of(session=session, job_id=job.id))
         return answer_for(job, settings=platform.settings, warning=warning, approvals_given=given)
 
     return platform.transact(read, write=False)
 
 
 def job_state(*, platform: Platform, job_id: int) -> JobState | None:
-    """Just the state of a job (cheap; used by waiting loops)."""
-    job = platform.transact(lambda s: jobs.get_job(session=s, job_id=job_id), write=False)
+    """Just the state of a job, or of the job it was edited into (cheap; used by waiting
+    loops, so a wait on an edited job goes on until the edited one is decided)."""
+    job = platform.transact(lambda s: current_job(session=s, job_id=job_id), write=False)
     return None if job is None else JobState(job.state)
 
 

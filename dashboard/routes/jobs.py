@@ -39,6 +39,8 @@ NOTICES = {
     "denied": "Denied",
     "rerun": "Asked again as",
     "partial": "Your approval is recorded; it waits for more approvals:",
+    "edited": "Approved the edited call as",
+    "edited-partial": "Your edit and approval are recorded; it waits for more approvals:",
 }
 
 

@@ -178,6 +178,9 @@ class Job(JobBase, table=True):
     stderr: str | None = Field(default=None, sa_type=Text)
     error: str | None = Field(default=None, sa_type=Text)
     rerun_of: int | None = None
+    # The pending job an operator edited into this one (SPEC §11, edit then approve): that
+    # one ended denied, and the agent waiting on it follows this job instead.
+    edited_from: int | None = Field(default=None, index=True)
     # The dashboard's Ed25519 signature over the decision (webplatform.signing); a worker
     # runs nothing whose approval does not verify.
     decision_signature: str | None = Field(default=None, sa_type=String(200))

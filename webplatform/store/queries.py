@@ -28,6 +28,12 @@ def get_job(*, session: Session, job_id: int) -> Job | None:
     return session.get(Job, job_id, populate_existing=True)
 
 
+def edited_into(*, session: Session, job_id: int) -> Job | None:
+    """The job an operator edited job `job_id` into (edit then approve), or None."""
+    stmt = select(Job).where(col(Job.edited_from) == job_id).order_by(col(Job.id)).limit(1)
+    return session.exec(stmt).first()
+
+
 def list_jobs(
     *,
     session: Session,
