@@ -86,7 +86,7 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    app = create_app(settings, platform=platform, embed_worker=not ns.no_worker)
+    app = create_app(settings, platform=platform, embed_worker=not ns.no_worker, local_socket=True)
     print_setup_link(settings, platform, host=ns.host, port=ns.port)
     # uvicorn believes X-Forwarded-For from loopback unless told otherwise: only the proxies
     # AAT_TRUSTED_PROXIES names may set the client address audit events and login limits see.

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import sys
 import warnings
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -47,6 +48,15 @@ async def serve_stdio(platform: Platform, *, surface: str = "generic") -> None:
     await _serve_stdio_answering_garbage(server)
 
 
+async def serve_stdio_streams(server: MCPServer, *, stdin: Any, stdout: Any) -> None:
+    """Serve one MCP session with the SDK's stdio transport over the given line files.
+
+    They need what `stdio_server` uses of `anyio.AsyncFile[str]`: async iteration over lines,
+    `write` and `flush`.
+    """
+    await _serve_stdio_answering_garbage(server, stdin=stdin, stdout=stdout)
+
+
 def unreadable_answer(exc: Exception) -> JSONRPCError:
     """The JSON-RPC error for a line that is not a message: its id cannot be read, so null.
 
@@ -66,14 +76,17 @@ def unreadable_answer(exc: Exception) -> JSONRPCError:
     return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
 
 
-async def _serve_stdio_answering_garbage(server: MCPServer) -> None:
+async def _serve_stdio_answering_garbage(
+    server: MCPServer, *, stdin: Any = None, stdout: Any = None
+) -> None:
     """`server.run_stdio_async()`, except that a line that cannot be read gets an error answer.
 
     The SDK points fd 1 at stderr while it serves, so a stray print() or a child process
-    that inherits stdout cannot corrupt the protocol stream.
+    that inherits stdout cannot corrupt the protocol stream. `stdin`/`stdout` replace the
+    process's own (line files as `stdio_server` takes them: the local socket's session).
     """
     lowlevel = server._lowlevel_server  # MCPServer runs stdio only through it, too
-    async with stdio_server() as (read_stream, write_stream):
+    async with stdio_server(stdin, stdout) as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
         async def sift() -> None:
