@@ -91,16 +91,16 @@ def _absolute(path: str) -> str:
 
 
 def parse_mcp_args(args: Sequence[str]) -> dict[str, Any] | None:
-    """`aat mcp`'s options, read without argparse: surface, registry folders, database URL.
+    """`aat mcp`'s options, read without argparse: surface, registry folders, database, URL.
 
-    None for anything else (`--url`, `--help`, a typo): the full command line handles those.
+    None for anything else (`--help`, a typo): the full command line handles those.
     """
-    found: dict[str, Any] = {"surface": "generic", "registry": [], "db": None}
+    found: dict[str, Any] = {"surface": "generic", "registry": [], "db": None, "url": None}
     items = list(args)
     while items:
         item = items.pop(0)
         name, eq, value = item.partition("=")
-        if name not in ("--surface", "--registry", "--db"):
+        if name not in ("--surface", "--registry", "--db", "--url"):
             return None
         if not eq:
             if not items:
@@ -113,7 +113,7 @@ def parse_mcp_args(args: Sequence[str]) -> dict[str, Any] | None:
                 return None
             found["surface"] = value
         else:
-            found["db"] = value
+            found[name.removeprefix("--")] = value
     return found
 
 
@@ -220,7 +220,7 @@ def relay(args: Sequence[str], environ: Mapping[str, str] | None = None) -> int 
     """
     environ = os.environ if environ is None else environ
     options = parse_mcp_args(args)
-    if options is None or environ.get("AAT_MCP_URL"):
+    if options is None or options["url"] or environ.get("AAT_MCP_URL"):
         return None
     sock = _connect(home_of(environ))
     if sock is None:

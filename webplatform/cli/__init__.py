@@ -3,11 +3,12 @@
 The command line itself is `webplatform.cli.main`. This entry point loads it only after
 `aat mcp` has tried to hand its session to a running `aat serve` (`webplatform.handoff`,
 standard library only), so a relayed `aat mcp` answers its client's first message at once
-instead of after a second of imports.
+instead of after a second of imports; `aat mcp --url` loads only what its relay needs.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -16,11 +17,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `aat` console script; returns the exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["mcp"]:
-        from webplatform.handoff import relay
+        from webplatform import handoff
 
-        relayed = relay(args[1:])
+        relayed = handoff.relay(args[1:])
         if relayed is not None:
             return relayed
+        options = handoff.parse_mcp_args(args[1:])
+        if options is not None and (options["url"] or os.environ.get("AAT_MCP_URL")):
+            # `aat mcp --url` needs the SDK's client, not the platform: skip the command line.
+            from webplatform.cli.remote import mcp_url
+
+            return mcp_url(**options)
     from webplatform.cli.main import main as command_line
 
     return command_line(argv)

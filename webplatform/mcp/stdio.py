@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import sys
-import warnings
 from typing import Any
 
 import anyio
@@ -20,20 +18,8 @@ from webplatform.platform import Platform
 from webplatform.store.models import Surface
 
 from .chat import ChatSurfaceError, build_chat_server
+from .logs import configure_stderr_logging
 from .server import build_server
-
-
-def configure_stderr_logging(level: int = logging.WARNING) -> None:
-    """Send every log record and warning to stderr, never stdout."""
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("aat mcp: %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
-    root.setLevel(level)
-    logging.captureWarnings(True)
-    warnings.simplefilter("default")
 
 
 async def serve_stdio(platform: Platform, *, surface: str = "generic") -> None:
