@@ -19,6 +19,7 @@ BENCHES = {
     "B4": "bench.b4_dashboard",
     "B5": "bench.b5_concurrency",
     "B6": "bench.b6_memory",
+    "B9": "bench.b9_bridge_start",
 }
 
 

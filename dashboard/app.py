@@ -28,6 +28,7 @@ from webplatform import signing
 from webplatform.config import Settings
 from webplatform.housekeeping import Housekeeper
 from webplatform.mcp.http import create_chat_mcp_app, create_mcp_app
+from webplatform.mcp.local import local_sessions
 from webplatform.platform import Platform
 from webplatform.worker import make_worker
 
@@ -40,12 +41,14 @@ def create_app(
     platform: Platform | None = None,
     embed_worker: bool = True,
     mcp: bool = True,
+    local_socket: bool = False,
 ) -> FastAPI:
     """The dashboard as an ASGI app, with `/mcp` mounted when `mcp` is true.
 
     Nothing starts until the app's lifespan runs (the server starts it): then the heartbeat,
     the embedded worker (`embed_worker`) and the MCP session manager start, and they stop
-    with it.
+    with it. `local_socket`: also serve `aat mcp` sessions handed over on the socket in
+    `AAT_HOME` (`webplatform.mcp.local`), as `aat serve` does.
     """
     platform = platform or Platform(settings)
     # The decision key is made on the dashboard's first start, before anyone can approve.
@@ -64,6 +67,8 @@ def create_app(
                 await stack.enter_async_context(mcp_lifespan())
             if chat_lifespan is not None:
                 await stack.enter_async_context(chat_lifespan())
+            if local_socket:
+                await stack.enter_async_context(local_sessions(platform))
             try:
                 yield
             finally:

@@ -1,155 +1,33 @@
 """`aat`: start the dashboard, the MCP bridge and workers; run, check and configure.
 
-No command here can approve a job: `aat run` of an irreversible action goes through the
-approval queue like any other request (an import-linter contract keeps this module away
-from `webplatform.decisions`).
+The command line itself is `webplatform.cli.main`. This entry point loads it only after
+`aat mcp` has tried to hand its session to a running `aat serve` (`webplatform.handoff`,
+standard library only), so a relayed `aat mcp` answers its client's first message at once
+instead of after a second of imports; `aat mcp --url` loads only what its relay needs.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
 
-from webplatform import __version__
-from webplatform.cli.admin import cmd_check, cmd_config, cmd_operator, cmd_surface
-from webplatform.cli.agents import cmd_agent
-from webplatform.cli.common import EXIT_FAILED, EXIT_USAGE, add_common, port
-from webplatform.cli.daemons import cmd_mcp, cmd_serve, cmd_worker
-from webplatform.cli.run import cmd_run
-from webplatform.cli.service import cmd_service
-from webplatform.cli.trust import cmd_audit, cmd_keys
-from webplatform.config import HomeUnavailable, SettingsError, get_settings
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The `aat` argument parser."""
-    parser = argparse.ArgumentParser(
-        prog="aat", description="Local tools for AI agents, with a human approving what matters."
-    )
-    parser.add_argument("--version", action="version", version=f"aat {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("serve", help="dashboard + /mcp endpoint + embedded worker")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=port, default=8000)
-    p.add_argument("--no-worker", action="store_true", help="do not embed a worker")
-    p.add_argument(
-        "--root-path", metavar="/PREFIX", help="path prefix a reverse proxy strips (AAT_ROOT_PATH)"
-    )
-    add_common(p)
-
-    p = sub.add_parser("mcp", help="the MCP bridge over stdio, for MCP clients")
-    p.add_argument("--surface", choices=["generic", "chat"], default="generic")
-    p.add_argument(
-        "--url",
-        help="forward to a running `aat serve`'s /mcp (default AAT_MCP_URL), "
-        "sending AAT_AGENT_TOKEN; opens no database",
-    )
-    add_common(p)
-
-    p = sub.add_parser("worker", help="run approved jobs (more executors, any host)")
-    add_common(p)
-
-    p = sub.add_parser("run", help="run a tool action; irreversible ones wait for approval")
-    p.add_argument("tool")
-    p.add_argument("action", nargs="?")
-    p.add_argument("--agent", action="store_true", help="TOOL names an agent")
-    p.add_argument("--no-wait", action="store_true", help="queue and return at once")
-    add_common(p)
-
-    p = sub.add_parser("check", help="validate every manifest; exit 1 on errors")
-    add_common(p, db=False)
-
-    p = sub.add_parser("surface", help="publish the chat surface (chat_surface.yaml)")
-    p.add_argument("op", choices=["export"])
-    p.add_argument("--out", default="server.json", help="file to write; - for stdout")
-    p.add_argument("--url", help="public URL of /mcp/chat, listed under remotes")
-    add_common(p, db=False)
-
-    p = sub.add_parser("operator", help="manage dashboard operators")
-    p.add_argument("op", choices=["add", "list", "remove"])
-    p.add_argument("name", nargs="?")
-    p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
-    p.add_argument(
-        "--role",
-        choices=["admin", "approver", "viewer"],
-        help="add: what the operator may do (default approver; the first operator is admin)",
-    )
-    add_common(p, registry=False)
-
-    p = sub.add_parser("agent", help="manage agent tokens for /mcp")
-    p.add_argument("op", choices=["add", "list", "revoke"])
-    p.add_argument("name", nargs="?")
-    p.add_argument("--owner", metavar="OPERATOR", help="the operator the agent acts for")
-    add_common(p, registry=False)
-
-    p = sub.add_parser("service", help="install aat as a systemd service under its own user")
-    p.add_argument("op", choices=["install"])
-    p.add_argument("--user", default="aat", help="the system user that runs aat (default aat)")
-    p.add_argument("--port", type=port, default=8000)
-    p.add_argument("--dry-run", action="store_true", help="print what it would do; change nothing")
-    p.add_argument("--home", default="/var/lib/aat", help=argparse.SUPPRESS)
-    p.add_argument("--unit-dir", default="/etc/systemd/system", help=argparse.SUPPRESS)
-
-    p = sub.add_parser("keys", help="the dashboard's decision-signing key")
-    p.add_argument("op", choices=["show"], help="show: print the public key, one line")
-
-    p = sub.add_parser("audit", help="check or export the hash-chained audit trail")
-    p.add_argument("op", choices=["verify", "export"])
-    p.add_argument("--since", metavar="ISO", help="export: only events at or after this time")
-    add_common(p, registry=False)
-
-    p = sub.add_parser("config", help="print ready-to-paste MCP client configuration")
-    p.add_argument("client", choices=["opencode", "claude"])
-    p.add_argument("--surface", choices=["generic", "chat"], default="generic")
-    p.add_argument("--url", help="a running `aat serve`'s /mcp: print the block for that mode")
-    return parser
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `aat` console script; returns the exit code."""
-    logging.basicConfig(
-        level=logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
-    parser = build_parser()
-    ns, extra = parser.parse_known_args(argv)
-    if extra and ns.command != "run":
-        parser.error(f"unrecognised arguments: {' '.join(extra)}")
-    if ns.command in ("serve", "worker"):
-        # Long-running services say what they do; one-shot commands print only their answer.
-        logging.getLogger().setLevel(logging.INFO)
-        logging.getLogger("alembic").setLevel(logging.WARNING)
-    handler = {
-        "serve": cmd_serve,
-        "mcp": cmd_mcp,
-        "worker": cmd_worker,
-        "run": cmd_run,
-        "check": cmd_check,
-        "surface": cmd_surface,
-        "operator": cmd_operator,
-        "agent": cmd_agent,
-        "service": cmd_service,
-        "config": cmd_config,
-        "keys": cmd_keys,
-        "audit": cmd_audit,
-    }[ns.command]
-    try:
-        get_settings()  # every command refuses settings that cannot work, used or not
-        return handler(ns, extra)
-    except SettingsError as exc:
-        print(f"aat {ns.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return 130
-    except HomeUnavailable as exc:
-        print(f"aat {ns.command}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except BrokenPipeError:
-        # `aat run ... | head`: the reader left; say nothing more on a closed pipe.
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-        return EXIT_FAILED
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["mcp"]:
+        from webplatform import handoff
+
+        relayed = handoff.relay(args[1:])
+        if relayed is not None:
+            return relayed
+        options = handoff.parse_mcp_args(args[1:])
+        if options is not None and (options["url"] or os.environ.get("AAT_MCP_URL")):
+            # `aat mcp --url` needs the SDK's client, not the platform: skip the command line.
+            from webplatform.cli.remote import mcp_url
+
+            return mcp_url(**options)
+    from webplatform.cli.main import main as command_line
+
+    return command_line(argv)

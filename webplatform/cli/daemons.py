@@ -40,21 +40,10 @@ def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
     With `--url` (or `AAT_MCP_URL`) it forwards to a running `aat serve` instead, and touches
     neither the database, the registry nor `AAT_HOME`.
     """
-    settings = get_settings()
-    url = ns.url or settings.mcp_url
-    if url:
-        if ns.registry or ns.db or ns.surface != "generic":
-            print(
-                "aat mcp --url: --registry, --db and --surface belong to the server; "
-                "drop them (the server at the URL decides)",
-                file=sys.stderr,
-            )
-            return EXIT_USAGE
-        from webplatform.mcp.relay import run_relay
-        from webplatform.mcp.stdio import configure_stderr_logging
+    if ns.url or get_settings().mcp_url:
+        from webplatform.cli.remote import mcp_url
 
-        configure_stderr_logging()
-        return run_relay(url=url, token=settings.agent_token.get_secret_value())
+        return mcp_url(url=ns.url, registry=ns.registry, db=ns.db, surface=ns.surface)
     from webplatform.mcp.stdio import run_stdio
 
     run_stdio(settings_from(ns), surface=ns.surface)
@@ -86,7 +75,7 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    app = create_app(settings, platform=platform, embed_worker=not ns.no_worker)
+    app = create_app(settings, platform=platform, embed_worker=not ns.no_worker, local_socket=True)
     print_setup_link(settings, platform, host=ns.host, port=ns.port)
     # uvicorn believes X-Forwarded-For from loopback unless told otherwise: only the proxies
     # AAT_TRUSTED_PROXIES names may set the client address audit events and login limits see.

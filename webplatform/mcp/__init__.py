@@ -4,22 +4,26 @@
 - `run_stdio(settings)`: `aat mcp`.
 - `create_mcp_app(platform)`: the ASGI app and lifespan `aat serve` mounts at `/mcp`.
 - `config_opencode()` / `config_claude()`: `aat config opencode|claude`.
+
+Each is imported when first asked for: `aat mcp --url` (`relay`) uses none of them and should
+not load the platform, the database layer or the HTTP transport to start.
 """
 
+from importlib import import_module
 from typing import Any
-
-from webplatform.mcp.client_config import config_claude, config_opencode
-from webplatform.mcp.server import build_server
-from webplatform.mcp.stdio import run_stdio
 
 __all__ = ["build_server", "config_claude", "config_opencode", "create_mcp_app", "run_stdio"]
 
+_HOMES = {
+    "build_server": "webplatform.mcp.server",
+    "run_stdio": "webplatform.mcp.stdio",
+    "create_mcp_app": "webplatform.mcp.http",
+    "config_claude": "webplatform.mcp.client_config",
+    "config_opencode": "webplatform.mcp.client_config",
+}
+
 
 def __getattr__(name: str) -> Any:
-    # The HTTP transport (Starlette, the session manager) is imported only when asked for:
-    # `aat mcp` speaks stdio and should not pay for it at every start.
-    if name == "create_mcp_app":
-        from webplatform.mcp.http import create_mcp_app
-
-        return create_mcp_app
+    if name in _HOMES:
+        return getattr(import_module(_HOMES[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,8 +7,10 @@ the other gets for free.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -48,6 +50,24 @@ IRREVERSIBLE_RUN: Final = ToolAnnotations(
 )
 
 
+@dataclass(frozen=True)
+class LocalPeer:
+    """The `aat mcp` whose session `aat serve` serves on its local socket (`mcp.local`).
+
+    `cwd` is where that `aat mcp` runs (its client's project), `address` names the OS user
+    the kernel vouches for (`SO_PEERCRED`), e.g. `unix:alice`.
+    """
+
+    cwd: Path
+    address: str
+
+
+# Set around a session served on the local socket; unset in an in-process `aat mcp`.
+LOCAL_PEER: contextvars.ContextVar[LocalPeer | None] = contextvars.ContextVar(
+    "aat_local_peer", default=None
+)
+
+
 def annotations_for(badge: Literal["read-only", "reversible", "irreversible"]) -> ToolAnnotations:
     """The MCP annotations for a gate badge (`gate.describe`); hints only, enforcement is code."""
     chosen = {"read-only": READ_ONLY, "reversible": REVERSIBLE_RUN}.get(badge, IRREVERSIBLE_RUN)
@@ -80,15 +100,21 @@ def request_actor(ctx: Context, surface: Surface) -> Actor:
     """Who asks for a run in this tool call: client name, agent token, address.
 
     A stdio bridge runs where its client started it (the agent's project), so relative paths
-    an agent passes resolve there (`cwd`); over HTTP there is no such place.
+    an agent passes resolve there (`cwd`); over HTTP there is no such place. A session handed
+    to `aat serve` by a relaying `aat mcp` takes that process's folder, and its OS user as
+    the address.
     """
     rc = ctx.request_context
+    peer = LOCAL_PEER.get()
+    cwd = None
+    if surface is Surface.mcp_stdio:
+        cwd = peer.cwd if peer is not None else Path.cwd()
     return Actor(
         surface=surface,
         client=client_name(rc),
         agent=agent_name(rc),
-        address=client_address(rc),
-        cwd=Path.cwd() if surface is Surface.mcp_stdio else None,
+        address=client_address(rc) or (peer.address if peer is not None else None),
+        cwd=cwd,
     )
 
 

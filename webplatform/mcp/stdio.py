@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import sys
-import warnings
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -19,20 +18,8 @@ from webplatform.platform import Platform
 from webplatform.store.models import Surface
 
 from .chat import ChatSurfaceError, build_chat_server
+from .logs import configure_stderr_logging
 from .server import build_server
-
-
-def configure_stderr_logging(level: int = logging.WARNING) -> None:
-    """Send every log record and warning to stderr, never stdout."""
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("aat mcp: %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
-    root.setLevel(level)
-    logging.captureWarnings(True)
-    warnings.simplefilter("default")
 
 
 async def serve_stdio(platform: Platform, *, surface: str = "generic") -> None:
@@ -45,6 +32,15 @@ async def serve_stdio(platform: Platform, *, surface: str = "generic") -> None:
     else:
         server = build_server(platform, surface=Surface.mcp_stdio)
     await _serve_stdio_answering_garbage(server)
+
+
+async def serve_stdio_streams(server: MCPServer, *, stdin: Any, stdout: Any) -> None:
+    """Serve one MCP session with the SDK's stdio transport over the given line files.
+
+    They need what `stdio_server` uses of `anyio.AsyncFile[str]`: async iteration over lines,
+    `write` and `flush`.
+    """
+    await _serve_stdio_answering_garbage(server, stdin=stdin, stdout=stdout)
 
 
 def unreadable_answer(exc: Exception) -> JSONRPCError:
@@ -66,14 +62,17 @@ def unreadable_answer(exc: Exception) -> JSONRPCError:
     return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
 
 
-async def _serve_stdio_answering_garbage(server: MCPServer) -> None:
+async def _serve_stdio_answering_garbage(
+    server: MCPServer, *, stdin: Any = None, stdout: Any = None
+) -> None:
     """`server.run_stdio_async()`, except that a line that cannot be read gets an error answer.
 
     The SDK points fd 1 at stderr while it serves, so a stray print() or a child process
-    that inherits stdout cannot corrupt the protocol stream.
+    that inherits stdout cannot corrupt the protocol stream. `stdin`/`stdout` replace the
+    process's own (line files as `stdio_server` takes them: the local socket's session).
     """
     lowlevel = server._lowlevel_server  # MCPServer runs stdio only through it, too
-    async with stdio_server() as (read_stream, write_stream):
+    async with stdio_server(stdin, stdout) as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
         async def sift() -> None:
