@@ -10,6 +10,7 @@ as before, cost about 20 ms a call for the same rules.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -130,8 +131,7 @@ def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
         jail.rules = {
             "read": [
                 *SYSTEM_READS,
-                *(str(p) for p in interpreter_prefixes()),
-                str(Path(sys.executable).resolve().parent),
+                *_interpreter_reads(),
                 str(tool.folder.resolve()),
                 *(str(p) for p in reads),
             ],
@@ -146,15 +146,33 @@ def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
 
 def _exposed(rules: dict[str, list[str]], fence: Fence) -> str | None:
     """A last check that no rule reaches aat's own state (say, AAT_HOME under /opt)."""
+    secrets = [(secret, str(secret)) for secret in fence.secret_paths]
+    fixed = _fixed_rules()
     for rule in (*rules["read"], *rules["write"]):
-        path = Path(rule).resolve()
-        for secret in fence.secret_paths:
-            if secret.is_relative_to(path):
+        path = fixed.get(rule) or Path(rule).resolve()
+        folder = str(path).rstrip("/") + "/"  # resolved paths: a prefix test is exact
+        for secret, text in secrets:
+            if text == str(path) or text.startswith(folder):
                 return (
                     f"aat's own state ({secret}) lies inside {path}, which tools may read; "
                     "move AAT_HOME (and the database) to a folder of its own"
                 )
     return None
+
+
+@functools.cache
+def _fixed_rules() -> dict[str, Path]:
+    """The rules every run has (system and interpreter paths), resolved once per process."""
+    fixed = [*SYSTEM_READS, *DEVICE_WRITES, *(str(p) for p in interpreter_prefixes())]
+    return {rule: Path(rule).resolve() for rule in fixed}
+
+
+@functools.cache
+def _interpreter_reads() -> tuple[str, ...]:
+    return (
+        *(str(p) for p in interpreter_prefixes()),
+        str(Path(sys.executable).resolve().parent),
+    )
 
 
 def _declared(tool: ToolSpec, fence: Fence) -> tuple[list[Path], list[Path]] | str:
