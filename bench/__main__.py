@@ -19,6 +19,7 @@ BENCHES = {
     "B4": "bench.b4_dashboard",
     "B5": "bench.b5_concurrency",
     "B6": "bench.b6_memory",
+    "B7": "bench.b7_idle",
     "B9": "bench.b9_bridge_start",
 }
 
@@ -26,7 +27,7 @@ BENCHES = {
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen benchmarks (all by default); exit 1 if one crashed."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("ids", nargs="*", metavar="ID", help="B1 ... B6 (default: all)")
+    parser.add_argument("ids", nargs="*", metavar="ID", help="B1 ... B7 (default: all)")
     parser.add_argument(
         "--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone"
     )

@@ -1,6 +1,7 @@
 """B5: 400 hello-world calls, 8 at a time, through one `aat mcp` against 400 direct spawns.
 
-Both sides run in the same run, alternating (direct, bridge, bridge, direct, ...), and the
+Three sides run in the same run, rotating: direct spawns, a bridge on the example (warm)
+hello-world, and a bridge on the same script with `warm: false` (the plain call path). The
 median wall time of each side is compared. Every bridge answer must be `succeeded`.
 """
 
@@ -12,12 +13,12 @@ import anyio
 import anyio.to_thread
 from mcp import Client
 
-from bench.b1_overhead import direct_command, spawn_direct
+from bench.b1_overhead import direct_command, plain_registry, spawn_direct
 from bench.clients import aat_mcp, body
 from bench.common import Report, temp_home
 
 TITLE = "400 hello-world calls, 8 concurrent: one bridge vs direct spawns"
-CALLS, CONCURRENCY, ROUNDS = 400, 8, 2
+CALLS, CONCURRENCY, ROUNDS = 400, 8, 3
 
 
 async def in_parallel(call: object) -> float:
@@ -38,14 +39,18 @@ async def in_parallel(call: object) -> float:
 async def measure(report: Report) -> None:
     """Run B5 and add its rows to `report`."""
     errors: list[object] = []
-    with temp_home("b5") as home:
+    with temp_home("b5") as home, temp_home("b5-plain") as plain_home:
         argv, env, cwd = direct_command(str(home))
+        registry = plain_registry(plain_home)
         limiter = anyio.CapacityLimiter(CONCURRENCY)
 
         async def direct() -> None:
             await anyio.to_thread.run_sync(lambda: spawn_direct(argv, env, cwd), limiter=limiter)
 
-        async with aat_mcp(home) as client:
+        async with (
+            aat_mcp(home) as client,
+            aat_mcp(plain_home, AAT_REGISTRY=str(registry)) as plain_client,
+        ):
 
             async def bridged(client: Client = client) -> None:
                 result = await client.call_tool(
@@ -54,33 +59,44 @@ async def measure(report: Report) -> None:
                 if body(result).get("status") != "succeeded":
                     errors.append(body(result))
 
+            async def plain() -> None:
+                await bridged(plain_client)
+
             await bridged()  # warm
-            times: dict[str, list[float]] = {"direct": [], "bridge": []}
+            await plain()
+            sides = {"direct": direct, "bridge": bridged, "plain": plain}
+            times: dict[str, list[float]] = {name: [] for name in sides}
+            names = list(sides)
             for i in range(ROUNDS):
-                order = ["direct", "bridge"] if i % 2 == 0 else ["bridge", "direct"]
-                for side in order:
-                    fn = direct if side == "direct" else bridged
-                    times[side].append(await in_parallel(fn))
-    d, b = sorted(times["direct"]), sorted(times["bridge"])
-    dm, bm = d[len(d) // 2], b[len(b) // 2]
+                for side in names[i % 3 :] + names[: i % 3]:
+                    times[side].append(await in_parallel(sides[side]))
+    dm, bm, pm = (sorted(times[n])[len(times[n]) // 2] for n in ("direct", "bridge", "plain"))
     report.add(
-        "errors through the bridge",
+        "errors through the bridges",
         str(len(errors)),
-        baseline=f"{CALLS * ROUNDS} calls",
+        baseline=f"{2 * CALLS * ROUNDS} calls",
         target="0",
         met=not errors,
     )
     report.add(
-        "bridge / direct wall time",
+        "bridge (warm tool) / direct wall time",
         f"{bm / dm:.3f} (bridge {bm:.2f} s)",
         baseline=f"direct {dm:.2f} s",
         target="<= 1.2",
         met=bm / dm <= 1.2,
     )
+    report.add(
+        "bridge (plain tool) / direct wall time",
+        f"{pm / dm:.3f} (bridge {pm:.2f} s)",
+        baseline=f"direct {dm:.2f} s",
+        target="<= 1.2",
+        met=pm / dm <= 1.2,
+    )
     report.notes.append(
-        f"B5: {ROUNDS} rounds per side, alternating; wall times (s): "
+        f"B5: {ROUNDS} rounds per side, rotating; wall times (s): "
         f"direct {[round(x, 2) for x in times['direct']]}, "
-        f"bridge {[round(x, 2) for x in times['bridge']]}."
+        f"bridge warm {[round(x, 2) for x in times['bridge']]}, "
+        f"bridge plain {[round(x, 2) for x in times['plain']]}."
     )
 
 

@@ -16,6 +16,7 @@ from workspaces import aat_home_beside
 from webplatform import confine
 from webplatform.answers import Answer, Status
 from webplatform.config import Settings
+from webplatform.confine import landlock
 from webplatform.platform import Actor, Platform
 from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
@@ -171,13 +172,21 @@ def test_without_landlock_tools_are_refused_unless_the_operator_accepts(tmp_path
     assert accepted.status is Status.succeeded, accepted
 
 
-def test_the_launcher_refuses_to_run_a_tool_it_could_not_confine(tmp_path: Path) -> None:
-    """Rules the kernel rejects mean no run at all, never an unconfined one."""
+def test_a_child_the_kernel_will_not_confine_never_runs_the_tool(tmp_path: Path) -> None:
+    """A refused confinement means no run at all, never an unconfined one: here the
+    descriptor handed to the child is no Landlock ruleset, so the kernel refuses it."""
     marker = tmp_path / "ran"
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", str(confine.jail.LAUNCHER), "not json", "--", "true"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode != 0 and not marker.exists()
+    not_a_ruleset = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        done = subprocess.run(
+            ["touch", str(marker)],
+            capture_output=True,
+            text=True,
+            check=False,
+            preexec_fn=landlock.confiner(not_a_ruleset),
+        )
+    finally:
+        os.close(not_a_ruleset)
+    assert done.returncode == landlock.EXIT_NOT_CONFINED
+    assert done.stderr.startswith("aat: the tool was not run: confinement failed (")
+    assert not marker.exists()

@@ -23,7 +23,7 @@ from webplatform.outcome import RunResult
 from webplatform.redaction import Redactor
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.store.engine import transact
-from webplatform.store.models import JobState
+from webplatform.store.models import Job, JobState
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,9 @@ def execute(
     run: RunFn = runner.run,
     caller_cwd: Path | None = None,
     secret_args: Sequence[str] = (),
-) -> None:
-    """Run a `running` job owned by `worker_id` and record how it ended.
+) -> Job | None:
+    """Run a `running` job owned by `worker_id`, record how it ended and return the job as
+    recorded (None when that verdict was not this run's to record).
 
     Never raises for the tool's misbehaviour; a lost lease ends the run silently. Secret
     values (the tool's secrets and `secret_args`) are masked in everything recorded, even
@@ -84,19 +85,18 @@ def execute(
         )
     except LeaseLost:
         log.warning("job %d: stopped, it was cancelled or reaped while running", job_id)
-        return
+        return None
     except Exception as exc:
         # Only the exception's type: its text could quote an argument or a secret.
         log.error("job %d: the runner raised %s", job_id, type(exc).__name__)
-        finish_job(
+        return finish_job(
             engine=engine,
             job_id=job_id,
             worker_id=worker_id,
             state=JobState.failed,
             error=f"the runner failed: {type(exc).__name__}",
         )
-        return
-    finish_job(
+    return finish_job(
         engine=engine,
         job_id=job_id,
         worker_id=worker_id,
@@ -144,10 +144,11 @@ def lease_renewer(
 
 def finish_job(
     *, engine: Engine, job_id: int, worker_id: str, state: JobState, **fields: Any
-) -> None:
-    """Record a job's outcome unless it was cancelled or reaped meanwhile (that verdict stands)."""
+) -> Job | None:
+    """Record a job's outcome unless it was cancelled or reaped meanwhile (that verdict
+    stands); the job as recorded, or None when it was not recorded."""
     try:
-        transact(
+        job = transact(
             engine,
             lambda s: leases.finish(
                 session=s, job_id=job_id, worker_id=worker_id, state=state, **fields
@@ -155,5 +156,6 @@ def finish_job(
         )
     except jobs.StaleState as exc:
         log.warning("job %d: result dropped: %s", job_id, exc)
-        return
+        return None
     log.info("job %d: %s", job_id, state.value)
+    return job

@@ -107,7 +107,10 @@ def _start(
     """The call's process: forked warm (`warm: true`, SPEC §12) or spawned; or why not."""
     if tool.warm and tool.runtime == "python" and warm.supported():
         return warm.start(tool, argv, env, jail.rules, timeout_s=limit)
-    argv = jail.wrap(argv)
+    try:
+        confine_child = jail.preexec()
+    except OSError as exc:
+        return f"the tool was not run: confinement failed ({exc.strerror or exc})"
     try:
         return subprocess.Popen(
             argv,
@@ -118,6 +121,7 @@ def _start(
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=confine_child,
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte inside an argument
         return f"could not start {argv[0]}: {exc}; check the manifest's runtime"

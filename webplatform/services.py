@@ -21,7 +21,7 @@ from webplatform.registry.model import ActionSpec, RunnableKind, ToolSpec
 from webplatform.resolution import action_schema, resolve_call
 from webplatform.stepup import StepUp, check_step_up
 from webplatform.store.models import Surface
-from webplatform.tracking import job_answer
+from webplatform.tracking import answer_for, job_answer
 from webplatform.validation import has_secret_args, mask_secrets, validate_args
 
 
@@ -148,7 +148,7 @@ def _run_now(
         ),
     )
     assert isinstance(job_id, int)  # nothing refuses a reversible run here
-    execution.execute(
+    finished = execution.execute(
         engine=platform.engine,
         settings=platform.settings,
         worker_id=platform.process_id,
@@ -160,4 +160,6 @@ def _run_now(
         caller_cwd=actor.cwd,
         secret_args=[str(v) for k, v in args.items() if (a := action.arg(k)) and a.secret],
     )
+    if finished is not None:  # as it was recorded, in the transaction that finished it
+        return answer_for(finished, settings=platform.settings)
     return job_answer(platform=platform, job_id=job_id)

@@ -35,7 +35,7 @@ from webplatform.registry.model import ActionSpec, Registry, ToolSpec
 from webplatform.store.audit import record_event
 from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
-from webplatform.store.notify import JobNotifications
+from webplatform.store.notify import JobNotifications, StopEvent
 from webplatform.store.transitions import call_detail
 
 log = logging.getLogger(__name__)
@@ -124,12 +124,13 @@ class Worker:
             log.warning("job %d: refusal dropped: %s", job_id, exc)
 
     def run_forever(
-        self, stop: threading.Event, poll_s: float = 0.2, listen_poll_s: float = 1.0
+        self, stop: threading.Event, poll_s: float = 0.2, listen_poll_s: float = 5.0
     ) -> None:
         """Run jobs until `stop` is set; an unexpected error is logged and the loop goes on.
 
-        Idle, it looks for work every `poll_s`; on PostgreSQL it is woken by job moves
-        (LISTEN/NOTIFY) and looks every `listen_poll_s` as well, in case a wake-up is missed.
+        Idle, it looks for work every `poll_s`; where job moves wake it (PostgreSQL's
+        LISTEN/NOTIFY, SQLite's files watched) it looks only every `listen_poll_s`, in case a
+        wake-up is missed, and when its housekeeping is due.
         """
         log.info("worker %s started", self.worker_id)
         wakeups = JobNotifications(self.engine)
@@ -141,7 +142,9 @@ class Worker:
                     log.exception("worker %s: unexpected error; retrying shortly", self.worker_id)
                     busy = False
                 if not busy:
-                    wakeups.wait(listen_poll_s if wakeups.listening else poll_s, stop)
+                    due = self._last_housekeeping + self.settings.heartbeat_s - time.monotonic()
+                    idle = listen_poll_s if wakeups.listening else poll_s
+                    wakeups.wait(max(0.0, min(idle, due)), stop)
         finally:
             wakeups.close()
         self.housekeeper.forget()
@@ -149,7 +152,7 @@ class Worker:
 
     def start_thread(self) -> tuple[threading.Thread, threading.Event]:
         """Run `run_forever` in a daemon thread (for `aat serve`); set the event to stop it."""
-        stop = threading.Event()
+        stop = StopEvent()
         thread = threading.Thread(
             target=self.run_forever, args=(stop,), name=f"aat-worker-{self.worker_id}", daemon=True
         )

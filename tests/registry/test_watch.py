@@ -1,4 +1,5 @@
-"""The watched registry (real inotify through watchfiles) and the parsed-manifest disk cache."""
+"""The watched registry (real inotify, one watcher per process and roots) and the parsed-manifest
+disk cache."""
 
 from __future__ import annotations
 
@@ -183,3 +184,68 @@ def test_a_file_edited_again_and_again_is_never_read_stale(
         manifest.write_text(reg.tool_yaml("alpha").replace("Says hello", f"Edit {n}"))
         # No wait at all: the file is hot, so it is stat-ed on this very read.
         assert watched.load().tools["alpha"].description == f"Edit {n}"
+
+
+def _inotify_instances() -> int:
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if _link(fd) == "anon_inode:inotify")
+
+
+def _link(fd: Path) -> str:
+    try:
+        return str(fd.readlink())
+    except OSError:
+        return ""
+
+
+def test_the_watcher_sees_an_edit_deep_in_a_tool_folder(
+    reg: RegistryDir, watched: RegistryLoader
+) -> None:
+    watcher = watch_module.shared_watcher([reg.root])
+    try:
+        before = watcher.generation
+        folder = reg.root / "tools" / "alpha" / "lib"
+        folder.mkdir()  # a folder created after the watch began...
+        wait_until(lambda: str(folder) in watcher.hot())
+        entry = folder / "helper.py"
+        entry.write_text("X = 1\n")  # ...is watched too
+        wait_until(lambda: str(entry) in watcher.hot())
+        assert watcher.generation > before
+    finally:
+        watch_module.release_watcher(watcher)
+
+
+def test_two_platforms_on_one_registry_share_one_watcher(tmp_path: Path) -> None:
+    from workspaces import aat_home_beside
+
+    from webplatform.config import Settings
+    from webplatform.platform import Platform
+
+    registry = tmp_path / "registry"
+    (registry / "tools").mkdir(parents=True)
+    before = _inotify_instances()
+    platforms = [
+        Platform(
+            Settings(
+                home=aat_home_beside(tmp_path / name),
+                registry=str(registry),
+                watch_registry=True,
+            )
+        )
+        for name in ("one", "two")
+    ]
+    loaders = [p.loader for p in platforms]
+    try:
+        for loader in loaders:
+            loader.load()
+            loader.load()  # starts the watcher
+        wait_until(lambda: all(loader.watching for loader in loaders))
+        first, second = (loader._watcher for loader in loaders)  # noqa: SLF001
+        assert first is second
+        assert _inotify_instances() == before + 1
+    finally:
+        for loader in loaders:
+            loader.close()
+        for p in platforms:
+            p.engine.dispose()
+    wait_until(lambda: _inotify_instances() == before)

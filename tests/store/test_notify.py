@@ -1,20 +1,25 @@
-"""LISTEN/NOTIFY wake-ups: on PostgreSQL a move wakes an idle worker at once; elsewhere, polling."""
+"""Wake-ups on job moves: PostgreSQL's NOTIFY and SQLite's own files wake an idle worker at once."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
 from sqlmodel import Session
+from workspaces import aat_home_beside
 
 from webplatform import calls, jobs, runner, signing
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.registry import RegistryLoader, resolve_secrets
 from webplatform.store import JobState, Surface, make_engine, session_scope, transact
-from webplatform.store.notify import JobNotifications
+from webplatform.store.notify import JobNotifications, StopEvent
 from webplatform.worker import Worker
 
 SEND = {"to": "ops@example.org", "subject": "wake up", "body": "hi"}
@@ -51,7 +56,7 @@ def test_a_committed_move_wakes_a_listener_and_a_rolled_back_one_does_not(
     wakeups = JobNotifications(engine)
     stop = threading.Event()
     try:
-        assert wakeups.listening == (backend == "postgresql")
+        assert wakeups.listening  # NOTIFY on PostgreSQL, the database file on SQLite
         rolled_back = Session(engine)
         _pending(rolled_back)
         rolled_back.rollback()
@@ -60,8 +65,12 @@ def test_a_committed_move_wakes_a_listener_and_a_rolled_back_one_does_not(
         assert wakeups.wait(0.5, stop) is False
         assert time.monotonic() - started >= 0.4
         job_id = transact(engine, _pending)
-        _approve(engine, job_id, settings)
-        assert wakeups.wait(5 if wakeups.listening else 0.2, stop) is wakeups.listening
+        approver = threading.Timer(0.2, _approve, args=(engine, job_id, settings))
+        approver.start()  # while the listener waits
+        try:
+            assert wakeups.wait(30, stop) is True
+        finally:
+            approver.join()
     finally:
         wakeups.close()
 
@@ -102,3 +111,73 @@ def test_an_idle_worker_on_postgresql_runs_an_approval_at_once(pg_settings: Sett
         thread.join(timeout=40)
         engine.dispose()
     assert not thread.is_alive()
+
+
+# Run in another process: the approval reaches the worker only through the database file.
+_APPROVE_ELSEWHERE = """
+import sys
+from pathlib import Path
+from webplatform import jobs, signing
+from webplatform.canonical import args_digest
+from webplatform.config import Settings
+from webplatform.store import make_engine, transact
+settings = Settings(home=Path(sys.argv[1]), registry=sys.argv[2])
+engine = make_engine(settings)
+digest = args_digest(kind="tool", name="outbox", action="send-message", args={send!r})
+transact(engine, lambda s: jobs.approve(
+    signer=signing.signer_for(settings.home), session=s, job_id=int(sys.argv[3]),
+    operator="olga", digest=digest))
+"""
+
+
+def test_an_idle_worker_on_sqlite_is_woken_by_another_process_committing(
+    tmp_path: Path,
+) -> None:
+    """The approval is committed by another process, and the worker would only poll again
+    after an hour: it runs the job because the commit to the database file woke it."""
+    settings = Settings(home=aat_home_beside(tmp_path), workspaces=str(tmp_path))
+    engine = make_engine(settings)
+    worker = Worker(
+        engine=engine,
+        settings=settings.model_copy(update={"heartbeat_s": 3600.0}),
+        load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
+        run=runner.run,
+        resolve_secrets=resolve_secrets,
+    )
+    # Only the file can wake it: an hour between looks, no housekeeping due in between.
+    worker._last_housekeeping = time.monotonic()  # noqa: SLF001
+    job_id = transact(engine, _pending)
+    signing.signer_for(settings.home)  # the key exists before either side reads it
+    stop = StopEvent()
+    thread = threading.Thread(
+        target=worker.run_forever, args=(stop,), kwargs={"poll_s": 3600, "listen_poll_s": 3600}
+    )
+    thread.start()
+    try:
+        wait_for(lambda: _state(engine, job_id) == JobState.pending_approval)
+        time.sleep(0.5)  # the worker has looked once and sleeps now
+        script = _APPROVE_ELSEWHERE.format(send=SEND)
+        subprocess.run(
+            [sys.executable, "-c", script, str(settings.home), settings.registry, str(job_id)],
+            check=True,
+            env={k: v for k, v in os.environ.items() if k != "AAT_DB_URL"},
+        )
+        wait_for(lambda: _state(engine, job_id) == JobState.succeeded)
+    finally:
+        stop.set()  # wakes the sleeping worker too
+        thread.join(timeout=30)
+        engine.dispose()
+    assert not thread.is_alive()
+
+
+def _state(engine: Engine, job_id: int) -> JobState | None:
+    with session_scope(engine, write=False) as session:
+        job = jobs.get_job(session=session, job_id=job_id)
+    return None if job is None else JobState(job.state)
+
+
+def wait_for(check: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)

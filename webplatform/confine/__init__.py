@@ -1,7 +1,7 @@
 """Confinement of tool processes (SPEC §14): Landlock keeps every tool away from aat itself.
 
 `Fence` is what a host protects and where tools may work; `lock()` turns it into a `Jail`
-for one run (scratch folder, rules, launcher argv) or a one-line reason not to run.
+for one run (scratch folder, rules, what confines the child) or a one-line reason not to run.
 """
 
 from webplatform.confine.fence import Fence, workspace_problem, workspaces_for

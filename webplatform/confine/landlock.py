@@ -1,28 +1,28 @@
-"""Landlock through its three system calls, and the launcher that confines a tool, then execs it.
+"""Landlock through its three system calls: a ruleset built by aat, enforced in the tool's child.
 
-This file imports only the standard library: it also runs as a script, with `python -I -S`
-(no site-packages, no environment), in the fresh child process between the runner's spawn and
-the tool's own code:
+This file imports only the standard library: the warm interpreter (`zygote.py`) loads it as a
+sibling script, without aat.
 
-    python -I -S landlock.py RULES_JSON -- ARGV...
+A plain run builds the ruleset in aat's process (`ruleset(read, write)`: every rule's file is
+opened and added there, so a refusal is an ordinary error before anything is started) and the
+forked child, between fork and exec, only calls `confiner(fd)`: `PR_SET_NO_NEW_PRIVS` and
+`landlock_restrict_self`, two system calls through function pointers resolved beforehand (no
+import, no dlopen, no lock in the child). Read rules allow execute, reading files and listing
+folders; write rules add create, change and remove. Landlock domains are inherited and can
+never be lifted, so nothing the tool starts escapes them.
 
-RULES_JSON is `{"read": [...], "write": [...]}`. The launcher sets `PR_SET_NO_NEW_PRIVS`,
-restricts itself to those paths (read: execute, read files, list folders; write: all of that
-plus create, change and remove) and `execvp`s ARGV with the same environment, working
-directory and process group, so the tool runs exactly as before, only confined. Landlock
-domains are inherited and can never be lifted, so nothing the tool starts escapes them.
-
-A child without Landlock could not honour the rules: the launcher then exits 126 with one
-line on stderr instead of running the tool unconfined.
+A child that cannot be confined exits 126 with one line on stderr instead of running the tool
+unconfined.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
+import functools
 import os
 import stat
 import sys
+from collections.abc import Callable, Sequence
 
 # Same numbers on x86_64 and aarch64 (the generic syscall table).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -71,17 +71,18 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
 
 
 def abi_version() -> int:
     """The kernel's Landlock ABI version, or 0 where Landlock is missing or switched off."""
     if not sys.platform.startswith("linux"):
         return 0
-    libc = _libc()
-    libc.syscall.restype = ctypes.c_long
-    version = libc.syscall(
+    version = _libc().syscall(
         ctypes.c_long(_SYS_CREATE_RULESET), None, ctypes.c_size_t(0), ctypes.c_uint32(1)
     )
     return max(int(version), 0)
@@ -112,6 +113,27 @@ def restrict(read: list[str], write: list[str]) -> int:
     Paths that do not exist are skipped (a rule needs an open file). Raises OSError when the
     kernel refuses; the caller must then not run the tool.
     """
+    fd = ruleset(read, write, here=True)
+    try:
+        libc = _libc()
+        _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        _check(
+            libc.syscall(ctypes.c_long(_SYS_RESTRICT_SELF), fd, ctypes.c_uint32(0)),
+            "landlock_restrict_self",
+        )
+    finally:
+        os.close(fd)
+    return abi_version()
+
+
+def ruleset(read: list[str], write: list[str], *, here: bool = False) -> int:
+    """A Landlock ruleset allowing `read` and `write` (a close-on-exec descriptor to close).
+
+    Paths that do not exist are skipped (a rule needs an open file). A path that means a
+    different file in each process (`/proc/self`) is left to the process that enforces the
+    ruleset (`confiner`), unless that is this one (`here`). Raises OSError when Landlock is
+    missing or the kernel refuses a rule.
+    """
     abi = abi_version()
     if abi < 1:
         raise OSError(0, "Landlock is not available in this kernel")
@@ -119,8 +141,7 @@ def restrict(read: list[str], write: list[str]) -> int:
     attr = _RulesetAttr(handled, 0, _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL)
     size = ctypes.sizeof(attr) if abi >= 6 else 8  # older kernels reject fields they lack
     libc = _libc()
-    libc.syscall.restype = ctypes.c_long
-    ruleset = _check(
+    fd = _check(
         libc.syscall(
             ctypes.c_long(_SYS_CREATE_RULESET),
             ctypes.byref(attr),
@@ -132,15 +153,62 @@ def restrict(read: list[str], write: list[str]) -> int:
     try:
         for paths, rights in ((read, READ), (write, WRITE)):
             for path in paths:
-                _add_rule(libc, ruleset, path, rights & handled)
-        _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-        _check(
-            libc.syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ruleset, ctypes.c_uint32(0)),
-            "landlock_restrict_self",
-        )
-    finally:
-        os.close(ruleset)
-    return abi
+                if here or not _per_process(path):
+                    _add_rule(libc, fd, path, rights & handled)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def confiner(fd: int, read: Sequence[str] = (), write: Sequence[str] = ()) -> Callable[[], None]:
+    """What a forked child runs before exec: confine it by ruleset `fd`, or exit 126.
+
+    `read` and `write` are the rules given to `ruleset`: those it left to the child
+    (`/proc/self`) are added there. Everything else is resolved here, in the parent; the child
+    makes a few system calls and, only when the kernel refuses, writes one line to its stderr
+    and exits without running the tool.
+    """
+    libc = _libc()
+    syscall, prctl, get_errno = libc.syscall, libc.prctl, ctypes.get_errno
+    handled = _handled(abi_version())
+    late = [
+        (os.fsencode(path), rights & handled, _PathBeneathAttr(rights & handled, -1))
+        for paths, rights in ((read, READ), (write, WRITE))
+        for path in paths
+        if _per_process(path)
+    ]
+    add_rule = (ctypes.c_long(_SYS_ADD_RULE), fd, ctypes.c_int(_RULE_PATH_BENEATH))
+    no_new_privs = (_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    restrict_self = (ctypes.c_long(_SYS_RESTRICT_SELF), fd, ctypes.c_uint32(0))
+    flag, no_flags = os.O_PATH | os.O_CLOEXEC, ctypes.c_uint32(0)
+
+    def refuse() -> None:
+        why = os.strerror(get_errno())
+        os.write(2, f"aat: the tool was not run: confinement failed ({why})\n".encode())
+        os._exit(EXIT_NOT_CONFINED)
+
+    def confine() -> None:
+        for path, rights, attr in late:
+            try:
+                opened = os.open(path, flag)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(os.fstat(opened).st_mode):
+                attr.allowed_access = rights & _FILE_RIGHTS
+            attr.parent_fd = opened
+            failed = syscall(*add_rule, ctypes.byref(attr), no_flags) < 0
+            os.close(opened)
+            if failed:
+                refuse()
+        if prctl(*no_new_privs) < 0 or syscall(*restrict_self) < 0:
+            refuse()
+
+    return confine
+
+
+def _per_process(path: str) -> bool:
+    return path == "/proc/self" or path.startswith(("/proc/self/", "/proc/thread-self"))
 
 
 def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
@@ -164,26 +232,3 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
         )
     finally:
         os.close(fd)
-
-
-def main(argv: list[str]) -> None:
-    """`landlock.py RULES_JSON -- ARGV...`: confine, then become ARGV (never returns)."""
-    if len(argv) < 4 or argv[2] != "--":
-        sys.stderr.write("usage: landlock.py RULES_JSON -- ARGV...\n")
-        sys.exit(EXIT_NOT_CONFINED)
-    rules = json.loads(argv[1])
-    try:
-        restrict(list(rules["read"]), list(rules["write"]))
-    except OSError as exc:
-        sys.stderr.write(f"aat: the tool was not run: confinement failed ({exc.strerror})\n")
-        sys.exit(EXIT_NOT_CONFINED)
-    command = argv[3:]
-    try:
-        os.execvp(command[0], command)
-    except OSError as exc:
-        sys.stderr.write(f"aat: could not start {command[0]}: {exc.strerror}\n")
-        sys.exit(EXIT_NOT_CONFINED)
-
-
-if __name__ == "__main__":
-    main(sys.argv)

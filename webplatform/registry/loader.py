@@ -23,7 +23,7 @@ from webplatform.registry.cache import Entry, ManifestCache, content_hash, file_
 from webplatform.registry.manifest import load_manifest
 from webplatform.registry.model import Kind, ManifestError, Registry, SkillSpec, ToolSpec
 from webplatform.registry.skills import load_skill
-from webplatform.registry.watch import RegistryWatcher
+from webplatform.registry.watch import release_watcher, shared_watcher
 
 # (kind, folder under each root, file inside each NAME folder)
 _LAYOUT: tuple[tuple[Kind, str, str], ...] = (
@@ -70,7 +70,7 @@ class RegistryLoader:
     ) -> None:
         self.roots: tuple[Path, ...] = tuple(Path(r) for r in roots)
         self._lock = threading.Lock()
-        self._watcher = RegistryWatcher(self.roots) if watch else None
+        self._watcher = shared_watcher(self.roots) if watch else None
         self._scanned_generation = -1
         self._disk = ManifestCache(cache_dir, self.roots) if cache_dir is not None else None
         self._stored: dict[Path, Entry] | None = None
@@ -128,8 +128,9 @@ class RegistryLoader:
 
     def close(self) -> None:
         """Stop watching and write the disk cache now if a write is pending."""
-        if self._watcher is not None:
-            self._watcher.stop()
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            release_watcher(watcher)
         timer, self._save_timer = self._save_timer, None
         if timer is not None and timer.is_alive():
             timer.cancel()

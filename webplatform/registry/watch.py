@@ -1,7 +1,9 @@
-"""Watching the registry roots (inotify through `watchfiles`) so an unchanged registry costs
-nothing to re-read.
+"""Watching the registry roots (inotify) so an unchanged registry costs nothing to re-read.
 
-A background thread watches every root that exists. The loader asks `quiet(generation)`:
+One background thread per process and set of roots (`shared_watcher`: every Platform of a
+process with the same registry shares it, and so one inotify instance) watches every folder
+under the roots that exist. It sleeps in the kernel until something changes: an idle
+registry costs no wake-ups at all (`webplatform.inotify`). The loader asks `quiet(generation)`:
 "has nothing moved since I last scanned at this generation?". It answers yes only when the
 watcher is running and ready, no event arrived since, no event arrived in the last
 `GRACE_S` seconds, and every root is still the same directory it started watching (same
@@ -14,9 +16,8 @@ once could be missed; and an editor's save is often several events. For `GRACE_S
 event every call re-stats the registry, and only after that does the watcher's silence
 count. The loader also stats each ROOT/{tools,agents,skills} folder on every read, so a tool
 folder added, removed or renamed is seen at once. What remains for an in-place edit of a file
-is the time its event takes from the kernel to this thread: the watcher polls its event set
-every `STEP_MS` and returns after one quiet step, so about 2 x `STEP_MS` on an idle machine
-(more when the CPU is saturated); an edit older than that is always seen. Files that changed
+is the time its event takes from the kernel to this thread, which is woken by it at once
+(later only when the CPU is saturated); an edit older than that is always seen. Files that changed
 lately (the last `HOT_FILES`) are stat-ed on every read as well, so a tool being worked on,
 edited again and again, is never read stale; only the first edit of a file nobody touched
 lately depends on the event's delivery.
@@ -31,13 +32,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from webplatform import inotify
+
 log = logging.getLogger(__name__)
 
-STEP_MS = 5
 GRACE_S = 1.0
 HOT_FILES = 64
-# How long the thread waits in Rust before it looks at its own state again.
-_TIMEOUT_MS = 200
+_DIR_MASK = inotify.CHANGES | inotify.SELF_GONE | inotify.ONLYDIR
 
 
 def _inode(path: Path) -> int | None:
@@ -45,6 +46,32 @@ def _inode(path: Path) -> int | None:
         return os.stat(path).st_ino
     except OSError:
         return None
+
+
+_shared: dict[tuple[Path, ...], RegistryWatcher] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_watcher(roots: Sequence[Path]) -> RegistryWatcher:
+    """This process's watcher for `roots` (one thread, one inotify instance per set of roots)."""
+    key = tuple(Path(r) for r in roots)
+    with _shared_lock:
+        watcher = _shared.get(key)
+        if watcher is None or watcher.stopped:
+            watcher = _shared[key] = RegistryWatcher(key)
+        watcher.users += 1
+        return watcher
+
+
+def release_watcher(watcher: RegistryWatcher) -> None:
+    """One user less; the last one stops the thread."""
+    with _shared_lock:
+        watcher.users -= 1
+        if watcher.users > 0:
+            return
+        if _shared.get(watcher.roots) is watcher:
+            del _shared[watcher.roots]
+    watcher.stop()
 
 
 class RegistryWatcher:
@@ -64,6 +91,9 @@ class RegistryWatcher:
         # The files the watcher has seen change lately, most recent last: the loader stats
         # these on every read, so a file being edited again is seen before its next event.
         self._hot: dict[str, None] = {}
+        self._inotify: inotify.Inotify | None = None
+        self.users = 0
+        self.stopped = False
 
     def start(self) -> None:
         """Start the thread (once); the loader scans on its own until the watch is ready."""
@@ -75,7 +105,12 @@ class RegistryWatcher:
 
     def stop(self) -> None:
         """Stop the thread; the loader goes back to scanning."""
+        self.stopped = True
         self._stop.set()
+        with self._lock:
+            watch = self._inotify
+        if watch is not None:
+            watch.close()
         self._bump(ready=False)
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -108,56 +143,85 @@ class RegistryWatcher:
                 self._ready = ready
 
     def _run(self) -> None:
-        try:
-            import watchfiles
-        except ImportError:  # pragma: no cover - a dependency; the scan still works without it
-            log.warning("watchfiles is not installed; the registry is re-scanned on every read")
+        if not inotify.supported():  # pragma: no cover - Linux has it; the scan still works
+            log.warning("inotify is not available; the registry is re-scanned on every read")
             return
         while not self._stop.is_set():
             inodes = tuple(_inode(r) for r in self.roots)
             existing = [str(r) for r, ino in zip(self.roots, inodes, strict=True) if ino]
             if not existing:
-                # Nothing to watch yet: look again shortly, scanning meanwhile.
-                self._stop.wait(0.5)
+                # Nothing to watch yet: look again now and then, scanning meanwhile.
+                self._stop.wait(2.0)
                 continue
             try:
-                self._watch(watchfiles, existing, inodes)
-            except Exception as exc:  # a root vanished under the watch, inotify limits...
+                self._watch(existing, inodes)
+            except OSError as exc:  # a root vanished under the watch, inotify limits...
                 log.info("registry watch restarting: %s", exc)
                 self._bump(ready=False)
                 self._stop.wait(0.2)
 
-    def _watch(self, watchfiles: object, paths: list[str], inodes: tuple[int | None, ...]) -> None:
-        changes_iter = watchfiles.watch(  # type: ignore[attr-defined]
-            *paths,
-            watch_filter=None,
-            debounce=50,
-            step=STEP_MS,
-            stop_event=self._stop,
-            rust_timeout=_TIMEOUT_MS,
-            yield_on_timeout=True,
-            raise_interrupt=False,
-            ignore_permission_denied=True,
-        )
-        first = True
-        for changes in changes_iter:
-            if first:
-                # The watch exists from here on; scans made before this are not covered.
-                with self._lock:
-                    self._inodes = inodes
-                self._bump(ready=True)
-                first = False
-            if changes:
-                with self._lock:
-                    for _, path in changes:
-                        self._hot.pop(path, None)
-                        self._hot[path] = None
-                    while len(self._hot) > HOT_FILES:
-                        del self._hot[next(iter(self._hot))]
-                self._bump()
-            touched_root = any(path in paths for _, path in changes)
-            if touched_root or tuple(_inode(r) for r in self.roots) != inodes:
-                # A root was deleted, recreated or appeared: its old watch is blind. (The
-                # event matters: a recreated folder can get the old inode number back.)
-                self._bump(ready=False)
-                return
+    def _watch(self, roots: list[str], inodes: tuple[int | None, ...]) -> None:
+        watch = inotify.Inotify()
+        with self._lock:
+            self._inotify = watch
+        if self._stop.is_set():
+            watch.close()
+        try:
+            folders: dict[int, str] = {}
+            root_wds = {self._add_tree(watch, folders, root) for root in roots}
+            # The watch exists from here on; scans made before this are not covered.
+            with self._lock:
+                self._inodes = inodes
+            self._bump(ready=True)
+            while not watch.closed:
+                events = watch.read()  # sleeps until something changes, or `stop`
+                if not events:
+                    continue
+                changed = []
+                for event in events:
+                    if event.mask & inotify.Q_OVERFLOW or (
+                        event.wd in root_wds and event.mask & inotify.SELF_GONE
+                    ):
+                        # Events were lost, or a root was deleted or moved: its watch is blind.
+                        self._bump(ready=False)
+                        return
+                    folder = folders.get(event.wd)
+                    if folder is None or not event.name:
+                        continue
+                    path = os.path.join(folder, event.name)
+                    changed.append(path)
+                    if event.mask & inotify.ISDIR and event.mask & (
+                        inotify.CREATE | inotify.MOVED_TO
+                    ):
+                        self._add_tree(watch, folders, path)
+                self._note(changed)
+                if tuple(_inode(r) for r in self.roots) != inodes:
+                    self._bump(ready=False)  # a root appeared or was recreated
+                    return
+        finally:
+            with self._lock:
+                self._inotify = None
+            watch.close()
+            watch.read(0)  # releases its descriptors
+
+    def _add_tree(self, watch: inotify.Inotify, folders: dict[int, str], top: str) -> int:
+        """Watch `top` and every folder below it; the watch descriptor of `top`."""
+        first = watch.add(top, _DIR_MASK)
+        folders[first] = top
+        for folder, subdirs, _ in os.walk(top):
+            for name in subdirs:
+                path = os.path.join(folder, name)
+                try:
+                    folders[watch.add(path, _DIR_MASK)] = path
+                except OSError:  # removed meanwhile: its parent's event says so
+                    continue
+        return first
+
+    def _note(self, changed: list[str]) -> None:
+        with self._lock:
+            for path in changed:
+                self._hot.pop(path, None)
+                self._hot[path] = None
+            while len(self._hot) > HOT_FILES:
+                del self._hot[next(iter(self._hot))]
+        self._bump()

@@ -6,13 +6,17 @@ deletion or an insertion shows in `aat audit verify`.
 
 from __future__ import annotations
 
+from typing import Any
+
+from sqlalchemy import insert
 from sqlmodel import Session, col, select
 
-from webplatform.store.audit_chain import chain_tip, hash_of, lock_chain
+from webplatform.store.audit_chain import chain_tip, content_hash, lock_chain
 from webplatform.store.models import AuditEvent, utcnow
 
 # Decisions are kept forever (retention never prunes them): who approved what, and when.
 DECISION_EVENTS: frozenset[str] = frozenset({"approved", "denied", "expired", "cancelled"})
+_HASHED = ("job_id", "at", "actor", "event", "from_state", "to_state", "detail", "address")
 
 
 def record_event(
@@ -32,22 +36,24 @@ def record_event(
     `event` is a short verb: "created", "approved", "denied", "expired", "claimed",
     "finished", "lost", "cancelled", "login", "logout", "operator-added", ...
     """
-    row = AuditEvent(
-        job_id=job_id,
-        at=utcnow(),
-        actor=actor,
-        event=event,
-        from_state=from_state,
-        to_state=to_state,
-        detail=detail,
-        address=address,
-    )
+    content: dict[str, Any] = {
+        "job_id": job_id,
+        "at": utcnow(),
+        "actor": actor,
+        "event": event,
+        "from_state": from_state,
+        "to_state": to_state,
+        "detail": detail,
+        "address": address,
+    }
     lock_chain(session)
-    row.prev_hash = chain_tip(session)
-    row.event_hash = hash_of(row, row.prev_hash)
-    session.add(row)
-    session.flush()
-    return row
+    prev = chain_tip(session)
+    content["prev_hash"] = prev
+    content["event_hash"] = content_hash(prev, **{k: content[k] for k in _HASHED})
+    # A Core INSERT: one statement, none of the unit of work's bookkeeping per event.
+    inserted = session.connection().execute(insert(AuditEvent).values(**content))
+    event_id = inserted.inserted_primary_key
+    return AuditEvent(id=event_id[0] if event_id else None, **content)
 
 
 def audit_events(*, session: Session, job_id: int) -> list[AuditEvent]:

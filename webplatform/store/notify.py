@@ -1,16 +1,19 @@
-"""Wake-ups on job moves: PostgreSQL LISTEN/NOTIFY, with polling as the fallback everywhere.
+"""Wake-ups on job moves: PostgreSQL LISTEN/NOTIFY, SQLite's own files, polling as the fallback.
 
 Every state move sends a notification on its schema's channel in its own transaction (so it
 is delivered only if the move commits). An idle worker on PostgreSQL waits on that channel
 instead of polling fast, so an approval starts running at once however many hosts poll less
-often. SQLite has no such channel; there a committed move wakes waiters in the same process
-(the Approve POST and the embedded worker of `aat serve`), and other processes poll.
+often. SQLite has no such channel: there a committed move wakes waiters in the same process
+(the Approve POST and the embedded worker of `aat serve`), and a commit by any process
+changes the database's write-ahead log, which one thread per process and database file
+watches (inotify) and turns into the same wake-up. Where neither exists, waiters poll.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from typing import TYPE_CHECKING
 
@@ -18,6 +21,7 @@ from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 
+from webplatform import inotify
 from webplatform.store.models import JobState
 
 if TYPE_CHECKING:
@@ -50,6 +54,68 @@ def _forget_rolled_back(session: OrmSession) -> None:
     session.info.pop(_MOVED, None)
 
 
+def _ring() -> None:
+    """Count a move some process committed (seen in the database's files) and wake waiters."""
+    global _local_count
+    with _local_moves:
+        _local_count += 1
+        _local_moves.notify_all()
+
+
+class StopEvent(threading.Event):
+    """A stop flag whose `set` also wakes every waiter, so a sleeping worker stops at once."""
+
+    def set(self) -> None:
+        super().set()
+        with _local_moves:
+            _local_moves.notify_all()
+
+
+_doorbells: dict[str, threading.Thread] = {}
+_doorbells_lock = threading.Lock()
+# What a commit changes: the write-ahead log (WAL mode), or the file itself (other modes).
+_DB_MASK = inotify.MODIFY | inotify.CLOSE_WRITE | inotify.CREATE | inotify.MOVED_TO
+
+
+def watch_database(engine: Engine) -> bool:
+    """Ring this process's waiters whenever the SQLite file of `engine` (or its WAL) changes,
+    whoever wrote it; True while that watch runs (one thread per process and file)."""
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return False
+    path = os.path.realpath(database)
+    with _doorbells_lock:
+        thread = _doorbells.get(path)
+        if thread is not None and thread.is_alive():
+            return True
+        if not inotify.supported():
+            return False
+        try:
+            watch = inotify.Inotify()
+            watch.add(os.path.dirname(path), _DB_MASK | inotify.ONLYDIR)
+        except OSError as exc:
+            log.warning("cannot watch %s for commits (%s); polling instead", path, exc)
+            return False
+        thread = threading.Thread(
+            target=_doorbell, args=(watch, path), name="aat-db-watch", daemon=True
+        )
+        _doorbells[path] = thread
+        thread.start()
+        return True
+
+
+def _doorbell(watch: inotify.Inotify, path: str) -> None:
+    names = {os.path.basename(path), os.path.basename(path) + "-wal"}
+    while not watch.closed:
+        events = watch.read()  # sleeps until the folder changes
+        if any(event.name in names for event in events):
+            _ring()
+        if any(event.mask & inotify.SELF_GONE for event in events):
+            break  # the folder went away: waiters poll from now on
+    watch.close()
+    watch.read(0)
+
+
 def wait_local_move(timeout_s: float, stop: threading.Event | None = None) -> bool:
     """Block until a job move commits in this process or `timeout_s` passes; True if moved."""
     with _local_moves:
@@ -75,10 +141,12 @@ def notify_job(session: Session, job_id: int, state: JobState) -> None:
 
 
 class JobNotifications:
-    """Waits until some job moves (PostgreSQL), or simply for the timeout (anything else)."""
+    """Waits until some job moves (PostgreSQL's NOTIFY, a commit to the SQLite file, a move
+    in this process), or simply for the timeout where there is no such signal."""
 
     def __init__(self, engine: Engine) -> None:
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self._engine = engine
         if engine.dialect.name == "postgresql":
             self._listen(engine)
 
@@ -98,8 +166,8 @@ class JobNotifications:
 
     @property
     def listening(self) -> bool:
-        """True while job moves wake `wait` up early."""
-        return self._conn is not None
+        """True while every job move, in any process, wakes `wait` up early."""
+        return self._conn is not None or watch_database(self._engine)
 
     def wait(self, timeout_s: float, stop: threading.Event) -> bool:
         """Block until a job moves, `timeout_s` passes or `stop` is set; True if woken by a move."""
