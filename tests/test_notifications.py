@@ -6,7 +6,11 @@ notices from a real `aat serve` to a local HTTP sink.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
@@ -100,3 +104,30 @@ def test_a_malformed_url_is_named_by_its_place_in_one_line(url: str) -> None:
 
 def test_well_formed_urls_pass() -> None:
     check_urls(["ntfy://aat-approvals", "json://127.0.0.1:8080/hook", "mailto://u:p@example.org"])
+
+
+# What `aat serve` and `aat worker` load before they serve: the dashboard app, the worker,
+# and a housekeeper built from the environment's settings.
+START = """
+import sys
+from dashboard.app import create_app
+from webplatform.config import get_settings
+from webplatform.housekeeping import Housekeeper
+from webplatform.worker import make_worker
+
+Housekeeper(engine=None, settings=get_settings(), process_id="p", role="worker")
+print("apprise" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(("notify", "loaded"), [("", "False"), ("json://127.0.0.1:9/h", "True")])
+def test_apprise_is_loaded_only_when_aat_notify_names_a_url(
+    notify: str, loaded: str, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
+    env.update({"AAT_HOME": str(tmp_path / "home"), "AAT_NOTIFY": notify})
+    done = subprocess.run(
+        [sys.executable, "-c", START], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == loaded

@@ -5,6 +5,9 @@ and the job page's link (which opens the page, never decides). Arguments never g
 may hold what the operator would not want on a phone's lock screen. Sending happens on one
 background thread per process, fed by a bounded queue, so a slow or dead notifier delays
 nothing but its own messages.
+
+Apprise is imported only when `AAT_NOTIFY` names a URL: loading it and its plugins costs a
+process start most of a second, for nothing when notifications are off.
 """
 
 from __future__ import annotations
@@ -16,8 +19,6 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-
-import apprise
 
 from webplatform.config import Settings
 from webplatform.store.models import Job
@@ -50,6 +51,8 @@ def check_urls(urls: Sequence[str]) -> None:
 
 
 def _quietly_instantiate(url: str) -> object | None:
+    import apprise
+
     # Apprise logs the rejected URL whole (tokens and passwords too); our one line names it.
     quiet = logging.getLogger("apprise")
     level = quiet.level
@@ -103,6 +106,8 @@ class Sender:
     """Sends notices to the given Apprise URLs from its own thread, in order."""
 
     def __init__(self, urls: Sequence[str]) -> None:
+        import apprise
+
         check_urls(urls)
         self._apprise = apprise.Apprise()
         for url in urls:
