@@ -76,10 +76,11 @@ def test_a_notice_names_the_call_links_the_job_page_and_hides_the_arguments() ->
         state=JobState.pending_approval,
         surface=Surface.mcp_http,
         requested_by="build-bot\x1b[31m\u202e",
+        agent_reason="clean up\x00 the\nlist",
         created_at=utcnow(),
         expires_at=utcnow() + timedelta(minutes=3),
     )
-    notice = new_pending_notice(job=job, settings=settings, reason="clean up\x00 the\nlist")
+    notice = new_pending_notice(job=job, settings=settings)
     assert notice.title == "Approval needed: outbox send-message for build-bot [31m"
     assert "Reason: clean up the list" in notice.body
     assert "Open: https://aat.example.org/aat/jobs/7" in notice.body
@@ -87,6 +88,11 @@ def test_a_notice_names_the_call_links_the_job_page_and_hides_the_arguments() ->
         assert "the-secret-body" not in text and "approve" not in text.lower()
     reminder = reminder_notice(job=job, settings=settings, now=utcnow())
     assert reminder.title.startswith("Reminder") and "expires in 2 min" in reminder.body
+    assert "Reason: clean up the list" in reminder.body
+    job.agent_reason = "because " * 62  # 496 characters, within what an agent may send
+    reason = new_pending_notice(job=job, settings=settings).body.splitlines()[0]
+    assert reason.startswith("Reason: because because") and reason.endswith("…")
+    assert len(reason) == len("Reason: ") + 300
 
 
 def test_clean_clips_long_text_to_one_line() -> None:
