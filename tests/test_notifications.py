@@ -6,7 +6,11 @@ notices from a real `aat serve` to a local HTTP sink.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
@@ -72,10 +76,11 @@ def test_a_notice_names_the_call_links_the_job_page_and_hides_the_arguments() ->
         state=JobState.pending_approval,
         surface=Surface.mcp_http,
         requested_by="build-bot\x1b[31m\u202e",
+        agent_reason="clean up\x00 the\nlist",
         created_at=utcnow(),
         expires_at=utcnow() + timedelta(minutes=3),
     )
-    notice = new_pending_notice(job=job, settings=settings, reason="clean up\x00 the\nlist")
+    notice = new_pending_notice(job=job, settings=settings)
     assert notice.title == "Approval needed: outbox send-message for build-bot [31m"
     assert "Reason: clean up the list" in notice.body
     assert "Open: https://aat.example.org/aat/jobs/7" in notice.body
@@ -83,6 +88,11 @@ def test_a_notice_names_the_call_links_the_job_page_and_hides_the_arguments() ->
         assert "the-secret-body" not in text and "approve" not in text.lower()
     reminder = reminder_notice(job=job, settings=settings, now=utcnow())
     assert reminder.title.startswith("Reminder") and "expires in 2 min" in reminder.body
+    assert "Reason: clean up the list" in reminder.body
+    job.agent_reason = "because " * 62  # 496 characters, within what an agent may send
+    reason = new_pending_notice(job=job, settings=settings).body.splitlines()[0]
+    assert reason.startswith("Reason: because because") and reason.endswith("…")
+    assert len(reason) == len("Reason: ") + 300
 
 
 def test_clean_clips_long_text_to_one_line() -> None:
@@ -100,3 +110,30 @@ def test_a_malformed_url_is_named_by_its_place_in_one_line(url: str) -> None:
 
 def test_well_formed_urls_pass() -> None:
     check_urls(["ntfy://aat-approvals", "json://127.0.0.1:8080/hook", "mailto://u:p@example.org"])
+
+
+# What `aat serve` and `aat worker` load before they serve: the dashboard app, the worker,
+# and a housekeeper built from the environment's settings.
+START = """
+import sys
+from dashboard.app import create_app
+from webplatform.config import get_settings
+from webplatform.housekeeping import Housekeeper
+from webplatform.worker import make_worker
+
+Housekeeper(engine=None, settings=get_settings(), process_id="p", role="worker")
+print("apprise" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(("notify", "loaded"), [("", "False"), ("json://127.0.0.1:9/h", "True")])
+def test_apprise_is_loaded_only_when_aat_notify_names_a_url(
+    notify: str, loaded: str, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
+    env.update({"AAT_HOME": str(tmp_path / "home"), "AAT_NOTIFY": notify})
+    done = subprocess.run(
+        [sys.executable, "-c", START], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == loaded

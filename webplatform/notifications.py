@@ -1,10 +1,13 @@
 """Telling operators that an approval waits: the Apprise URLs in `AAT_NOTIFY`.
 
 A notice names the tool, action and requester, carries the agent's reason when there is one
-and the job page's link (which opens the page, never decides). Arguments never go out: they
-may hold what the operator would not want on a phone's lock screen. Sending happens on one
-background thread per process, fed by a bounded queue, so a slow or dead notifier delays
-nothing but its own messages.
+(on one line, clipped: the job page shows it whole) and the job page's link (which opens the
+page, never decides). Arguments never go out: they may hold what the operator would not want
+on a phone's lock screen. Sending happens on one background thread per process, fed by a
+bounded queue, so a slow or dead notifier delays nothing but its own messages.
+
+Apprise is imported only when `AAT_NOTIFY` names a URL: loading it and its plugins costs a
+process start a few hundred milliseconds, for nothing when notifications are off.
 """
 
 from __future__ import annotations
@@ -17,15 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import apprise
-
 from webplatform.config import Settings
 from webplatform.store.models import Job
 
 log = logging.getLogger(__name__)
 
 FIELD_MAX_CHARS = 200
-REASON_MAX_CHARS = 500
+REASON_MAX_CHARS = 300
 QUEUE_MAX = 1000
 
 
@@ -50,6 +51,8 @@ def check_urls(urls: Sequence[str]) -> None:
 
 
 def _quietly_instantiate(url: str) -> object | None:
+    import apprise
+
     # Apprise logs the rejected URL whole (tokens and passwords too); our one line names it.
     quiet = logging.getLogger("apprise")
     level = quiet.level
@@ -60,18 +63,16 @@ def _quietly_instantiate(url: str) -> object | None:
         quiet.setLevel(level)
 
 
-def new_pending_notice(*, job: Job, settings: Settings, reason: str | None = None) -> Notice:
+def new_pending_notice(*, job: Job, settings: Settings) -> Notice:
     """The first message about a pending approval."""
     title = f"Approval needed: {_describe(job)}"
-    return Notice(title=title, body=_body(job, settings=settings, reason=reason, now=None))
+    return Notice(title=title, body=_body(job, settings=settings, now=None))
 
 
-def reminder_notice(
-    *, job: Job, settings: Settings, now: datetime, reason: str | None = None
-) -> Notice:
+def reminder_notice(*, job: Job, settings: Settings, now: datetime) -> Notice:
     """The reminder sent when a fifth of the approval window is left."""
     title = f"Reminder, approval still needed: {_describe(job)}"
-    return Notice(title=title, body=_body(job, settings=settings, reason=reason, now=now))
+    return Notice(title=title, body=_body(job, settings=settings, now=now))
 
 
 def _describe(job: Job) -> str:
@@ -79,10 +80,10 @@ def _describe(job: Job) -> str:
     return f"{clean(job.name)} {clean(job.action)} for {clean(requester)}"
 
 
-def _body(job: Job, *, settings: Settings, reason: str | None, now: datetime | None) -> str:
+def _body(job: Job, *, settings: Settings, now: datetime | None) -> str:
     lines = []
-    if reason:
-        lines.append(f"Reason: {clean(reason, limit=REASON_MAX_CHARS)}")
+    if job.agent_reason:
+        lines.append(f"Reason: {clean(job.agent_reason, limit=REASON_MAX_CHARS)}")
     if now is not None and job.expires_at is not None:
         minutes = max(0, int((job.expires_at - now).total_seconds() // 60))
         lines.append(f"The request expires in {minutes} min unless someone decides.")
@@ -103,6 +104,8 @@ class Sender:
     """Sends notices to the given Apprise URLs from its own thread, in order."""
 
     def __init__(self, urls: Sequence[str]) -> None:
+        import apprise
+
         check_urls(urls)
         self._apprise = apprise.Apprise()
         for url in urls:

@@ -25,11 +25,6 @@ STDERR_TAIL_CHARS = 2000
 WAIT_POLL_S = 0.1
 
 
-def approval_url(settings: Settings, job_id: int) -> str:
-    """Where an operator decides on a job: the dashboard's job page."""
-    return f"{settings.dashboard_url.rstrip('/')}/jobs/{job_id}"
-
-
 def answer_for(
     job: Job, *, settings: Settings, warning: str | None = None, approvals_given: int = 0
 ) -> Answer:
@@ -54,7 +49,7 @@ def answer_for(
         base.error = "nobody approved this call in time; it did not run. Ask again if still needed."
     elif state is JobState.pending_approval:
         assert job.id is not None
-        base.approval_url = approval_url(settings, job.id)
+        base.approval_url = settings.job_page_url(job.id)
         base.expires_at = job.expires_at.isoformat() if job.expires_at else None
         needed = max(1, job.approvals_required - approvals_given)
         base.approvals_needed = needed
@@ -198,5 +193,5 @@ def _pending_entry(platform: Platform, job: Job) -> dict[str, Any]:
         "args": json.loads(job.args_json),
         "requested_at": job.created_at.isoformat(),
         "expires_at": job.expires_at.isoformat() if job.expires_at else None,
-        "approval_url": approval_url(platform.settings, job.id or 0),
+        "approval_url": platform.settings.job_page_url(job.id or 0),
     }

@@ -1,13 +1,23 @@
-"""Helpers for the browser tests: the server and attacker handles, environment, ports."""
+"""Helpers for the browser tests: the server and attacker handles, environment, ports, an MCP
+client asking in the background, and a job's state as its page shows it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from playwright.sync_api import Browser, Page
 
 CHROMIUM = "/usr/bin/chromium"
 # A foreign name that resolves to the dashboard, as DNS rebinding would make it.
@@ -35,11 +45,26 @@ class Server:
     port: int
     home: Path
     log: Path
+    env: dict[str, str] = field(default_factory=dict)
 
     def outbox(self) -> list[Path]:
         """The message files the outbox tool wrote."""
         folder = self.home / "outbox"
         return sorted(folder.glob("*.json")) if folder.exists() else []
+
+
+def log_in(browser: Browser, base: str, name: str) -> Page:
+    """A page in a fresh browser context, logged in as `name` through the login form, on the
+    approvals page (close it with `page.context.close()`)."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.goto(f"{base}/approvals")
+    assert "/login" in page.url
+    page.fill("input[name=username]", name)
+    page.fill("input[name=password]", PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base}/approvals")
+    return page
 
 
 def serve_env(home: Path, port: int) -> dict[str, str]:
@@ -69,9 +94,61 @@ def queue_directly(server: Server, subject: str = "s") -> int:
     out = subprocess.run(
         [sys.executable, "-m", "webplatform", "run", "outbox", "send-message", "--no-wait"]
         + ["--to", "x@example.org", "--subject", subject, "--body", "b"],
-        env=serve_env(server.home, server.port),
+        env=server.env or serve_env(server.home, server.port),
         capture_output=True,
         text=True,
         timeout=30,
     )
     return int(json.loads(out.stdout)["job"])
+
+
+class McpCall(threading.Thread):
+    """`run_tool_confirmed` of `outbox send-message` from an SDK client over HTTP (with the
+    agent's `reason` and agent `token` when given), waiting in the background: sync
+    Playwright holds this thread's event loop."""
+
+    def __init__(
+        self, server: Server, args: dict[str, Any], *, reason: str = "", token: str = ""
+    ) -> None:
+        super().__init__(daemon=True)
+        self.url = f"{server.url}/mcp"
+        self.arguments: dict[str, Any] = {"tool": "outbox", "action": "send-message"}
+        self.arguments.update({"args": args, **({"reason": reason} if reason else {})})
+        self.token = token
+        self.result: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = asyncio.run(self._call())
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            self.error = exc
+
+    async def _call(self) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        http = httpx2.AsyncClient(headers=headers)
+        async with http, Client(streamable_http_client(self.url, http_client=http)) as client:
+            result = await client.call_tool("run_tool_confirmed", self.arguments)
+            assert result.structured_content is not None
+            return dict(result.structured_content)
+
+    def answer(self, timeout: float = 45) -> dict[str, Any]:
+        self.join(timeout)
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None, "the MCP call did not return"
+        return self.result
+
+
+def job_state(page: Page, base: str, job_id: int) -> str:
+    """The state the job page shows (the page is left open on it)."""
+    page.goto(f"{base}/jobs/{job_id}")
+    return page.locator("h1 .state").inner_text()
+
+
+def wait_state(page: Page, base: str, job_id: int, want: str, timeout_s: float = 30) -> None:
+    """Reload the job page until it shows state `want`."""
+    deadline = time.monotonic() + timeout_s
+    while (state := job_state(page, base, job_id)) != want:
+        assert time.monotonic() < deadline, f"job {job_id} stayed {state}, not {want}"
+        time.sleep(0.3)

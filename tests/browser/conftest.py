@@ -18,6 +18,7 @@ from browser_helpers import (
     PASSWORD,
     Attacker,
     Server,
+    log_in,
     serve_env,
 )
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
@@ -39,7 +40,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
     )
     log = tmp_path / "serve.log"
     with aat_serve(env=env, port=port, log=log) as url:
-        yield Server(url=url, port=port, home=home, log=log)
+        yield Server(url=url, port=port, home=home, log=log, env=env)
 
 
 # Module scope, not session: sync Playwright keeps an asyncio loop marked running in this
@@ -62,16 +63,9 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 @pytest.fixture
 def page(browser: Browser, server: Server) -> Iterator[Page]:
     """A fresh browser context, logged in as alice through the login form."""
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    pg = context.new_page()
-    pg.goto(f"{server.url}/approvals")
-    assert "/login" in pg.url
-    pg.fill("input[name=username]", OPERATOR)
-    pg.fill("input[name=password]", PASSWORD)
-    pg.get_by_role("button", name="Log in").click()
-    pg.wait_for_url(f"{server.url}/approvals")
+    pg = log_in(browser, server.url, OPERATOR)
     yield pg
-    context.close()
+    pg.context.close()
 
 
 @pytest.fixture

@@ -3,57 +3,29 @@ over streamable HTTP asking for the irreversible call; and the attacks that must
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from browser_helpers import PASSWORD, REBOUND_HOST, Attacker, Server, queue_directly
-from mcp import Client
+from browser_helpers import (
+    PASSWORD,
+    REBOUND_HOST,
+    Attacker,
+    McpCall,
+    Server,
+    job_state,
+    queue_directly,
+)
 from playwright.sync_api import Browser, Page, expect
 
 pytestmark = pytest.mark.browser
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "approvals.png"
 MESSAGE = {"to": "bob@example.org", "subject": "Quarterly report", "body": "Numbers attached."}
-
-
-class McpCall(threading.Thread):
-    """`run_tool_confirmed` from an SDK client over HTTP, waiting in the background."""
-
-    def __init__(self, server: Server, args: dict[str, Any]) -> None:
-        super().__init__(daemon=True)
-        self.url = f"{server.url}/mcp"
-        self.args = args
-        self.result: dict[str, Any] | None = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.result = asyncio.run(self._call())
-        except BaseException as exc:  # reported by the test, not lost in the thread
-            self.error = exc
-
-    async def _call(self) -> dict[str, Any]:
-        async with Client(self.url) as client:
-            result = await client.call_tool(
-                "run_tool_confirmed",
-                {"tool": "outbox", "action": "send-message", "args": self.args},
-            )
-            assert result.structured_content is not None
-            return dict(result.structured_content)
-
-    def answer(self, timeout: float = 45) -> dict[str, Any]:
-        self.join(timeout)
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None, "the MCP call did not return"
-        return self.result
 
 
 def _new_card(page: Page) -> tuple[Any, int]:
@@ -106,11 +78,6 @@ def test_deny_with_a_reason_reaches_the_mcp_client(page: Page, server: Server):
     assert server.outbox() == []
 
 
-def _state(page: Page, server: Server, job_id: int) -> str:
-    page.goto(f"{server.url}/jobs/{job_id}")
-    return page.locator("h1 .state").inner_text()
-
-
 def test_a_form_on_another_origin_cannot_approve(page: Page, server: Server, attacker: Attacker):
     job_id = queue_directly(server)
     page.goto(f"{server.url}/jobs/{job_id}")
@@ -124,7 +91,7 @@ def test_a_form_on_another_origin_cannot_approve(page: Page, server: Server, att
     with page.expect_response(f"{server.url}/jobs/{job_id}/approve") as response:
         page.goto(f"{attacker.url}/win.html")
     assert response.value.status == 403
-    assert _state(page, server, job_id) == "pending_approval"
+    assert job_state(page, server.url, job_id) == "pending_approval"
 
 
 def test_a_foreign_host_name_is_refused(page: Page, server: Server):

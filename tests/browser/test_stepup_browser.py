@@ -5,13 +5,12 @@ job, and a reused challenge are all refused. The password step-up, typed in the 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
-from browser_helpers import OPERATOR, PASSWORD, Server, queue_directly
+from browser_helpers import OPERATOR, PASSWORD, Server, job_state, queue_directly, wait_state
 from playwright.sync_api import Browser, Page, expect
 
 pytestmark = pytest.mark.browser
@@ -57,18 +56,6 @@ def local_page(browser: Browser, server: Server) -> Iterator[Page]:
     context.close()
 
 
-def _state(page: Page, base: str, job_id: int) -> str:
-    page.goto(f"{base}/jobs/{job_id}")
-    return page.locator("h1 .state").inner_text()
-
-
-def _wait_state(page: Page, base: str, job_id: int, want: str, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while (state := _state(page, base, job_id)) != want:
-        assert time.monotonic() < deadline, f"job {job_id} stayed {state}, not {want}"
-        time.sleep(0.3)
-
-
 def _post_approve(page: Page, base: str, job_id: int, **form: str) -> Any:
     return page.request.post(
         f"{base}/jobs/{job_id}/approve",
@@ -94,7 +81,7 @@ def test_a_passkey_approves_and_replays_are_refused(local_page: Page, server: Se
         card.get_by_role("button", name="Approve", exact=True).click()  # password left empty
     assert "passkey=" in (sent.value.post_data or "")
     expect(page.locator("#notice")).to_contain_text(f"Approved job {first}.")
-    _wait_state(page, base, first, "succeeded")
+    wait_state(page, base, first, "succeeded")
     assert len(server.outbox()) == 1
     page.goto(f"{base}/jobs/{first}")
     expect(page.locator("ol.timeline")).to_contain_text("step-up: passkey")
@@ -130,8 +117,8 @@ def test_a_passkey_approves_and_replays_are_refused(local_page: Page, server: Se
     )
     assert reused.status == 403 and "already used" in reused.text()
 
-    assert _state(page, base, second) == "pending_approval"
-    assert _state(page, base, third) == "pending_approval"
+    assert job_state(page, base, second) == "pending_approval"
+    assert job_state(page, base, third) == "pending_approval"
     assert len(server.outbox()) == 1
 
 
@@ -158,5 +145,5 @@ def test_password_in_the_card_approves_and_without_it_nothing_does(page: Page, s
     card.locator("input[name=password]").fill(PASSWORD)
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator("#notice")).to_contain_text(f"Approved job {job_id}.")
-    _wait_state(page, server.url, job_id, "succeeded")
+    wait_state(page, server.url, job_id, "succeeded")
     assert len(server.outbox()) == 1

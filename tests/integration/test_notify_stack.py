@@ -2,8 +2,9 @@
 database) sends Apprise `json://` notifications to a local HTTP sink.
 
 What an operator would check: the notice arrives within seconds of the agent's call, names
-the call, links the job page and nothing that approves, carries no argument values, comes
-once, and a reminder follows before the window closes; a dead notifier delays nothing.
+the call, carries the agent's reason on one line (clipped), links the job page and nothing
+that approves, carries no argument values, comes once, and a reminder follows before the
+window closes; a dead notifier delays nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ CALL = {
     "tool": "outbox",
     "action": "send-message",
     "args": {"to": "ops@example.org", "subject": "hi", "body": SECRET_BODY},
+    # What the agent tells the operator: on one line in the notice, without the controls.
+    "reason": "the user asked for the weekly\nsummary \x1b[2J" + "now " * 110,
 }
 
 
@@ -127,11 +130,15 @@ async def test_a_pending_call_notifies_once_then_reminds(sink: Sink, tmp_path: P
             worker_log.close()
     job_link = f"{DASHBOARD}/jobs/{answer['job']}"
     assert message["title"] == "Approval needed: outbox send-message for mcp"
-    assert message["message"].splitlines()[-1] == f"Open: {job_link}"
+    lines = message["message"].splitlines()
+    assert lines[-1] == f"Open: {job_link}"
+    assert lines[0].startswith("Reason: the user asked for the weekly summary [2Jnow now")
+    assert lines[0].endswith("…") and len(lines[0]) == len("Reason: ") + 300
     assert len(everything) == 2, [m for _, m in everything]
     reminder = everything[1][1]
     assert reminder["title"].startswith("Reminder, approval still needed: outbox send-message")
     assert job_link in reminder["message"]
+    assert reminder["message"].splitlines()[0] == lines[0]
     for _, sent in everything:
         text = json.dumps(sent)
         assert SECRET_BODY not in text and "ops@example.org" not in text

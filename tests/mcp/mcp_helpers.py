@@ -5,18 +5,22 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
+from serving import uvicorn_in_thread
+from starlette.applications import Starlette
+from starlette.routing import Route
 from stepup_helpers import job_step_up
 
 from webplatform import decisions, jobs, runner
 from webplatform.config import Settings
-from webplatform.mcp import build_server, waiting
+from webplatform.mcp import build_server, create_mcp_app, waiting
+from webplatform.mcp.http import create_chat_mcp_app
 from webplatform.platform import Platform
 from webplatform.registry import resolve_secrets
 from webplatform.store.engine import session_scope
@@ -77,6 +81,26 @@ async def connect(platform: Platform, era: str, **kwargs: Any) -> AsyncIterator[
     server = build_server(platform, surface=Surface.mcp_stdio)
     async with Client(server, mode=era, **kwargs) as client:
         yield client
+
+
+@contextmanager
+def serve_mcp(platform: Platform) -> Iterator[str]:
+    """`/mcp` and `/mcp/chat` mounted in a host app, as `aat serve` mounts them, on a real
+    uvicorn server in a thread; yields the base URL."""
+    mcp_app, mcp_lifespan = create_mcp_app(platform)
+    chat_app, chat_lifespan = create_chat_mcp_app(platform)
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with mcp_lifespan(), chat_lifespan():
+            yield
+
+    app = Starlette(
+        routes=[Route("/mcp", endpoint=mcp_app), Route("/mcp/chat", endpoint=chat_app)],
+        lifespan=lifespan,
+    )
+    with uvicorn_in_thread(app) as base:
+        yield base
 
 
 def body(result: CallToolResult) -> dict[str, Any]:

@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_helpers import body, make_platform
+from mcp_helpers import body, make_platform, serve_mcp
 from pydantic import SecretStr
-from serving import uvicorn_in_thread
 from sqlmodel import select
-from starlette.applications import Starlette
-from starlette.routing import Route
 
 from webplatform.config import Settings
-from webplatform.mcp import create_mcp_app
-from webplatform.mcp.http import create_chat_mcp_app
 from webplatform.platform import Platform
 from webplatform.store import Job, JobState, session_scope
 from webplatform.store.agents import (
@@ -45,25 +40,6 @@ INIT = {
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-@contextlib.contextmanager
-def serve(platform: Platform) -> Iterator[str]:
-    """`/mcp` and `/mcp/chat` in a host app on a real uvicorn server; yields the base URL."""
-    mcp_app, mcp_lifespan = create_mcp_app(platform)
-    chat_app, chat_lifespan = create_chat_mcp_app(platform)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with mcp_lifespan(), chat_lifespan():
-            yield
-
-    app = Starlette(
-        routes=[Route("/mcp", endpoint=mcp_app), Route("/mcp/chat", endpoint=chat_app)],
-        lifespan=lifespan,
-    )
-    with uvicorn_in_thread(app) as base:
-        yield base
-
-
 def mint(platform: Platform, name: str, owner: str | None = None) -> str:
     with session_scope(platform.engine) as session:
         return add_agent(session=session, name=name, owner=owner)[1]
@@ -81,7 +57,7 @@ async def client_with(url: str, token: str) -> AsyncIterator[Client]:
 
 
 async def test_no_token_needed_until_one_exists_then_always(platform: Platform) -> None:
-    with serve(platform) as base:
+    with serve_mcp(platform) as base:
         assert post(f"{base}/mcp").status_code == 200
         token = mint(platform, "build-bot")
         for path in ("/mcp", "/mcp/chat"):
@@ -104,7 +80,7 @@ async def test_valid_token_runs_and_names_the_requester(platform: Platform) -> N
     with session_scope(platform.engine) as session:
         add_operator(session=session, name="ada", password="correct horse")
     token = mint(platform, "build-bot", owner="ada")
-    with serve(platform) as base:
+    with serve_mcp(platform) as base:
         async with client_with(f"{base}/mcp", token) as client:
             ran = body(
                 await client.call_tool("run_tool", {"tool": "hello-world", "args": {"name": "T"}})
@@ -131,7 +107,7 @@ async def test_valid_token_runs_and_names_the_requester(platform: Platform) -> N
 async def test_revoked_token_is_refused_on_the_next_request(platform: Platform) -> None:
     token = mint(platform, "build-bot")
     keep = mint(platform, "other-bot")
-    with serve(platform) as base:
+    with serve_mcp(platform) as base:
         async with client_with(f"{base}/mcp", token) as client:
             assert len((await client.list_tools()).tools) == 7
             with session_scope(platform.engine) as session:
@@ -149,7 +125,7 @@ async def test_revoked_token_is_refused_on_the_next_request(platform: Platform) 
 async def test_shared_mcp_token_still_works_beside_agent_tokens(mcp_settings: Settings) -> None:
     guarded = make_platform(mcp_settings, mcp_token=SecretStr("s3cret-token"))
     token = mint(guarded, "build-bot")
-    with serve(guarded) as base:
+    with serve_mcp(guarded) as base:
         assert post(f"{base}/mcp", Authorization="Bearer s3cret-token").status_code == 200
         assert post(f"{base}/mcp", Authorization=f"Bearer {token}").status_code == 200
         assert post(f"{base}/mcp").status_code == 401

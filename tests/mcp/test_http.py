@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -11,14 +10,10 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_helpers import ERAS, body, make_platform
+from mcp_helpers import ERAS, body, make_platform, serve_mcp
 from pydantic import SecretStr
-from serving import uvicorn_in_thread
-from starlette.applications import Starlette
-from starlette.routing import Route
 
 from webplatform.config import Settings
-from webplatform.mcp import create_mcp_app
 from webplatform.platform import Platform
 
 pytestmark = pytest.mark.anyio
@@ -36,25 +31,10 @@ INIT = {
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-@contextlib.contextmanager
-def serve(platform: Platform) -> Iterator[str]:
-    """`create_mcp_app` mounted at /mcp in a host app, on a real uvicorn server in a thread."""
-    mcp_app, mcp_lifespan = create_mcp_app(platform)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with mcp_lifespan():
-            yield
-
-    app = Starlette(routes=[Route("/mcp", endpoint=mcp_app)], lifespan=lifespan)
-    with uvicorn_in_thread(app) as base:
-        yield f"{base}/mcp"
-
-
 @pytest.fixture
 def url(platform: Platform) -> Iterator[str]:
-    with serve(platform) as u:
-        yield u
+    with serve_mcp(platform) as base:
+        yield f"{base}/mcp"
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -114,7 +94,8 @@ def test_modern_unsupported_version_gets_32022_over_http(url: str) -> None:
 
 async def test_bearer_token_is_required_when_set(mcp_settings: Settings) -> None:
     guarded = make_platform(mcp_settings, mcp_token=SecretStr("s3cret-token"))
-    with serve(guarded) as url:
+    with serve_mcp(guarded) as base:
+        url = f"{base}/mcp"
         assert post(url, INIT).status_code == 401
         assert post(url, INIT, Authorization="Bearer wrong").status_code == 401
         http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"})

@@ -2,41 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator
 
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp_helpers import ERAS, body, later, make_platform
-from serving import uvicorn_in_thread
-from starlette.applications import Starlette
-from starlette.routing import Route
+from mcp_helpers import ERAS, body, later, make_platform, serve_mcp
 from test_native_waiting import SEND, Elicitations, all_jobs, approve_first_pending, job_page
 
-from webplatform.mcp import create_mcp_app
 from webplatform.platform import Platform
 from webplatform.tracking import job_state
 from webplatform.worker import Worker
 
 pytestmark = pytest.mark.anyio
-
-
-@contextlib.contextmanager
-def serve(platform: Platform) -> Iterator[str]:
-    """`/mcp` in a host app on a real uvicorn server in a thread."""
-    mcp_app, mcp_lifespan = create_mcp_app(platform)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with mcp_lifespan():
-            yield
-
-    app = Starlette(routes=[Route("/mcp", endpoint=mcp_app)], lifespan=lifespan)
-    with uvicorn_in_thread(app) as base:
-        yield f"{base}/mcp"
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -47,8 +26,8 @@ async def test_http_client_opens_the_job_page_then_gets_the_outcome(
     slow = make_platform(platform.settings, approval_wait_s=30.0)
     asked = Elicitations("accept")
     later(1.0, lambda: approve_first_pending(platform))
-    with serve(slow) as url:
-        async with Client(url, mode=mode, elicitation_callback=asked) as client:
+    with serve_mcp(slow) as base:
+        async with Client(f"{base}/mcp", mode=mode, elicitation_callback=asked) as client:
             with anyio.fail_after(30):
                 result = await client.call_tool("run_tool_confirmed", SEND)
     answer = body(result)
@@ -61,8 +40,8 @@ async def test_http_client_opens_the_job_page_then_gets_the_outcome(
 async def test_http_declining_client_gets_pending_approval(platform: Platform, mode: str) -> None:
     slow = make_platform(platform.settings, approval_wait_s=30.0)
     asked = Elicitations("decline")
-    with serve(slow) as url:
-        async with Client(url, mode=mode, elicitation_callback=asked) as client:
+    with serve_mcp(slow) as base:
+        async with Client(f"{base}/mcp", mode=mode, elicitation_callback=asked) as client:
             with anyio.fail_after(15):
                 result = await client.call_tool("run_tool_confirmed", SEND)
     answer = body(result)
