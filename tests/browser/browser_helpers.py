@@ -17,7 +17,7 @@ from typing import Any
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 CHROMIUM = "/usr/bin/chromium"
 # A foreign name that resolves to the dashboard, as DNS rebinding would make it.
@@ -152,3 +152,14 @@ def wait_state(page: Page, base: str, job_id: int, want: str, timeout_s: float =
     while (state := job_state(page, base, job_id)) != want:
         assert time.monotonic() < deadline, f"job {job_id} stayed {state}, not {want}"
         time.sleep(0.3)
+
+
+MESSAGE = {"to": "bob@example.org", "subject": "Quarterly report", "body": "Numbers attached."}
+
+
+def new_card(page: Page) -> tuple[Any, int]:
+    """The newest card on the approvals page, once it shows, and its job id."""
+    card = page.locator("article.card[data-job-id]").first
+    expect(card).to_be_visible(timeout=2500)  # the spec's "within 2 s", plus render slack
+    job_id = int(card.get_attribute("data-job-id") or "0")
+    return card, job_id

@@ -7,17 +7,18 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from browser_helpers import (
+    MESSAGE,
     PASSWORD,
     REBOUND_HOST,
     Attacker,
     McpCall,
     Server,
     job_state,
+    new_card,
     queue_directly,
 )
 from playwright.sync_api import Browser, Page, expect
@@ -25,14 +26,6 @@ from playwright.sync_api import Browser, Page, expect
 pytestmark = pytest.mark.browser
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "approvals.png"
-MESSAGE = {"to": "bob@example.org", "subject": "Quarterly report", "body": "Numbers attached."}
-
-
-def _new_card(page: Page) -> tuple[Any, int]:
-    card = page.locator("article.card[data-job-id]").first
-    expect(card).to_be_visible(timeout=2500)  # the spec's "within 2 s", plus render slack
-    job_id = int(card.get_attribute("data-job-id") or "0")
-    return card, job_id
 
 
 def test_mcp_request_appears_live_and_approve_runs_it_once(
@@ -41,7 +34,7 @@ def test_mcp_request_appears_live_and_approve_runs_it_once(
     page.evaluate("window.loadedOnce = true")
     call = McpCall(server, MESSAGE)
     call.start()
-    card, job_id = _new_card(page)
+    card, job_id = new_card(page)
     assert page.evaluate("window.loadedOnce") is True  # no reload happened
     expect(card).to_contain_text("outbox send-message")
     expect(card).to_contain_text("Quarterly report")
@@ -65,7 +58,7 @@ def test_mcp_request_appears_live_and_approve_runs_it_once(
 def test_deny_with_a_reason_reaches_the_mcp_client(page: Page, server: Server):
     call = McpCall(server, MESSAGE)
     call.start()
-    card, job_id = _new_card(page)
+    card, job_id = new_card(page)
     page.wait_for_timeout(1200)  # let a poll or two swap the queue while typing
     card.get_by_role("textbox", name="Reason for denying").fill("not before the board meeting")
     page.wait_for_timeout(1200)

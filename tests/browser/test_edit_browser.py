@@ -8,9 +8,8 @@ import re
 import time
 
 import pytest
-from browser_helpers import PASSWORD, Server
+from browser_helpers import MESSAGE, PASSWORD, McpCall, Server, new_card
 from playwright.sync_api import Page, expect
-from test_approvals_browser import MESSAGE, McpCall, _new_card
 
 pytestmark = pytest.mark.browser
 
@@ -20,7 +19,7 @@ EDITED = {**MESSAGE, "subject": "Quarterly report (draft)", "body": "Numbers to 
 def test_edit_then_approve_from_the_card_sends_one_edited_message(page: Page, server: Server):
     call = McpCall(server, MESSAGE)
     call.start()
-    card, job_id = _new_card(page)
+    card, job_id = new_card(page)
     card.get_by_role("button", name="Edit", exact=True).click()
     page.wait_for_url(re.compile(rf"/jobs/{job_id}/edit\??$"))
     form = page.locator("form.edit-form")
