@@ -32,7 +32,7 @@ def test_mcp_request_appears_live_and_approve_runs_it_once(
     page: Page, server: Server, tmp_path: Path
 ):
     page.evaluate("window.loadedOnce = true")
-    call = McpCall(server, MESSAGE)
+    call = McpCall(server, MESSAGE, reason="The board asked for the numbers before Friday.")
     call.start()
     card, job_id = new_card(page)
     assert page.evaluate("window.loadedOnce") is True  # no reload happened

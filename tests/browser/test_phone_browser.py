@@ -4,13 +4,15 @@ to tap and inside the screen."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_helpers import OPERATOR, PASSWORD, Server, queue_directly
+from browser_helpers import MESSAGE, OPERATOR, PASSWORD, McpCall, Server, new_card, queue_directly
 from playwright.sync_api import Browser, Page
 
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "approvals-phone.png"
 WIDTH, HEIGHT = 390, 844
 TAP_PX = 44
 # One unbroken 300-character word: the hardest thing to fit.
@@ -82,3 +84,19 @@ def test_the_job_page_fits_a_phone(phone: Page, server: Server) -> None:
     assert_fits_and_tappable(phone, "section.pending")
     header = phone.locator("h1").bounding_box()
     assert header is not None and header["x"] + header["width"] <= WIDTH
+
+
+def test_an_agents_request_fits_a_phone(phone: Page, server: Server, tmp_path: Path) -> None:
+    """What the README shows: an MCP agent's request, with its reason, on a phone."""
+    call = McpCall(server, MESSAGE, reason="The board asked for the numbers before Friday.")
+    call.start()
+    phone.goto(f"{server.url}/approvals")
+    card, job_id = new_card(phone)
+    assert "before Friday" in card.inner_text()
+    assert_fits_and_tappable(phone, f"#card-{job_id}")
+    # The README's screenshot is refreshed only on request, so a test run leaves the tree clean.
+    shot = SCREENSHOT if os.environ.get("AAT_UPDATE_SCREENSHOTS") == "1" else tmp_path / "p.png"
+    card.screenshot(path=str(shot))  # the whole card: reason, arguments and buttons
+    assert shot.stat().st_size > 0
+    card.get_by_role("button", name="Deny", exact=True).click()
+    assert call.answer()["status"] == "denied"
