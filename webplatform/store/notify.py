@@ -73,6 +73,8 @@ class StopEvent(threading.Event):
 
 _doorbells: dict[str, threading.Thread] = {}
 _doorbells_lock = threading.Lock()
+# Files whose watch the kernel refused (said once in the log).
+_unwatched: set[str] = set()
 # What a commit changes: the write-ahead log (WAL mode), or the file itself (other modes).
 _DB_MASK = inotify.MODIFY | inotify.CLOSE_WRITE | inotify.CREATE | inotify.MOVED_TO
 
@@ -90,11 +92,19 @@ def watch_database(engine: Engine) -> bool:
             return True
         if not inotify.supported():
             return False
+        watch = None
         try:
             watch = inotify.Inotify()
             watch.add(os.path.dirname(path), _DB_MASK | inotify.ONLYDIR)
         except OSError as exc:
-            log.warning("cannot watch %s for commits (%s); polling instead", path, exc)
+            if watch is not None:
+                watch.close()
+                watch.read(0)  # releases its descriptors
+            # Asked again on every idle look of a worker: said once, tried again silently
+            # (an inotify limit reached now may be free later).
+            if path not in _unwatched:
+                _unwatched.add(path)
+                log.warning("cannot watch %s for commits (%s); polling instead", path, exc)
             return False
         thread = threading.Thread(
             target=_doorbell, args=(watch, path), name="aat-db-watch", daemon=True
