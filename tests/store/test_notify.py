@@ -200,9 +200,37 @@ def test_without_inotify_the_worker_polls_after_one_warning(
             looks = [JobNotifications(engine).listening for _ in range(5)]
         assert looks == [False] * 5
         # Once the kernel allows it again, the next look watches the file.
-        assert JobNotifications(engine).listening is True
+        later = JobNotifications(engine)
+        assert later.listening is True
+        later.close()
     finally:
         engine.dispose()
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings
     assert "polling instead" in warnings[0] and "\n" not in warnings[0]
+
+
+def _watching_threads() -> int:
+    return sum(t.name == "aat-db-watch" and t.is_alive() for t in threading.enumerate())
+
+
+def test_the_database_watch_ends_with_its_last_listener(tmp_path: Path) -> None:
+    """Listeners of one database file share one watching thread (one inotify instance), and
+    the last one's close ends it: a process that opens and closes workers keeps none."""
+    settings = Settings(home=aat_home_beside(tmp_path), workspaces=str(tmp_path))
+    engine = make_engine(settings)
+    before = _watching_threads()
+    try:
+        first, second = JobNotifications(engine), JobNotifications(engine)
+        assert first.listening and second.listening
+        assert _watching_threads() == before + 1
+        first.close()
+        assert _watching_threads() == before + 1, "the other listener still needs it"
+        second.close()
+        assert _watching_threads() == before
+        again = JobNotifications(engine)
+        assert again.listening and _watching_threads() == before + 1
+        again.close()
+        assert _watching_threads() == before
+    finally:
+        engine.dispose()
