@@ -12,7 +12,8 @@ The exchange before the MCP stream, one JSON line each way:
 
 - the relay's hello: `{"aat_handoff": VERSION, "env": {...}, "cwd": ..., "surface": ...}`,
   where `env` holds this process's `AAT_*` variables with `--registry`/`--db` applied, paths
-  made absolute, secret values replaced by their sha256 and tokens left out;
+  (a SQLite file's too) made absolute, secret values replaced by their sha256 and tokens
+  left out;
 - the server's answer: `{"ok": true}`, or `{"ok": false, "reason": ...}` and a hang-up.
 
 Anything else (no socket, a stale socket, another OS user's server, a server for another
@@ -56,6 +57,19 @@ CHUNK = 65536
 def digest(value: str) -> str:
     """How a secret setting travels in the hello: its sha256, hex."""
     return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+
+
+def absolute_db_url(url: str) -> str:
+    """`url` with a relative SQLite file path made absolute from this process's folder, as
+    SQLAlchemy opens it; any other URL unchanged. A relative path names a different database
+    in each folder, so the relay and the server compare it this way."""
+    scheme, sep, rest = url.partition(":///")
+    if not sep or scheme.partition("+")[0] != "sqlite":
+        return url
+    path, query_sep, query = rest.partition("?")
+    if not path or path == ":memory:" or path.startswith("file:") or os.path.isabs(path):
+        return url
+    return f"{scheme}:///{os.path.abspath(path)}{query_sep}{query}"
 
 
 def home_of(env: Mapping[str, str]) -> str:
@@ -124,6 +138,8 @@ def hello_env(environ: Mapping[str, str], options: Mapping[str, Any]) -> dict[st
         env["AAT_REGISTRY"] = ":".join(options["registry"])
     if options["db"]:
         env["AAT_DB_URL"] = options["db"]
+    if env.get("AAT_DB_URL"):
+        env["AAT_DB_URL"] = absolute_db_url(env["AAT_DB_URL"])
     for name in PRIVATE_VARS:
         env.pop(name, None)
     for name in SECRET_VARS:

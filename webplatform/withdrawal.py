@@ -14,6 +14,7 @@ import logging
 from webplatform import jobs
 from webplatform.platform import Actor, Platform
 from webplatform.store.models import JobState
+from webplatform.tracking import current_job
 
 logger = logging.getLogger(__name__)
 
@@ -29,9 +30,16 @@ def withdrawer(actor: Actor) -> str:
 def withdraw(*, platform: Platform, job_id: int, actor: Actor) -> JobState | None:
     """Deny `job_id` as withdrawn by `actor` if it still waits for an operator.
 
-    Returns the job's state afterwards (`denied` when withdrawn now; its own state when it
-    was decided first), or None when there is no such job.
+    A request an operator edited (edit, then approve) stands for the job it was edited into:
+    that one is withdrawn. Returns the job's state afterwards (`denied` when withdrawn now;
+    its own state when it was decided first), or None when there is no such job.
     """
+    current = platform.transact(
+        lambda session: current_job(session=session, job_id=job_id), write=False
+    )
+    if current is None or current.id is None:
+        return None
+    job_id = current.id
     try:
         job = platform.transact(
             lambda session: jobs.deny(

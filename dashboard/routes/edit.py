@@ -111,7 +111,8 @@ async def edit_submit(
     limiter: LimiterDep,
     rp: RelyingPartyDep,
     job_id: int,
-    password: Annotated[str, Form()] = "",
+    # Named `_password` in the form: an argument may be called `password`, none `_password`.
+    password: Annotated[str, Form(alias="_password")] = "",
 ) -> Response:
     """Validate the edited arguments, check the step-up, then deny the original and create
     the edited job with this operator's approval, in one transaction."""

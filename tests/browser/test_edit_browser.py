@@ -28,7 +28,7 @@ def test_edit_then_approve_from_the_card_sends_one_edited_message(page: Page, se
     expect(form.locator("input[name=to]")).to_have_value(MESSAGE["to"])
     form.locator("input[name=subject]").fill(EDITED["subject"])
     form.locator("input[name=body]").fill(EDITED["body"])
-    form.locator("input[name=password]").fill(PASSWORD)
+    form.locator("input[name=_password]").fill(PASSWORD)
     form.get_by_role("button", name="Approve edited").click()
     expect(page.locator(".notice.ok")).to_contain_text("Approved the edited call as job")
     edited_id = int(page.url.split("/jobs/")[1].split("?")[0])

@@ -8,7 +8,9 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from dash_helpers import BASE, ORIGIN, PASSWORD, csrf, log_in, queue_send
@@ -16,9 +18,10 @@ from fastapi.testclient import TestClient
 from sqlmodel import col, select
 from stepup_helpers import job_step_up
 
+from dashboard.app import create_app
 from webplatform import decisions, edits, jobs, runner
 from webplatform.answers import Answer, Status
-from webplatform.config import EXAMPLES_ROOT
+from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.platform import Actor, Platform
 from webplatform.registry import RegistryLoader, resolve_secrets
 from webplatform.services import Consent, request_run
@@ -68,7 +71,7 @@ def _job(platform: Platform, job_id: int) -> Job:
 
 
 def _edit(client: TestClient, job_id: int, **fields: str) -> Any:
-    form = {"csrf_token": csrf(client), "password": PASSWORD, **fields}
+    form = {"csrf_token": csrf(client), "_password": PASSWORD, **fields}
     return client.post(f"/jobs/{job_id}/edit", data=form, headers=ORIGIN)
 
 
@@ -161,7 +164,7 @@ def test_a_wrong_password_or_a_decided_job_edits_nothing(
     ada = browser("ada")
     original = queue_send(platform).job
     assert original is not None
-    form = {"csrf_token": csrf(ada), "password": "wrong", **EDITED}
+    form = {"csrf_token": csrf(ada), "_password": "wrong", **EDITED}
     wrong = ada.post(f"/jobs/{original}/edit", data=form, headers=ORIGIN)
     assert wrong.status_code == 403 and "wrong password" in wrong.text
     assert [j.id for j in _all_jobs(platform)] == [original]
@@ -170,7 +173,7 @@ def test_a_wrong_password_or_a_decided_job_edits_nothing(
     late = _edit(ada, original, **EDITED)
     assert late.status_code == 409 and "no longer pending" in late.text
     htmx = {**ORIGIN, "HX-Request": "true"}
-    form = {"csrf_token": csrf(ada), "password": PASSWORD, **EDITED}
+    form = {"csrf_token": csrf(ada), "_password": PASSWORD, **EDITED}
     late_htmx = ada.post(f"/jobs/{original}/edit", data=form, headers=htmx)
     assert late_htmx.status_code == 409 and "no longer pending" in late_htmx.text
     assert [j.id for j in _all_jobs(platform)] == [original]
@@ -303,3 +306,83 @@ def test_an_edit_racing_an_approve_of_the_original_has_one_winner(platform: Plat
     # One message per round, never two: the winner's arguments.
     assert len(sent) == 6
     assert sum(m["subject"] == EDITED["subject"] for m in sent) == winners.count("edit")
+
+
+CLASH_TOOL = """\
+name: clash
+description: Test fixture - an irreversible action whose arguments share the edit form's names.
+version: 0.1.0
+runtime: python
+entrypoint: main.py
+actions:
+  - name: log-in
+    description: Needs an operator's approval.
+    reversible: false
+    args:
+      - {name: user, type: string, required: true}
+      - {name: password, type: string, required: true}
+      - {name: csrf_token, type: string, required: true}
+"""
+
+
+def _form_inputs(page: str) -> list[tuple[str, str, str]]:
+    """The edit form's inputs in document order: (id, name, value)."""
+    form = page.split('class="stack edit-form"', 1)[1].split("</form>", 1)[0]
+    found = []
+    for tag in re.findall(r"<input\b[^>]*>", form):
+        attrs = dict(re.findall(r'(\w[\w-]*)="([^"]*)"', tag))
+        found.append((attrs.get("id", ""), attrs["name"], html.unescape(attrs.get("value", ""))))
+    return found
+
+
+def test_arguments_named_password_and_csrf_token_keep_their_own_values(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # A registry beside the workspace (tmp_path), not inside it.
+    registry = tmp_path.parent / f"{tmp_path.name}-registry"
+    tool = registry / "tools" / "clash"
+    tool.mkdir(parents=True)
+    (tool / "tool.yaml").write_text(CLASH_TOOL)
+    (tool / "main.py").write_text("print('{}')\n")
+    platform = Platform(settings.model_copy(update={"registry": str(registry)}))
+    _add(platform, "ada")
+    asked = {"user": "u", "password": "old-service-pass", "csrf_token": "old-value"}
+    answer = request_run(
+        platform=platform,
+        kind="tool",
+        name="clash",
+        action="log-in",
+        args=asked,
+        actor=Actor(surface=Surface.mcp_http, client="test-agent"),
+        consent=Consent.QUEUE,
+    )
+    original = answer.job
+    assert original is not None and answer.status is Status.pending_approval, answer
+    app = create_app(platform.settings, platform=platform, embed_worker=False, mcp=False)
+    with TestClient(app, base_url=BASE, follow_redirects=False) as ada:
+        log_in(ada, "ada")
+        page = ada.get(f"/jobs/{original}/edit").text
+        typed = {"password": "new-service-pass", "csrf_token": "new-value"}
+        # What a browser submits: every input in document order, as the operator filled it.
+        sent = []
+        for ident, name, value in _form_inputs(page):
+            if ident == f"edit-password-{original}":
+                value = PASSWORD
+            elif ident.startswith("arg-"):
+                arg = re.search(rf'<label for="{ident}"><code>([^<]+)</code>', page)
+                assert arg is not None
+                value = typed.get(arg.group(1), value)
+            sent.append((name, value))
+        done = ada.post(
+            f"/jobs/{original}/edit",
+            content=urlencode(sent).encode(),
+            headers={**ORIGIN, "Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert done.status_code == 303, done.text
+    (edited,) = [j for j in _all_jobs(platform) if j.edited_from == original]
+    assert json.loads(edited.args_json) == {"user": "u", **typed}
+    # The operator's own password never becomes an argument, nor reaches the database.
+    with platform.engine.connect() as conn:
+        stored = repr(conn.exec_driver_sql("SELECT * FROM job").all())
+    assert PASSWORD not in stored
+    platform.engine.dispose()

@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_helpers import approve, body, connect, deny
 from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Implementation
 from sqlmodel import select
+from test_edit_waiting import edit_first_pending
 from test_native_waiting import SEND, all_jobs, job_page
 
 from webplatform.mcp import build_server
@@ -184,3 +185,27 @@ async def test_reversible_calls_and_other_tools_never_become_tasks(platform: Pla
     assert not isinstance(ran, tc.CreatedTask) and body(ran)["status"] == "succeeded"
     assert not isinstance(listed, tc.CreatedTask)
     assert all_jobs(platform)[0].state == JobState.succeeded
+
+
+async def test_a_task_follows_an_edited_job_and_cancel_withdraws_the_edited_one(
+    platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two approvals: the editor's is the first, so the edited job still waits for another.
+    monkeypatch.setattr(platform.settings, "approvals_required", 2)
+    async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
+        created = await tc.call(client, "run_tool_confirmed", SEND)
+        assert isinstance(created, tc.CreatedTask), created
+        await anyio.to_thread.run_sync(lambda: edit_first_pending(platform))
+        [queued] = pending_for(platform=platform)
+        edited = int(queued["job"])
+        working = await tc.get(client, created.task_id)
+        assert working.status == "working"
+        assert f"job {edited} waits" in (working.status_message or "")
+
+        await tc.cancel(client, created.task_id)
+        assert pending_for(platform=platform) == [], "the edited card leaves the queue"
+        state = await tc.get(client, created.task_id)
+
+    assert state.status == "cancelled", state
+    job = the_job(platform, edited)
+    assert job.state == JobState.denied and job.reason == "withdrawn by the agent"

@@ -3,6 +3,7 @@ disk cache."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -10,7 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from descriptors import no_new_descriptors
 
+from webplatform import inotify
 from webplatform.registry import RegistryLoader
 from webplatform.registry import cache as cache_module
 from webplatform.registry import watch as watch_module
@@ -249,3 +252,25 @@ def test_two_platforms_on_one_registry_share_one_watcher(tmp_path: Path) -> None
         for p in platforms:
             p.engine.dispose()
     wait_until(lambda: _inotify_instances() == before)
+
+
+def test_a_watch_the_kernel_refuses_falls_back_to_scanning_after_one_warning(
+    reg: RegistryDir, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No inotify instance to be had (the per-user limit reached): the loader scans, the
+    watcher says so once however often it tries again, and watches once it can."""
+    reg.tool("alpha")
+    watcher = watch_module.RegistryWatcher([reg.root])
+    inotify.supported()  # looked up once, before descriptors run out
+    try:
+        with caplog.at_level(logging.INFO, logger=watch_module.__name__):
+            with no_new_descriptors():
+                watcher.start()
+                wait_until(lambda: watcher.generation >= 3)  # refused three times
+                assert not watcher.ready
+            wait_until(lambda: watcher.ready)
+    finally:
+        watcher.stop()
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert len(said) == 1, said
+    assert said[0][0] == logging.WARNING and "re-scanned on every read" in said[0][1]

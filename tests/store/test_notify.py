@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -10,11 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from descriptors import no_new_descriptors
 from sqlalchemy import Engine
 from sqlmodel import Session
 from workspaces import aat_home_beside
 
-from webplatform import calls, jobs, runner, signing
+from webplatform import calls, inotify, jobs, runner, signing
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.registry import RegistryLoader, resolve_secrets
@@ -181,3 +184,53 @@ def wait_for(check: Any, timeout: float = 60.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def test_without_inotify_the_worker_polls_after_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The kernel refuses an inotify instance (its limit reached): the database is not
+    watched, waiters poll, the worker's every idle look does not log it again, and the watch
+    starts once the kernel allows it."""
+    settings = Settings(home=aat_home_beside(tmp_path), workspaces=str(tmp_path))
+    engine = make_engine(settings)
+    inotify.supported()  # looked up once, before descriptors run out
+    try:
+        with caplog.at_level(logging.WARNING), no_new_descriptors():
+            looks = [JobNotifications(engine).listening for _ in range(5)]
+        assert looks == [False] * 5
+        # Once the kernel allows it again, the next look watches the file.
+        later = JobNotifications(engine)
+        assert later.listening is True
+        later.close()
+    finally:
+        engine.dispose()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "polling instead" in warnings[0] and "\n" not in warnings[0]
+
+
+def _watching_threads() -> int:
+    return sum(t.name == "aat-db-watch" and t.is_alive() for t in threading.enumerate())
+
+
+def test_the_database_watch_ends_with_its_last_listener(tmp_path: Path) -> None:
+    """Listeners of one database file share one watching thread (one inotify instance), and
+    the last one's close ends it: a process that opens and closes workers keeps none."""
+    settings = Settings(home=aat_home_beside(tmp_path), workspaces=str(tmp_path))
+    engine = make_engine(settings)
+    before = _watching_threads()
+    try:
+        first, second = JobNotifications(engine), JobNotifications(engine)
+        assert first.listening and second.listening
+        assert _watching_threads() == before + 1
+        first.close()
+        assert _watching_threads() == before + 1, "the other listener still needs it"
+        second.close()
+        assert _watching_threads() == before
+        again = JobNotifications(engine)
+        assert again.listening and _watching_threads() == before + 1
+        again.close()
+        assert _watching_threads() == before
+    finally:
+        engine.dispose()

@@ -81,6 +81,8 @@ def fingerprint(settings: Settings, *, hashed: bool = False) -> dict[str, Any]:
         value = getattr(settings, name)
         if isinstance(value, SecretStr):
             secret = value.get_secret_value()
+            if name == "db_url" and not hashed:
+                secret = handoff.absolute_db_url(secret)
             value = secret if hashed or not secret else handoff.digest(secret)
         found[name] = value
     found["home"] = settings.home.expanduser().resolve()

@@ -25,6 +25,7 @@ lately depends on the event's delivery.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -38,6 +39,11 @@ log = logging.getLogger(__name__)
 
 GRACE_S = 1.0
 HOT_FILES = 64
+# A watch that could not start is tried again after RETRY_S; one refused by the kernel's
+# limits (inotify instances or watches per user) after twice as long each time, up to this.
+RETRY_S = 0.2
+MAX_RETRY_S = 30.0
+_LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM})
 _DIR_MASK = inotify.CHANGES | inotify.SELF_GONE | inotify.ONLYDIR
 
 
@@ -146,6 +152,7 @@ class RegistryWatcher:
         if not inotify.supported():  # pragma: no cover - Linux has it; the scan still works
             log.warning("inotify is not available; the registry is re-scanned on every read")
             return
+        backoff = RETRY_S
         while not self._stop.is_set():
             inodes = tuple(_inode(r) for r in self.roots)
             existing = [str(r) for r, ino in zip(self.roots, inodes, strict=True) if ino]
@@ -155,10 +162,23 @@ class RegistryWatcher:
                 continue
             try:
                 self._watch(existing, inodes)
-            except OSError as exc:  # a root vanished under the watch, inotify limits...
-                log.info("registry watch restarting: %s", exc)
+            except OSError as exc:
                 self._bump(ready=False)
-                self._stop.wait(0.2)
+                if exc.errno not in _LIMITS:  # a root vanished under the watch
+                    log.info("registry watch restarting: %s", exc)
+                    self._stop.wait(RETRY_S)
+                    continue
+                # The kernel's inotify limits: said once, tried again less and less often.
+                if backoff == RETRY_S:
+                    log.warning(
+                        "cannot watch the registry (%s); it is re-scanned on every read "
+                        "until the watch can start",
+                        exc,
+                    )
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_RETRY_S)
+                continue
+            backoff = RETRY_S
 
     def _watch(self, roots: list[str], inodes: tuple[int | None, ...]) -> None:
         watch = inotify.Inotify()

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, event, text
@@ -71,37 +72,71 @@ class StopEvent(threading.Event):
             _local_moves.notify_all()
 
 
-_doorbells: dict[str, threading.Thread] = {}
+@dataclass
+class Doorbell:
+    """The watch of one database file, shared by this process's listeners of that file."""
+
+    path: str
+    watch: inotify.Inotify
+    thread: threading.Thread
+    users: int = 0
+
+
+_doorbells: dict[str, Doorbell] = {}
 _doorbells_lock = threading.Lock()
+# Files whose watch the kernel refused (said once in the log).
+_unwatched: set[str] = set()
 # What a commit changes: the write-ahead log (WAL mode), or the file itself (other modes).
 _DB_MASK = inotify.MODIFY | inotify.CLOSE_WRITE | inotify.CREATE | inotify.MOVED_TO
 
 
-def watch_database(engine: Engine) -> bool:
+def watch_database(engine: Engine) -> Doorbell | None:
     """Ring this process's waiters whenever the SQLite file of `engine` (or its WAL) changes,
-    whoever wrote it; True while that watch runs (one thread per process and file)."""
+    whoever wrote it: the running watch (one thread per process and file, shared), to give
+    back with `release_database`; None where there is none."""
     database = engine.url.database if engine.dialect.name == "sqlite" else None
     if not database or database == ":memory:" or database.startswith("file:"):
-        return False
+        return None
     path = os.path.realpath(database)
     with _doorbells_lock:
-        thread = _doorbells.get(path)
-        if thread is not None and thread.is_alive():
-            return True
+        bell = _doorbells.get(path)
+        if bell is not None and bell.thread.is_alive():
+            bell.users += 1
+            return bell
         if not inotify.supported():
-            return False
+            return None
+        watch = None
         try:
             watch = inotify.Inotify()
             watch.add(os.path.dirname(path), _DB_MASK | inotify.ONLYDIR)
         except OSError as exc:
-            log.warning("cannot watch %s for commits (%s); polling instead", path, exc)
-            return False
+            if watch is not None:
+                watch.close()
+                watch.read(0)  # releases its descriptors
+            # Asked again on every idle look of a worker: said once, tried again silently
+            # (an inotify limit reached now may be free later).
+            if path not in _unwatched:
+                _unwatched.add(path)
+                log.warning("cannot watch %s for commits (%s); polling instead", path, exc)
+            return None
         thread = threading.Thread(
             target=_doorbell, args=(watch, path), name="aat-db-watch", daemon=True
         )
-        _doorbells[path] = thread
+        bell = _doorbells[path] = Doorbell(path=path, watch=watch, thread=thread, users=1)
         thread.start()
-        return True
+        return bell
+
+
+def release_database(bell: Doorbell) -> None:
+    """One listener less of `bell`'s file; the last one ends its thread and inotify instance."""
+    with _doorbells_lock:
+        bell.users -= 1
+        if bell.users > 0:
+            return
+        if _doorbells.get(bell.path) is bell:
+            del _doorbells[bell.path]
+    bell.watch.close()  # wakes the thread, which releases the instance
+    bell.thread.join(timeout=5)
 
 
 def _doorbell(watch: inotify.Inotify, path: str) -> None:
@@ -147,6 +182,7 @@ class JobNotifications:
     def __init__(self, engine: Engine) -> None:
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
         self._engine = engine
+        self._bell: Doorbell | None = None
         if engine.dialect.name == "postgresql":
             self._listen(engine)
 
@@ -167,7 +203,14 @@ class JobNotifications:
     @property
     def listening(self) -> bool:
         """True while every job move, in any process, wakes `wait` up early."""
-        return self._conn is not None or watch_database(self._engine)
+        if self._conn is not None:
+            return True
+        if self._bell is not None and not self._bell.thread.is_alive():
+            release_database(self._bell)  # its folder went away
+            self._bell = None
+        if self._bell is None:
+            self._bell = watch_database(self._engine)
+        return self._bell is not None
 
     def wait(self, timeout_s: float, stop: threading.Event) -> bool:
         """Block until a job moves, `timeout_s` passes or `stop` is set; True if woken by a move."""
@@ -187,6 +230,9 @@ class JobNotifications:
 
     def close(self) -> None:
         """Stop listening."""
+        if self._bell is not None:
+            bell, self._bell = self._bell, None
+            release_database(bell)
         if self._conn is not None:
             import psycopg
 
