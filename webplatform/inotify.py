@@ -87,7 +87,11 @@ class Inotify:
         if self.closed:
             self._release()
             return []
-        ready, _, _ = select.select([self.fd, self._wake_r], [], [], timeout_s)
+        # poll, not select: select cannot take a descriptor numbered 1024 or above.
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        ready = [fd for fd, _ in poller.poll(None if timeout_s is None else timeout_s * 1000)]
         if self._wake_r in ready or self.closed:
             self._release()
             return []

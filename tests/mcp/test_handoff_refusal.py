@@ -10,7 +10,7 @@ import pytest
 import webplatform
 from webplatform import handoff
 from webplatform.config import Settings
-from webplatform.mcp.local import refusal
+from webplatform.mcp.local import _read_hello, refusal
 
 
 def _hello(env: dict[str, str]) -> dict[str, object]:
@@ -42,3 +42,25 @@ def test_a_relative_sqlite_path_is_the_same_database_only_from_the_same_folder(
     assert refusal(server, other) == "settings differ: db_url"
     # The hello never carries the URL itself, relative or absolute.
     assert "aat-relative.db" not in repr(other)
+
+
+class _Lines:
+    """The receiving end of a relay's connection, already holding what it sent."""
+
+    def __init__(self, data: bytes) -> None:
+        self.chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+
+    async def receive(self) -> bytes:
+        return self.chunks.pop(0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "line",
+    [b"[" * 100_000 + b"\n", b"not json\n"],
+    ids=["nested past the parser's depth", "not JSON"],
+)
+async def test_a_hello_that_cannot_be_read_is_refused_quietly(line: bytes) -> None:
+    """A malformed hello is refused (None), not logged as a crash with a traceback."""
+    hello, rest = await _read_hello(_Lines(line + b"more"))  # type: ignore[arg-type]
+    assert hello is None and rest == b""

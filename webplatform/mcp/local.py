@@ -167,7 +167,7 @@ async def _read_hello(stream: ByteStream) -> tuple[Any, bytes]:
     line, _, rest = bytes(buffered).partition(b"\n")
     try:
         return json.loads(line), rest
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return None, b""
 
 
