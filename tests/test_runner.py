@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -316,6 +318,54 @@ def test_exec_entrypoint_that_is_not_executable_fails_clearly(home: Path, tmp_pa
     res = runner.run(tool, tool.actions[0], {}, home=home, secrets={})
     assert res.outcome == "failed"
     assert res.error is not None and "is not executable" in res.error
+
+
+def exec_tool(folder: Path, script: str) -> ToolSpec:
+    """An `exec` runtime tool whose entrypoint is `script`, made executable."""
+    folder.mkdir()
+    entry = folder / "tool.sh"
+    entry.write_text(script)
+    entry.chmod(0o755)
+    return ToolSpec(
+        kind="tool",
+        name="exectool",
+        description="",
+        version="0",
+        runtime="exec",
+        entrypoint="tool.sh",
+        folder=folder,
+        manifest_path=folder / "tool.yaml",
+        actions=(ActionSpec(name="go"),),
+    )
+
+
+def test_an_entrypoint_the_kernel_cannot_execute_is_not_started(home: Path, tmp_path: Path) -> None:
+    tool = exec_tool(tmp_path / "noshebang", "echo '{}'\n")  # no #! line: ENOEXEC
+    res = runner.run(tool, tool.actions[0], {}, home=home, secrets={})
+    assert res.outcome == "failed" and res.pid is None
+    assert res.error is not None
+    assert res.error.startswith(f"could not start {tool.entrypoint_path}: [Errno 8]")
+    assert res.error.endswith("check the manifest's runtime")
+
+
+def test_a_plain_call_starts_with_the_signals_a_direct_spawn_gives(
+    home: Path, tmp_path: Path
+) -> None:
+    script = (
+        "#!/bin/sh\n"
+        "while read -r k v; do case $k in SigIgn:) i=$v;; SigBlk:) b=$v;; esac; done"
+        " < /proc/self/status\n"
+        'printf \'{"ignored": "%s", "blocked": "%s"}\\n\' "$i" "$b"\n'
+    )
+    tool = exec_tool(tmp_path / "signals", script)
+    res = runner.run(tool, tool.actions[0], {}, home=home, secrets={})
+    assert res.outcome == "succeeded", res.error
+    argv = launch.build_argv(tool, tool.actions[0], {})
+    env = launch.build_env(tool, tool.actions[0], home=home, secrets={})
+    direct = subprocess.run(
+        argv, env=env, cwd=tool.folder, capture_output=True, check=True, start_new_session=True
+    )
+    assert res.result == json.loads(direct.stdout)
 
 
 def test_bash_runtime_finds_aat_python_first(home: Path) -> None:

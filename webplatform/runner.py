@@ -92,10 +92,14 @@ def run(
         result = classify(
             capture, proc, limit, time.monotonic() - started, max_output_bytes, redact
         )
+        if isinstance(proc, warm.WarmProcess) and proc.exec_error is not None:
+            return _not_started(_cannot_start(argv[0], proc.exec_error))
         if isinstance(proc, warm.WarmProcess) and proc.lost:
             error = (
                 f"the warm interpreter of {tool.name} died during the call, which was stopped; "
                 "call again (a new one starts), or set `warm: false` in its manifest"
+                if tool.warm
+                else "aat's spawner process died during the call, which was stopped; call again"
             )
             return replace(result, outcome="failed", exit_code=None, result=None, error=error)
         return result
@@ -104,9 +108,15 @@ def run(
 def _start(
     tool: ToolSpec, jail: confine.Jail, argv: list[str], env: dict[str, str], limit: float
 ) -> Process | str:
-    """The call's process: forked warm (`warm: true`, SPEC §12) or spawned; or why not."""
+    """The call's process: forked warm (`warm: true`, SPEC §12) or spawned; or why not.
+
+    A confined plain call is spawned by the exec-mode zygote (`warm.spawn`), which confines
+    the child before exec: a `preexec_fn` here would fork aat's whole process for each call.
+    """
     if tool.warm and tool.runtime == "python" and warm.supported():
         return warm.start(tool, argv, env, jail.rules, timeout_s=limit)
+    if jail.rules is not None and warm.supported():
+        return warm.spawn(argv, env, tool.folder, jail.rules, timeout_s=limit)
     try:
         confine_child = jail.preexec()
     except OSError as exc:
@@ -124,7 +134,11 @@ def _start(
             preexec_fn=confine_child,
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte inside an argument
-        return f"could not start {argv[0]}: {exc}; check the manifest's runtime"
+        return _cannot_start(argv[0], str(exc))
+
+
+def _cannot_start(program: str, why: str) -> str:
+    return f"could not start {program}: {why}; check the manifest's runtime"
 
 
 @dataclass(frozen=True)

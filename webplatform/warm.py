@@ -10,6 +10,10 @@ its control socket. Each call hands it the call's stdin, stdout and stderr and a
 
 `start()` gives a `WarmProcess` that `supervise` watches like a `Popen`: its pid leads its own
 session and process group, its exit status comes from the zygote over the channel.
+
+`spawn()` starts a plain (`warm: false`) confined call the same way, through one zygote in
+exec mode that preloads nothing and execs the call's argv: forking aat's own large,
+multi-threaded process for the Landlock step before exec cost several milliseconds a call.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from webplatform.confine import landlock
 from webplatform.registry.model import ToolSpec
 
 ZYGOTE = Path(landlock.__file__).resolve().with_name("zygote.py")
+# The zygote's first argument for exec mode (plain calls), and its slot in the pool.
+EXEC_MODE = "--exec"
+EXEC_SLOT = "exec:"
 # What the interpreter reads at start-up; the rest of a call's environment is set per call.
 _INTERPRETER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONIOENCODING", "PYTHONUNBUFFERED")
 # How long the last word of a killed call may take: the zygote reaps and reports at once.
@@ -60,6 +67,8 @@ class WarmProcess:
         self.stderr: IO[bytes] | None = stderr
         self.returncode: int | None = None
         self.lost = False
+        # Set when an exec-mode call's program could not be executed (its OSError's text).
+        self.exec_error: str | None = None
         self._channel: socket.socket | None = channel
         self._buffer = bytearray(rest)
         self._take_lines()
@@ -107,6 +116,8 @@ class WarmProcess:
             line, _, rest = bytes(self._buffer).partition(b"\n")
             self._buffer = bytearray(rest)
             message = json.loads(line)
+            if "exec_error" in message:
+                self.exec_error = str(message["exec_error"])
             if "status" in message:
                 self.returncode = os.waitstatus_to_exitcode(int(message["status"]))
                 self._close(lost=False)
@@ -122,12 +133,12 @@ class WarmProcess:
 
 
 class _Zygote:
-    def __init__(self, key: Key, folder: Path, entry: Path, env: dict[str, str]) -> None:
+    def __init__(self, key: Key, folder: Path, args: list[str], env: dict[str, str]) -> None:
         self.key = key
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
             self.proc = subprocess.Popen(
-                [key[1], str(ZYGOTE), str(entry), str(theirs.fileno())],
+                [key[1], *args, str(theirs.fileno())],
                 cwd=folder,
                 env={k: v for k, v in env.items() if k in _INTERPRETER_ENV},
                 stdin=subprocess.DEVNULL,
@@ -146,9 +157,11 @@ class _Zygote:
 
 
 class _Pool:
+    """The running zygotes, one per slot: a warm tool's folder, or `exec:INTERPRETER`."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._zygotes: dict[Path, _Zygote] = {}
+        self._zygotes: dict[str, _Zygote] = {}
         self._retired: list[_Zygote] = []
 
     def get(self, tool: ToolSpec, interpreter: str, env: dict[str, str]) -> _Zygote:
@@ -159,29 +172,37 @@ class _Pool:
             tool.manifest_path.stat().st_mtime_ns if tool.manifest_path.exists() else 0,
             entry.stat().st_mtime_ns,
         )
+        return self._get(key, tool.folder, [str(ZYGOTE), str(entry)], env)
+
+    def spawner(self, interpreter: str, env: dict[str, str]) -> _Zygote:
+        """The exec-mode zygote that spawns plain calls (one per interpreter)."""
+        key: Key = (f"{EXEC_SLOT}{interpreter}", interpreter, 0, 0)
+        return self._get(key, Path("/"), ["-S", str(ZYGOTE), EXEC_MODE], env)
+
+    def _get(self, key: Key, folder: Path, args: list[str], env: dict[str, str]) -> _Zygote:
         with self._lock:
             self._retired = [z for z in self._retired if z.alive()]  # reaps those that exited
-            zygote = self._zygotes.get(tool.folder)
+            zygote = self._zygotes.get(key[0])
             if zygote is not None and (zygote.key != key or not zygote.alive()):
                 self._drop(zygote)
                 zygote = None
             if zygote is None:
-                zygote = self._zygotes[tool.folder] = _Zygote(key, tool.folder, entry, env)
+                zygote = self._zygotes[key[0]] = _Zygote(key, folder, args, env)
             return zygote
 
     def discard(self, zygote: _Zygote) -> None:
         with self._lock:
-            if self._zygotes.get(Path(zygote.key[0])) is zygote:
+            if self._zygotes.get(zygote.key[0]) is zygote:
                 self._drop(zygote)
 
     def _drop(self, zygote: _Zygote) -> None:
-        del self._zygotes[Path(zygote.key[0])]
+        del self._zygotes[zygote.key[0]]
         zygote.retire()
         self._retired.append(zygote)
 
-    def pid(self, folder: Path) -> int | None:
+    def pid(self, slot: str) -> int | None:
         with self._lock:
-            zygote = self._zygotes.get(folder)
+            zygote = self._zygotes.get(slot)
             return zygote.proc.pid if zygote is not None and zygote.alive() else None
 
     def shutdown(self) -> None:
@@ -205,7 +226,7 @@ atexit.register(_POOL.shutdown)
 
 def zygote_pid(tool: ToolSpec) -> int | None:
     """The pid of `tool`'s warm interpreter while one runs (for tests and diagnostics)."""
-    return _POOL.pid(tool.folder)
+    return _POOL.pid(str(tool.folder))
 
 
 def start(
@@ -226,7 +247,7 @@ def start(
     for _ in range(2):  # a zygote found dead is replaced once
         zygote = _POOL.get(tool, argv[0], env)
         try:
-            return _fork(zygote, line, timeout_s, tool.name)
+            return _fork(zygote, line, timeout_s, f"the warm interpreter of {tool.name}")
         except ZygoteGone:
             _POOL.discard(zygote)
     return (
@@ -235,7 +256,31 @@ def start(
     )
 
 
-def _fork(zygote: _Zygote, line: bytes, timeout_s: float, name: str) -> WarmProcess | str:
+def spawn(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    rules: dict[str, list[str]] | None,
+    *,
+    timeout_s: float,
+) -> WarmProcess | str:
+    """Start a plain call's program through the exec-mode zygote; its process or a reason.
+
+    What the program starts with is what `subprocess.Popen` gives it (see zygote.py); a
+    program that cannot be executed shows as the process's `exec_error`.
+    """
+    request = {"argv": argv, "env": env, "cwd": str(cwd), "rules": rules}
+    line = json.dumps(request, ensure_ascii=False).encode() + b"\n"
+    for _ in range(2):  # a spawner found dead is replaced once
+        zygote = _POOL.spawner(sys.executable, env)
+        try:
+            return _fork(zygote, line, timeout_s, "aat's spawner process")
+        except ZygoteGone:
+            _POOL.discard(zygote)
+    return f"aat's spawner process exits as soon as it starts; run `{sys.executable} -S -c 0`"
+
+
+def _fork(zygote: _Zygote, line: bytes, timeout_s: float, who: str) -> WarmProcess | str:
     stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -255,7 +300,7 @@ def _fork(zygote: _Zygote, line: bytes, timeout_s: float, name: str) -> WarmProc
         os.close(out_r)
         os.close(err_r)
         if isinstance(exc, TimeoutError):
-            return f"the warm interpreter of {name} did not answer within {timeout_s:g} s"
+            return f"{who} did not answer within {timeout_s:g} s"
         raise ZygoteGone from exc
     message, rest = first
     if "pid" not in message:
@@ -263,7 +308,7 @@ def _fork(zygote: _Zygote, line: bytes, timeout_s: float, name: str) -> WarmProc
         os.close(out_r)
         os.close(err_r)
         why = message.get("error") or f"wait status {message.get('status')}"
-        return f"the warm interpreter of {name} could not start the call ({why})"
+        return f"{who} could not start the call ({why})"
     stdout, stderr = os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0)
     return WarmProcess(int(message["pid"]), stdout, stderr, ours, rest)
 

@@ -17,6 +17,7 @@ from webplatform.store.models import AuditEvent, utcnow
 # Decisions are kept forever (retention never prunes them): who approved what, and when.
 DECISION_EVENTS: frozenset[str] = frozenset({"approved", "denied", "expired", "cancelled"})
 _HASHED = ("job_id", "at", "actor", "event", "from_state", "to_state", "detail", "address")
+_INSERT = insert(AuditEvent)
 
 
 def record_event(
@@ -50,8 +51,9 @@ def record_event(
     prev = chain_tip(session)
     content["prev_hash"] = prev
     content["event_hash"] = content_hash(prev, **{k: content[k] for k in _HASHED})
-    # A Core INSERT: one statement, none of the unit of work's bookkeeping per event.
-    inserted = session.connection().execute(insert(AuditEvent).values(**content))
+    # A Core INSERT built once, its values bound at execution: none of the unit of work's
+    # bookkeeping, and no statement to build and coerce per event.
+    inserted = session.connection().execute(_INSERT, content)
     event_id = inserted.inserted_primary_key
     return AuditEvent(id=event_id[0] if event_id else None, **content)
 

@@ -30,6 +30,8 @@ PRUNED_EVENT = "pruned"
 # Any fixed 64-bit number works; it only has to be the same in every aat process.
 PG_CHAIN_LOCK = 0x0AA7_0002
 _PAGE = 1000
+# Built once: appending an event reads the tip on every job move.
+_TIP = select(AuditEvent.event_hash).order_by(col(AuditEvent.id).desc()).limit(1)
 
 
 def lock_chain(session: Session) -> None:
@@ -41,8 +43,8 @@ def lock_chain(session: Session) -> None:
 
 def chain_tip(session: Session) -> str:
     """The hash the next event links to: the newest event's, or GENESIS for an empty trail."""
-    stmt = select(AuditEvent.event_hash).order_by(col(AuditEvent.id).desc()).limit(1)
-    return session.exec(stmt).first() or GENESIS
+    tip: str | None = session.connection().execute(_TIP).scalar()
+    return tip or GENESIS
 
 
 def content_hash(

@@ -150,13 +150,11 @@ def compare_and_set(
         raise TypeError(f"a move cannot set {sorted(unknown)}")
     # The audit chain's lock before the row's, in every transaction: no lock-order deadlock.
     lock_chain(session)
-    stmt = (
-        update(Job)
-        .where(col(Job.id) == job_id, col(Job.state) == expected, *extra)
-        .values(state=to, updated_at=utcnow(), **fields)
-        .execution_options(synchronize_session=False)
-    )
-    if session.exec(stmt).rowcount != 1:
+    # A Core UPDATE with the new values bound at execution (the SET clause): the ORM's bulk
+    # update machinery and per-value coercion cost more than the statement itself.
+    stmt = update(Job).where(col(Job.id) == job_id, col(Job.state) == expected, *extra)
+    values = {"state": to, "updated_at": utcnow(), **fields}
+    if session.connection().execute(stmt, values).rowcount != 1:
         job = fetch_job(session, job_id)
         raise stale_error(
             job, expected, None if job.state != expected else f"job {job_id} moved on"
