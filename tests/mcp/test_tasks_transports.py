@@ -9,8 +9,7 @@ import anyio
 import pytest
 import tasks_client as tc
 from mcp import Client, StdioServerParameters
-from mcp_helpers import approve
-from test_native_transports import serve
+from mcp_helpers import approve, serve_mcp
 from test_native_waiting import SEND, all_jobs
 from test_tasks import MODERN, poll_until_done
 
@@ -24,8 +23,8 @@ pytestmark = pytest.mark.anyio
 
 async def test_http_client_polls_a_task_to_the_result(platform: Platform, worker: Worker) -> None:
     del worker
-    with serve(platform) as url:
-        async with Client(url, mode=MODERN, extensions=[tc.TasksClient()]) as client:
+    with serve_mcp(platform) as base:
+        async with Client(f"{base}/mcp", mode=MODERN, extensions=[tc.TasksClient()]) as client:
             discovered = await client.session.send_discover(MODERN)
             extensions = discovered["capabilities"].get("extensions", {})
             assert tc.TASKS in extensions, "server/discover advertises the extension"
@@ -42,8 +41,8 @@ async def test_http_client_polls_a_task_to_the_result(platform: Platform, worker
 
 
 async def test_http_cancel_withdraws_the_request(platform: Platform) -> None:
-    with serve(platform) as url:
-        async with Client(url, mode=MODERN, extensions=[tc.TasksClient()]) as client:
+    with serve_mcp(platform) as base:
+        async with Client(f"{base}/mcp", mode=MODERN, extensions=[tc.TasksClient()]) as client:
             with anyio.fail_after(15):
                 created = await tc.call(client, "run_tool_confirmed", SEND)
                 assert isinstance(created, tc.CreatedTask), created
