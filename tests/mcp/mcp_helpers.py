@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -10,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 from serving import uvicorn_in_thread
 from starlette.applications import Starlette
@@ -166,3 +168,16 @@ def registry_root(tmp_path: Path) -> Path:
     for sub in ("tools", "agents", "skills"):
         (root / sub).mkdir(parents=True)
     return root
+
+
+def aat_mcp_process(settings: Settings, **extra: str) -> StdioServerParameters:
+    """A real `aat mcp` process on `settings`' home, database and workspaces (plus `extra`
+    AAT_* variables), for the SDK's stdio client."""
+    env = {
+        **os.environ,
+        "AAT_HOME": str(settings.home),
+        "AAT_DB_URL": settings.db_url.get_secret_value(),
+        "AAT_WORKSPACES": settings.workspaces,
+        **extra,
+    }
+    return StdioServerParameters(command=sys.executable, args=["-m", "webplatform", "mcp"], env=env)

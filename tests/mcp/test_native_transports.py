@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp_helpers import ERAS, body, later, make_platform, serve_mcp
+from mcp import Client
+from mcp_helpers import ERAS, aat_mcp_process, body, later, make_platform, serve_mcp
 from test_native_waiting import SEND, Elicitations, all_jobs, approve_first_pending, job_page
 
 from webplatform.platform import Platform
@@ -56,17 +53,7 @@ async def test_stdio_bridge_process_elicits_the_job_page(
     platform: Platform, worker: Worker, mode: str
 ) -> None:
     del worker
-    settings = platform.settings
-    env = {
-        **os.environ,
-        "AAT_HOME": str(settings.home),
-        "AAT_DB_URL": settings.db_url.get_secret_value(),
-        "AAT_WORKSPACES": settings.workspaces,
-        "AAT_APPROVAL_WAIT_S": "30",
-    }
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "webplatform", "mcp"], env=env
-    )
+    params = aat_mcp_process(platform.settings, AAT_APPROVAL_WAIT_S="30")
     asked = Elicitations("accept")
     later(1.5, lambda: approve_first_pending(platform))
     async with Client(params, mode=mode, elicitation_callback=asked) as client:

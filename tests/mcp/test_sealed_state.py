@@ -8,16 +8,14 @@ an error saying what to do.
 
 from __future__ import annotations
 
-import os
 import stat
-import sys
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import body, connect, later, make_platform
+from mcp_helpers import aat_mcp_process, body, connect, later, make_platform
 from mcp_types import INVALID_PARAMS, CallToolResult, ElicitResult, InputRequiredResult
 from test_native_waiting import SEND, Elicitations, all_jobs, approve_first_pending, job_page
 
@@ -105,17 +103,7 @@ async def test_aat_mcp_restarted_between_the_rounds_still_answers_the_retry(
     platform: Platform, worker: Worker
 ) -> None:
     del worker
-    settings = platform.settings
-    env = {
-        **os.environ,
-        "AAT_HOME": str(settings.home),
-        "AAT_DB_URL": settings.db_url.get_secret_value(),
-        "AAT_WORKSPACES": settings.workspaces,
-        "AAT_APPROVAL_WAIT_S": "30",
-    }
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "webplatform", "mcp"], env=env
-    )
+    params = aat_mcp_process(platform.settings, AAT_APPROVAL_WAIT_S="30")
     asked = Elicitations("accept")
     async with Client(params, mode=MODERN, elicitation_callback=asked) as client:
         with anyio.fail_after(40):

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import anyio
 import pytest
 import tasks_client as tc
-from mcp import Client, StdioServerParameters
-from mcp_helpers import approve, serve_mcp
+from mcp import Client
+from mcp_helpers import aat_mcp_process, approve, serve_mcp
 from test_native_waiting import SEND, all_jobs
 from test_tasks import MODERN, poll_until_done
 
@@ -58,16 +55,7 @@ async def test_stdio_task_outlives_the_bridge_process_that_made_it(
     platform: Platform, worker: Worker
 ) -> None:
     del worker
-    settings = platform.settings
-    env = {
-        **os.environ,
-        "AAT_HOME": str(settings.home),
-        "AAT_DB_URL": settings.db_url.get_secret_value(),
-        "AAT_WORKSPACES": settings.workspaces,
-    }
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "webplatform", "mcp"], env=env
-    )
+    params = aat_mcp_process(platform.settings)
     async with Client(params, mode=MODERN, extensions=[tc.TasksClient()]) as client:
         with anyio.fail_after(40):
             created = await tc.call(client, "run_tool_confirmed", SEND)
