@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -41,3 +41,20 @@ def alice(platform: Platform, client: TestClient) -> TestClient:
     add_operator(platform, "alice")
     log_in(client, "alice")
     return client
+
+
+@pytest.fixture
+def browser(app: Any) -> Iterator[Callable[[str], TestClient]]:
+    """A factory of logged-in browsers, one per operator, on the same app."""
+    opened: list[TestClient] = []
+
+    def open_as(name: str) -> TestClient:
+        client = TestClient(app, base_url=BASE, follow_redirects=False)
+        client.__enter__()
+        opened.append(client)
+        log_in(client, name)
+        return client
+
+    yield open_as
+    for client in opened:
+        client.__exit__(None, None, None)

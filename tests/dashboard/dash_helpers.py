@@ -19,10 +19,12 @@ ORIGIN = {"Origin": BASE}
 PASSWORD = "correct horse battery"
 
 
-def add_operator(platform: Platform, name: str, password: str = PASSWORD) -> None:
-    """Create an operator directly in the database."""
+def add_operator(
+    platform: Platform, name: str, role: str | None = None, password: str = PASSWORD
+) -> None:
+    """Create an operator directly in the database (`role`: the default when None)."""
     with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name=name, password=password)
+        operators.add_operator(session=session, name=name, password=password, role=role)
 
 
 def log_in(client: TestClient, name: str, password: str = PASSWORD) -> None:

@@ -7,13 +7,13 @@ import html
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from dash_helpers import BASE, ORIGIN, PASSWORD, csrf, log_in, queue_send
+from dash_helpers import BASE, ORIGIN, PASSWORD, add_operator, csrf, log_in, queue_send
 from fastapi.testclient import TestClient
 from sqlmodel import col, select
 from stepup_helpers import job_step_up
@@ -26,7 +26,6 @@ from webplatform.platform import Actor, Platform
 from webplatform.registry import RegistryLoader, resolve_secrets
 from webplatform.services import Consent, request_run
 from webplatform.stepup import StepUp, StepUpMethod
-from webplatform.store import operators
 from webplatform.store.agents import add_agent
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Job, JobState, Surface
@@ -34,28 +33,6 @@ from webplatform.tracking import job_answer
 from webplatform.worker import Worker
 
 EDITED = {"to": "carol@example.org", "subject": "edited subject", "body": "edited body"}
-
-
-def _add(platform: Platform, name: str, role: str | None = None) -> None:
-    with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name=name, password=PASSWORD, role=role)
-
-
-@pytest.fixture
-def browser(app: Any) -> Iterator[Callable[[str], TestClient]]:
-    """A factory of logged-in browsers, one per operator, on the same app."""
-    opened: list[TestClient] = []
-
-    def open_as(name: str) -> TestClient:
-        client = TestClient(app, base_url=BASE, follow_redirects=False)
-        client.__enter__()
-        opened.append(client)
-        log_in(client, name)
-        return client
-
-    yield open_as
-    for client in opened:
-        client.__exit__(None, None, None)
 
 
 def _all_jobs(platform: Platform) -> list[Job]:
@@ -97,7 +74,7 @@ def _outbox(platform: Platform) -> list[dict[str, Any]]:
 def test_edit_then_approve_runs_the_edited_call_once_and_the_agent_gets_it(
     platform: Platform, browser: Callable[[str], TestClient]
 ) -> None:
-    _add(platform, "ada")
+    add_operator(platform, "ada")
     ada = browser("ada")
     original = queue_send(platform, subject="original subject").job
     assert original is not None
@@ -141,7 +118,7 @@ def test_edit_then_approve_runs_the_edited_call_once_and_the_agent_gets_it(
 def test_an_edit_that_fails_validation_shows_the_error_and_changes_nothing(
     platform: Platform, browser: Callable[[str], TestClient]
 ) -> None:
-    _add(platform, "ada")
+    add_operator(platform, "ada")
     ada = browser("ada")
     original = queue_send(platform).job
     assert original is not None
@@ -160,7 +137,7 @@ def test_an_edit_that_fails_validation_shows_the_error_and_changes_nothing(
 def test_a_wrong_password_or_a_decided_job_edits_nothing(
     platform: Platform, browser: Callable[[str], TestClient]
 ) -> None:
-    _add(platform, "ada")
+    add_operator(platform, "ada")
     ada = browser("ada")
     original = queue_send(platform).job
     assert original is not None
@@ -183,8 +160,8 @@ def test_forged_edits_by_a_viewer_and_by_the_asker_are_refused(
     platform: Platform, browser: Callable[[str], TestClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "self_approval", False)
-    _add(platform, "ada")
-    _add(platform, "vic", "viewer")
+    add_operator(platform, "ada")
+    add_operator(platform, "vic", "viewer")
     with session_scope(platform.engine) as session:
         add_agent(session=session, name="ada-laptop", owner="ada")
     answer = request_run(
@@ -215,8 +192,8 @@ def test_the_editors_approval_counts_as_one_of_two(
     platform: Platform, browser: Callable[[str], TestClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "approvals_required", 2)
-    _add(platform, "ada")
-    _add(platform, "bob")
+    add_operator(platform, "ada")
+    add_operator(platform, "bob")
     ada = browser("ada")
     original = queue_send(platform).job
     assert original is not None
@@ -285,8 +262,8 @@ def _race_once(platform: Platform, original: int) -> tuple[list[str], list[Excep
 
 
 def test_an_edit_racing_an_approve_of_the_original_has_one_winner(platform: Platform) -> None:
-    _add(platform, "ada")
-    _add(platform, "bob")
+    add_operator(platform, "ada")
+    add_operator(platform, "bob")
     winners = []
     for round_ in range(6):
         original = queue_send(platform, subject=f"round {round_}").job
@@ -345,7 +322,7 @@ def test_arguments_named_password_and_csrf_token_keep_their_own_values(
     (tool / "tool.yaml").write_text(CLASH_TOOL)
     (tool / "main.py").write_text("print('{}')\n")
     platform = Platform(settings.model_copy(update={"registry": str(registry)}))
-    _add(platform, "ada")
+    add_operator(platform, "ada")
     asked = {"user": "u", "password": "old-service-pass", "csrf_token": "old-value"}
     answer = request_run(
         platform=platform,

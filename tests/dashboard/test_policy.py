@@ -3,11 +3,10 @@ the agent's reason, against a real dashboard app on a real database and the real
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from dash_helpers import BASE, ORIGIN, PASSWORD, csrf, log_in, queue_send
+from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf, queue_send
 from fastapi.testclient import TestClient
 
 from webplatform import jobs, runner
@@ -22,28 +21,6 @@ from webplatform.store.engine import session_scope
 from webplatform.store.models import Job, JobState, Surface
 from webplatform.tracking import job_answer
 from webplatform.worker import Worker
-
-
-def _add(platform: Platform, name: str, role: str | None = None) -> None:
-    with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name=name, password=PASSWORD, role=role)
-
-
-@pytest.fixture
-def browser(app: Any) -> Iterator[Any]:
-    """A factory of logged-in browsers, one per operator, on the same app."""
-    opened: list[TestClient] = []
-
-    def open_as(name: str) -> TestClient:
-        client = TestClient(app, base_url=BASE, follow_redirects=False)
-        client.__enter__()
-        opened.append(client)
-        log_in(client, name)
-        return client
-
-    yield open_as
-    for client in opened:
-        client.__exit__(None, None, None)
 
 
 def _job(platform: Platform, job_id: int) -> Job:
@@ -82,9 +59,9 @@ def _run_worker(platform: Platform) -> None:
 
 
 def test_the_first_operator_is_admin_then_approvers(platform: Platform) -> None:
-    _add(platform, "ada")
-    _add(platform, "bob")
-    _add(platform, "vic", "viewer")
+    add_operator(platform, "ada")
+    add_operator(platform, "bob")
+    add_operator(platform, "vic", "viewer")
     with session_scope(platform.engine) as session:
         roles = {o.name: o.role for o in operators.list_operators(session=session)}
         with pytest.raises(operators.OperatorError, match="admin, approver, viewer"):
@@ -96,8 +73,8 @@ def test_two_approvals_from_two_operators_run_the_job_once(
     platform: Platform, browser: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "approvals_required", 2)
-    _add(platform, "ada")
-    _add(platform, "bob")
+    add_operator(platform, "ada")
+    add_operator(platform, "bob")
     ada, bob = browser("ada"), browser("bob")
     answer = queue_send(platform, subject="needs two")
     assert answer.status is Status.pending_approval and answer.approvals_needed == 2
@@ -143,9 +120,9 @@ def test_more_approvals_than_approvers_says_so_and_nothing_runs(
     platform: Platform, browser: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "approvals_required", 3)
-    _add(platform, "ada")
-    _add(platform, "bob")
-    _add(platform, "vic", "viewer")
+    add_operator(platform, "ada")
+    add_operator(platform, "bob")
+    add_operator(platform, "vic", "viewer")
     ada = browser("ada")
     job_id = queue_send(platform).job
     assert job_id is not None
@@ -161,8 +138,8 @@ def test_more_approvals_than_approvers_says_so_and_nothing_runs(
 def test_a_viewer_sees_the_card_without_buttons_and_a_forged_post_is_refused(
     platform: Platform, browser: Any
 ) -> None:
-    _add(platform, "ada")
-    _add(platform, "vic", "viewer")
+    add_operator(platform, "ada")
+    add_operator(platform, "vic", "viewer")
     vic = browser("vic")
     job_id = queue_send(platform, subject="viewer test").job
     assert job_id is not None
@@ -187,8 +164,8 @@ def test_the_token_owner_cannot_approve_when_self_approval_is_off(
     platform: Platform, browser: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "self_approval", False)
-    _add(platform, "ada")
-    _add(platform, "bob")
+    add_operator(platform, "ada")
+    add_operator(platform, "bob")
     with session_scope(platform.engine) as session:
         add_agent(session=session, name="ada-laptop", owner="ada")
     answer = request_run(
@@ -217,8 +194,8 @@ def test_the_run_form_queues_instead_of_approving_when_self_approval_is_off(
     platform: Platform, browser: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "self_approval", False)
-    _add(platform, "ada")
-    _add(platform, "bob")
+    add_operator(platform, "ada")
+    add_operator(platform, "bob")
     ada = browser("ada")
     form = {
         "csrf_token": csrf(ada),
@@ -242,8 +219,8 @@ def test_the_run_form_counts_as_the_first_of_two(
     platform: Platform, browser: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "approvals_required", 2)
-    _add(platform, "ada")
-    _add(platform, "bob")
+    add_operator(platform, "ada")
+    add_operator(platform, "bob")
     ada = browser("ada")
     form = {
         "csrf_token": csrf(ada),
