@@ -29,7 +29,7 @@ from webplatform.store.audit import record_event
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.models import Job, JobState, utcnow
 from webplatform.store.transitions import fetch_job, stale_error
-from webplatform.validation import has_secret_args, validate_args
+from webplatform.validation import secret_args_problem, validate_args
 
 
 @dataclass(frozen=True)
@@ -82,10 +82,8 @@ def prepare(*, platform: Platform, job_id: int, args: Any) -> Edit | Answer:
     clean, problems = validate_args(act, args)
     if problems:
         return Answer(Status.invalid, job=job_id, error=problems.line)
-    if has_secret_args(act, clean):
-        return Answer(
-            Status.invalid, job=job_id, error="secret arguments cannot wait in the approval queue"
-        )
+    if (secret := secret_args_problem(act, clean)) is not None:
+        return Answer(Status.invalid, job=job_id, error=secret)
     kind: RunnableKind = "agent" if job.kind == "agent" else "tool"
     policy = policy_for(platform.settings, act)
     return Edit(

@@ -22,7 +22,7 @@ from webplatform.resolution import action_schema, resolve_call
 from webplatform.stepup import StepUp, check_step_up
 from webplatform.store.models import Surface
 from webplatform.tracking import answer_for, job_answer
-from webplatform.validation import has_secret_args, mask_secrets, validate_args
+from webplatform.validation import mask_secrets, secret_args_problem, validate_args
 
 
 class Consent(Enum):
@@ -111,17 +111,8 @@ def request_run(
             action=act.name,
             error="irreversible actions are switched off here (AAT_MCP_DENY_IRREVERSIBLE=1)",
         )
-    if has_secret_args(act, clean):
-        secret = [a.name for a in act.args if a.secret and a.name in clean]
-        return Answer(
-            Status.invalid,
-            tool=name,
-            action=act.name,
-            error=(
-                f"secret argument(s) {', '.join(secret)} cannot wait in the approval queue; "
-                "declare them under the tool's `secrets` and set them in the environment or keyring"
-            ),
-        )
+    if (secret := secret_args_problem(act, clean)) is not None:
+        return Answer(Status.invalid, tool=name, action=act.name, error=secret)
     return queue_call(
         platform=platform,
         spec=spec,

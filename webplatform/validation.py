@@ -167,6 +167,13 @@ def mask_secrets(action: ActionSpec, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def has_secret_args(action: ActionSpec, args: dict[str, Any]) -> bool:
-    """True when the call passes a value for an argument marked `secret`."""
-    return any((a := action.arg(k)) is not None and a.secret for k in args)
+def secret_args_problem(action: ActionSpec, args: dict[str, Any]) -> str | None:
+    """Why a call passing values for arguments marked `secret` cannot wait in the approval
+    queue (the queue stores its arguments), and what to do instead; None when it passes none."""
+    secret = [a.name for a in action.args if a.secret and a.name in args]
+    if not secret:
+        return None
+    return (
+        f"secret argument(s) {', '.join(secret)} cannot wait in the approval queue; "
+        "declare them under the tool's `secrets` and set them in the environment or keyring"
+    )
