@@ -109,7 +109,7 @@ def finish(
             address=None,
             detail=f"exit code {exit_code}",
             fields=fields,
-            extra=(col(Job.worker_id) == worker_id,),
+            owner=worker_id,
         )
     except StaleState as exc:
         if exc.actual == S.running:

@@ -30,7 +30,7 @@ def record_event(
     to_state: str | None = None,
     detail: str | None = None,
     address: str | None = None,
-) -> AuditEvent:
+) -> None:
     """Append one audit event in the caller's transaction (commits or rolls back with it),
     linked to the event before it; the chain stays locked until that transaction ends.
 
@@ -53,9 +53,7 @@ def record_event(
     content["event_hash"] = content_hash(prev, **{k: content[k] for k in _HASHED})
     # A Core INSERT built once, its values bound at execution: none of the unit of work's
     # bookkeeping, and no statement to build and coerce per event.
-    inserted = session.connection().execute(_INSERT, content)
-    event_id = inserted.inserted_primary_key
-    return AuditEvent(id=event_id[0] if event_id else None, **content)
+    session.connection().execute(_INSERT, content)
 
 
 def audit_events(*, session: Session, job_id: int) -> list[AuditEvent]:

@@ -6,9 +6,11 @@ and re-exports LEGAL_MOVES and the exceptions; this module is only the SQL of a 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from sqlalchemy import ColumnElement
+from sqlalchemy import ColumnElement, Update, bindparam
+from sqlalchemy.orm.util import identity_key
 from sqlmodel import Session, col, select, update
 
 from webplatform.store.audit import record_event
@@ -18,6 +20,7 @@ from webplatform.store.notify import notify_job
 
 S = JobState
 _SCAN_BATCH = 500
+_JOB_COLUMNS = tuple(Job.__table__.c)  # type: ignore[attr-defined]
 LEGAL_MOVES: dict[JobState, frozenset[JobState]] = {
     S.pending_approval: frozenset({S.approved, S.denied, S.expired, S.cancelled}),
     # An approved job nobody has claimed yet stays approved: expiry is only for decisions.
@@ -135,10 +138,12 @@ def compare_and_set(
     address: str | None,
     detail: str | None,
     fields: dict[str, Any],
+    owner: str | None = None,
     extra: tuple[ColumnElement[bool], ...] = (),
     event: str | None = None,
 ) -> Job:
-    """`UPDATE job SET state=:to, ... WHERE id=:id AND state=:expected [AND extra]`, audited.
+    """`UPDATE job SET state=:to, ... WHERE id=:id AND state=:expected [AND worker_id=:owner]
+    [AND extra]`, audited.
 
     Raises IllegalMove, JobNotFound, or StaleState when the row did not match (another
     actor moved it first); the audit event is written in the same transaction.
@@ -152,14 +157,23 @@ def compare_and_set(
     lock_chain(session)
     # A Core UPDATE with the new values bound at execution (the SET clause): the ORM's bulk
     # update machinery and per-value coercion cost more than the statement itself.
-    stmt = update(Job).where(col(Job.id) == job_id, col(Job.state) == expected, *extra)
-    values = {"state": to, "updated_at": utcnow(), **fields}
-    if session.connection().execute(stmt, values).rowcount != 1:
+    stmt = _cas_statement(owned=owner is not None)
+    if extra:
+        stmt = stmt.where(*extra)
+    values = {"cas_id": job_id, "cas_expected": expected, "state": to, "updated_at": utcnow()}
+    if owner is not None:
+        values["cas_owner"] = owner
+    values.update(fields)
+    row = session.connection().execute(stmt, values).first()
+    if row is None:
         job = fetch_job(session, job_id)
         raise stale_error(
             job, expected, None if job.state != expected else f"job {job_id} moved on"
         )
-    job = fetch_job(session, job_id)
+    if identity_key(Job, job_id) in session.identity_map:
+        job = fetch_job(session, job_id)  # the copy this transaction already holds, updated
+    else:  # the row as the UPDATE left it, without a second read through the ORM
+        job = Job(**row._mapping)
     record_event(
         session=session,
         actor=actor,
@@ -172,6 +186,16 @@ def compare_and_set(
     )
     notify_job(session, job_id, to)
     return job
+
+
+@functools.cache
+def _cas_statement(*, owned: bool) -> Update:
+    """The compare-and-set's UPDATE, built once: its values and conditions are bound per call
+    (the statement's construction and cache key cost more than running it)."""
+    where = [col(Job.id) == bindparam("cas_id"), col(Job.state) == bindparam("cas_expected")]
+    if owned:
+        where.append(col(Job.worker_id) == bindparam("cas_owner"))
+    return update(Job).where(*where).returning(*_JOB_COLUMNS)
 
 
 def call_detail(job: Job) -> str:
