@@ -175,3 +175,19 @@ def test_prints_and_warnings_never_reach_stdout(tmp_path: Path) -> None:
     assert "NOISE FROM A PRINT" in stderr and "NOISE FROM A WARNING" in stderr
     assert {m["id"] for m in out} == {1, 2}  # stdout carried protocol messages only
     assert out[1]["result"]["isError"] is False
+
+
+def test_a_session_that_ends_leaves_stderr_silent(tmp_path: Path) -> None:
+    # The client closing stdin is the normal end of a stdio session: no warning about a
+    # stream left open (Python shows ResourceWarning with -W, as a client's log would).
+    proc = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", *BRIDGE[1:]],
+        input="\n".join([INIT, INITIALIZED, request(2, "tools/list", {})]) + "\n",
+        env=bridge_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0
+    assert '"id":2' in proc.stdout.replace(" ", "")
+    assert proc.stderr == ""

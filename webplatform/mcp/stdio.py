@@ -76,14 +76,14 @@ async def _serve_stdio_answering_garbage(
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
         async def sift() -> None:
-            async with send:
+            async with send, read_stream:
                 async for item in read_stream:
                     if isinstance(item, Exception):
                         await write_stream.send(SessionMessage(unreadable_answer(item)))
                     else:
                         await send.send(item)
 
-        async with anyio.create_task_group() as tg:
+        async with receive, anyio.create_task_group() as tg:
             tg.start_soon(sift)
             await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
             tg.cancel_scope.cancel()
