@@ -251,6 +251,17 @@ def test_keys_show_prints_the_public_key_for_workers_on_other_hosts(
     assert line.startswith("ed25519:") and "\n" not in line
     assert line == signing.signer_for(settings.home).public_line
 
+    key.chmod(0o644)  # as a careless copy or restore leaves it
+    exposed = subprocess.run(
+        [*AAT, "keys", "show"], env=_env(settings), capture_output=True, text=True, timeout=60
+    )
+    assert exposed.returncode == 1 and exposed.stdout == ""
+    assert exposed.stderr == (
+        f"aat keys: {key} can be read or changed by other users (mode 0644); "
+        f"run `chmod 600 {key}` and start again\n"
+    )
+    key.chmod(0o600)
+
     job = _pending(platform)
     _approve(platform, job)
     # No key files at all; beside tmp_path, since a workspace may not contain AAT_HOME.

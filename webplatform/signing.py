@@ -13,8 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import os
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +21,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from webplatform import keyfiles
 from webplatform.canonical import canonical_json
 from webplatform.config import Settings
 from webplatform.store.models import Job
@@ -159,13 +158,15 @@ def signer_for(home: Path) -> DecisionSigner:
     path = home / PRIVATE_KEY_FILE
     if not path.exists():
         _create_key(home)
-    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    key = serialization.load_pem_private_key(keyfiles.read_private(path), password=None)
     if not isinstance(key, Ed25519PrivateKey):
-        raise ValueError(f"{path} is not an Ed25519 key; move it away and restart the dashboard")
+        raise keyfiles.KeyFileError(
+            f"{path} is not an Ed25519 key; move it away and restart the dashboard"
+        )
     signer = DecisionSigner(key)
     public = home / PUBLIC_KEY_FILE
     if not public.exists() or public.read_text(encoding="ascii").strip() != signer.public_line:
-        _write_private(public, (signer.public_line + "\n").encode("ascii"), mode=0o644)
+        keyfiles.write(public, (signer.public_line + "\n").encode("ascii"), mode=0o644)
     return signer
 
 
@@ -191,26 +192,4 @@ def _create_key(home: Path) -> None:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    _write_private(home / PRIVATE_KEY_FILE, pem, mode=0o600, replace=False)
-
-
-def _write_private(path: Path, data: bytes, *, mode: int, replace: bool = True) -> None:
-    """Write `data` to a temporary file with `mode`, then put it at `path` in one step.
-
-    `replace=False` keeps an existing file (another process made it first).
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if replace:
-            os.replace(tmp, path)
-        else:
-            with contextlib.suppress(FileExistsError):
-                os.link(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    keyfiles.write(home / PRIVATE_KEY_FILE, pem, mode=0o600, replace=False)

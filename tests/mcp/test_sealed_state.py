@@ -56,6 +56,17 @@ def test_the_key_is_made_once_private_and_kept(tmp_path: Any) -> None:
         sealing.state_key(home)
 
 
+def test_a_key_other_users_can_read_is_refused_with_the_fix(tmp_path: Any) -> None:
+    home = tmp_path / "home"
+    sealing.state_key(home)
+    path = home / sealing.KEY_FILE
+    path.chmod(0o640)
+    with pytest.raises(ValueError, match=r"other users \(mode 0640\); run `chmod 600 .*`"):
+        sealing.state_key(home)
+    path.chmod(0o600)
+    assert len(sealing.state_key(home)) == sealing.KEY_BYTES
+
+
 async def test_a_retry_reaching_a_new_bridge_waits_and_gets_the_outcome(
     platform: Platform, worker: Worker
 ) -> None:

@@ -22,6 +22,7 @@ from webplatform.cli.run import cmd_run
 from webplatform.cli.service import cmd_service
 from webplatform.cli.trust import cmd_audit, cmd_keys
 from webplatform.config import HomeUnavailable, SettingsError, get_settings
+from webplatform.keyfiles import KeyFileError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
-    except HomeUnavailable as exc:
+    except (HomeUnavailable, KeyFileError) as exc:
         print(f"aat {ns.command}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except BrokenPipeError:

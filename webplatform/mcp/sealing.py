@@ -15,18 +15,17 @@ State sealed for one agent token opens only for that token (the principal bindin
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
-import os
 import secrets
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.request_state import AESGCMRequestStateCodec, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
+
+from webplatform import keyfiles
 
 from .protocol import agent_name
 
@@ -46,10 +45,12 @@ def state_key(home: Path) -> bytes:
     """The sealing key kept in `home`, created (0600) if there is none yet."""
     path = home / KEY_FILE
     if not path.exists():
-        _create(path)
-    key = path.read_bytes()
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Another process that linked its key first wins: all of them then read that one.
+        keyfiles.write(path, secrets.token_bytes(KEY_BYTES), mode=0o600, replace=False)
+    key = keyfiles.read_private(path)
     if len(key) != KEY_BYTES:
-        raise ValueError(
+        raise keyfiles.KeyFileError(
             f"{path} is not an aat sealing key ({len(key)} bytes, not {KEY_BYTES}); move it "
             "away and restart (a new one is made; calls waiting on the old one start over)"
         )
@@ -87,21 +88,3 @@ def explain_rejected_state() -> Any:
 
 def _principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
     return agent_name(ctx)
-
-
-def _create(path: Path) -> None:
-    """Write a new key beside `path` with mode 0600, then link it into place; a key another
-    process linked first wins."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(secrets.token_bytes(KEY_BYTES))
-            handle.flush()
-            os.fsync(handle.fileno())
-        with contextlib.suppress(FileExistsError):
-            os.link(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
