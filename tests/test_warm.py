@@ -289,6 +289,54 @@ def test_two_calls_to_one_warm_tool_run_at_once(home: Path) -> None:
     assert max(first["started"], second["started"]) < min(first["ended"], second["ended"])
 
 
+MARKER_TOOL = """\
+import json, os, pathlib
+pathlib.Path(os.environ["AAT_CALLER_CWD"], "ran").touch()
+print(json.dumps({}))
+"""
+
+
+@pytest.mark.parametrize("warmly", [False, True])
+def test_the_tool_starts_only_once_admitted_and_never_when_admission_fails(
+    home: Path, tmp_path: Path, warmly: bool
+) -> None:
+    # The caller writes the job's row in `admit`, while the process is prepared: nothing of
+    # the tool may run before it returns, and nothing at all if it raises.
+    folder = tmp_path / "registry" / "marker"
+    folder.mkdir(parents=True)
+    (folder / "main.py").write_text(MARKER_TOOL)
+    (folder / "tool.yaml").write_text(
+        "name: marker\ndescription: x\nversion: '1'\nruntime: python\nentrypoint: main.py\n"
+        "actions:\n  - {name: mark, description: x, read_only: true}\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    ran = work / "ran"
+    fence = confine.Fence(home=home, registry_roots=(folder.parent,))
+    seen: list[bool] = []
+
+    def admit() -> None:
+        time.sleep(0.3)  # time enough for a tool that did not wait to have run
+        seen.append(ran.exists())
+
+    first = run("", "mark", warmly=warmly, home=home, folder=folder, fence=fence,
+                caller_cwd=work, admit=admit)  # fmt: skip
+    assert first.outcome == "succeeded", first.error
+    assert seen == [False] and ran.exists()
+    ran.unlink()
+
+    def refuse() -> None:
+        raise RuntimeError("the job's row was not written")
+
+    with pytest.raises(RuntimeError, match="row was not written"):
+        run("", "mark", warmly=warmly, home=home, folder=folder, fence=fence,
+            caller_cwd=work, admit=refuse)  # fmt: skip
+    time.sleep(0.5)
+    assert not ran.exists(), "a call whose admission failed ran anyway"
+    again = run("", "mark", warmly=warmly, home=home, folder=folder, fence=fence, caller_cwd=work)
+    assert again.outcome == "succeeded" and ran.exists(), "the next call runs as usual"
+
+
 def _quiet_fds(pid: int, within_s: float = 3.0) -> int:
     """The process's descriptor count once it has not changed for 0.2 s."""
     deadline, count = time.monotonic() + within_s, _fds(pid)

@@ -50,7 +50,8 @@ def execute(
     engine: Engine,
     settings: Settings,
     worker_id: str,
-    job_id: int,
+    job_id: int | None = None,
+    record: Callable[[], int] | None = None,
     tool: ToolSpec,
     action: ActionSpec,
     args: dict[str, Any],
@@ -62,12 +63,22 @@ def execute(
     """Run a `running` job owned by `worker_id`, record how it ended and return the job as
     recorded (None when that verdict was not this run's to record).
 
+    The job is `job_id`, or the one `record()` writes (as `running`, owned by `worker_id`)
+    and whose id it returns: that is called once the tool's process is being prepared and
+    before it runs anything, so the write and the spawn overlap; and, for a tool that could
+    not be started at all, before its failure is recorded. Either way the row comes first.
+
     Never raises for the tool's misbehaviour; a lost lease ends the run silently. Secret
     values (the tool's secrets and `secret_args`) are masked in everything recorded, even
     when the tool itself prints them.
     """
+    if (job_id is None) == (record is None):
+        raise TypeError("execute needs exactly one of job_id and record")
+    job = _Row(job_id, record)
     mask = Redactor([*secrets.values(), *secret_args])
     extra: dict[str, Any] = {} if caller_cwd is None else {"caller_cwd": caller_cwd}
+    if record is not None:
+        extra["admit"] = job.write
     try:
         outcome = run(
             tool,
@@ -75,30 +86,30 @@ def execute(
             args,
             home=settings.home,
             secrets=secrets,
-            on_tick=lease_renewer(
-                engine=engine, job_id=job_id, worker_id=worker_id, lease_s=settings.worker_lease_s
-            ),
+            on_tick=lambda: job.renew(engine, worker_id, settings.worker_lease_s),
             tick_s=max(0.05, min(1.0, settings.worker_lease_s / 4)),
             fence=confine.Fence.from_settings(settings),
             redact=mask,
             **extra,
         )
     except LeaseLost:
-        log.warning("job %d: stopped, it was cancelled or reaped while running", job_id)
+        log.warning("job %d: stopped, it was cancelled or reaped while running", job.id)
         return None
+    except job.WriteFailed as failed:
+        raise failed.cause from None  # no row: nothing ran, nothing to record
     except Exception as exc:
         # Only the exception's type: its text could quote an argument or a secret.
-        log.error("job %d: the runner raised %s", job_id, type(exc).__name__)
+        log.error("job %d: the runner raised %s", job.write(), type(exc).__name__)
         return finish_job(
             engine=engine,
-            job_id=job_id,
+            job_id=job.write(),
             worker_id=worker_id,
             state=JobState.failed,
             error=f"the runner failed: {type(exc).__name__}",
         )
     return finish_job(
         engine=engine,
-        job_id=job_id,
+        job_id=job.write(),
         worker_id=worker_id,
         state=STATE_OF_OUTCOME.get(outcome.outcome, JobState.failed),
         exit_code=outcome.exit_code,
@@ -107,6 +118,40 @@ def execute(
         stderr=mask(outcome.stderr),
         error=None if outcome.error is None else mask(outcome.error),
     )
+
+
+class _Row:
+    """The job row one `execute` runs: given, or written once (by `record`) when asked for."""
+
+    class WriteFailed(Exception):
+        """`record` raised: carries its exception past the runner's own handling."""
+
+        def __init__(self, cause: BaseException) -> None:
+            super().__init__(str(cause))
+            self.cause = cause
+
+    def __init__(self, job_id: int | None, record: Callable[[], int] | None) -> None:
+        self.id = job_id
+        self._record = record
+        self._renew: Callable[[], None] | None = None
+
+    def write(self) -> int:
+        """The job's id, writing its row first if that has not happened yet."""
+        if self.id is None:
+            assert self._record is not None
+            try:
+                self.id = self._record()
+            except Exception as exc:
+                raise self.WriteFailed(exc) from exc
+        return self.id
+
+    def renew(self, engine: Engine, worker_id: str, lease_s: float) -> None:
+        """The runner's tick: keep the lease (see `lease_renewer`)."""
+        if self._renew is None:
+            self._renew = lease_renewer(
+                engine=engine, job_id=self.write(), worker_id=worker_id, lease_s=lease_s
+            )
+        self._renew()
 
 
 def lease_renewer(

@@ -53,6 +53,7 @@ def run(
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     fence: confine.Fence | None = None,
     redact: Redactor = NO_SECRETS,
+    admit: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run one action of a tool to completion and describe what happened.
 
@@ -64,7 +65,11 @@ def run(
     paths the user typed (the tool's own cwd is its folder), and is a workspace. The process is
     confined (`webplatform.confine`) by `fence`, by default one that protects `home`. `redact`
     masks secret values in stdout, stderr and the error line before any of them is cut (the
-    parsed `result` is left for the caller to mask).
+    parsed `result` is left for the caller to mask). `admit()`, when given, runs once the
+    process exists and before it runs anything of the tool (the caller writes the job's row
+    there, while the process is being prepared); if it raises, the process ends without
+    running the tool and the exception propagates. It is not called when nothing could be
+    started (the result says why).
     """
     argv = build_argv(tool, action, args)
     env = build_env(tool, action, home=home, secrets=secrets, caller_cwd=caller_cwd)
@@ -76,7 +81,7 @@ def run(
     with jail:
         env = {**env, **jail.env}
         started = time.monotonic()
-        proc = _start(tool, jail, argv, env, limit)
+        proc = _start(tool, jail, argv, env, limit, admit)
         if isinstance(proc, str):
             return _not_started(proc)
         watch = _Watch(limit, on_tick, tick_s, max_output_bytes)
@@ -106,21 +111,29 @@ def run(
 
 
 def _start(
-    tool: ToolSpec, jail: confine.Jail, argv: list[str], env: dict[str, str], limit: float
+    tool: ToolSpec,
+    jail: confine.Jail,
+    argv: list[str],
+    env: dict[str, str],
+    limit: float,
+    admit: Callable[[], None] | None,
 ) -> Process | str:
-    """The call's process: forked warm (`warm: true`, SPEC §12) or spawned; or why not.
+    """The call's process, admitted (see `run`): forked warm (`warm: true`, SPEC §12) or
+    spawned; or why not.
 
     A confined plain call is spawned by the exec-mode zygote (`warm.spawn`), which confines
     the child before exec: a `preexec_fn` here would fork aat's whole process for each call.
     """
     if tool.warm and tool.runtime == "python" and warm.supported():
-        return warm.start(tool, argv, env, jail.rules, timeout_s=limit)
+        return warm.start(tool, argv, env, jail.rules, timeout_s=limit, admit=admit)
     if jail.rules is not None and warm.supported():
-        return warm.spawn(argv, env, tool.folder, jail.rules, timeout_s=limit)
+        return warm.spawn(argv, env, tool.folder, jail.rules, timeout_s=limit, admit=admit)
     try:
         confine_child = jail.preexec()
     except OSError as exc:
         return f"the tool was not run: confinement failed ({exc.strerror or exc})"
+    if admit is not None:
+        admit()
     try:
         return subprocess.Popen(
             argv,

@@ -127,23 +127,29 @@ def request_run(
 def _run_now(
     *, platform: Platform, spec: ToolSpec, action: ActionSpec, args: dict[str, Any], actor: Actor
 ) -> Answer:
-    job_id = record_job(
-        platform=platform,
-        spec=spec,
-        action=action,
-        stored_args=mask_secrets(action, args),
-        actor=actor,
-        irreversible=False,
-        start=calls.Running(
-            worker_id=platform.process_id, lease_s=platform.settings.worker_lease_s
-        ),
-    )
-    assert isinstance(job_id, int)  # nothing refuses a reversible run here
+    written: list[int] = []
+
+    def record() -> int:
+        job_id = record_job(
+            platform=platform,
+            spec=spec,
+            action=action,
+            stored_args=mask_secrets(action, args),
+            actor=actor,
+            irreversible=False,
+            start=calls.Running(
+                worker_id=platform.process_id, lease_s=platform.settings.worker_lease_s
+            ),
+        )
+        assert isinstance(job_id, int)  # nothing refuses a reversible run here
+        written.append(job_id)
+        return job_id
+
     finished = execution.execute(
         engine=platform.engine,
         settings=platform.settings,
         worker_id=platform.process_id,
-        job_id=job_id,
+        record=record,  # the row is written while the tool's process is prepared
         tool=spec,
         action=action,
         args=args,
@@ -153,4 +159,4 @@ def _run_now(
     )
     if finished is not None:  # as it was recorded, in the transaction that finished it
         return answer_for(finished, settings=platform.settings)
-    return job_answer(platform=platform, job_id=job_id)
+    return job_answer(platform=platform, job_id=written[0])

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,6 +39,8 @@ EXEC_MODE = "--exec"
 EXEC_SLOT = "exec:"
 # What the interpreter reads at start-up; the rest of a call's environment is set per call.
 _INTERPRETER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONIOENCODING", "PYTHONUNBUFFERED")
+# The child's go-ahead (zygote.GO): its job row is written, it may start the tool.
+GO = b"g"
 # How long the last word of a killed call may take: the zygote reaps and reports at once.
 _WAIT_BOUND_S = 10.0
 
@@ -236,18 +239,22 @@ def start(
     rules: dict[str, list[str]] | None,
     *,
     timeout_s: float,
+    admit: Callable[[], None] | None = None,
 ) -> WarmProcess | str:
     """Start one call of `tool` in its warm interpreter; the call's process or a one-line reason.
 
     `argv` is the plain call's (`python ENTRYPOINT ACTION ...`), `env` its whole environment,
-    `rules` its Landlock rules (None: unconfined, as the operator accepted).
+    `rules` its Landlock rules (None: unconfined, as the operator accepted). `admit()` runs
+    while the child is forked and prepared, before it runs anything of the tool (see
+    `runner.run`).
     """
     request = {"argv": argv, "env": env, "cwd": str(tool.folder), "rules": rules}
     line = json.dumps(request, ensure_ascii=False).encode() + b"\n"
+    admit = _once(admit)
     for _ in range(2):  # a zygote found dead is replaced once
         zygote = _POOL.get(tool, argv[0], env)
         try:
-            return _fork(zygote, line, timeout_s, f"the warm interpreter of {tool.name}")
+            return _fork(zygote, line, timeout_s, f"the warm interpreter of {tool.name}", admit)
         except ZygoteGone:
             _POOL.discard(zygote)
     return (
@@ -263,28 +270,42 @@ def spawn(
     rules: dict[str, list[str]] | None,
     *,
     timeout_s: float,
+    admit: Callable[[], None] | None = None,
 ) -> WarmProcess | str:
     """Start a plain call's program through the exec-mode zygote; its process or a reason.
 
     What the program starts with is what `subprocess.Popen` gives it (see zygote.py); a
-    program that cannot be executed shows as the process's `exec_error`.
+    program that cannot be executed shows as the process's `exec_error`. `admit` as for
+    `start`.
     """
     request = {"argv": argv, "env": env, "cwd": str(cwd), "rules": rules}
     line = json.dumps(request, ensure_ascii=False).encode() + b"\n"
+    admit = _once(admit)
     for _ in range(2):  # a spawner found dead is replaced once
         zygote = _POOL.spawner(sys.executable, env)
         try:
-            return _fork(zygote, line, timeout_s, "aat's spawner process")
+            return _fork(zygote, line, timeout_s, "aat's spawner process", admit)
         except ZygoteGone:
             _POOL.discard(zygote)
     return f"aat's spawner process exits as soon as it starts; run `{sys.executable} -S -c 0`"
 
 
-def _fork(zygote: _Zygote, line: bytes, timeout_s: float, who: str) -> WarmProcess | str:
+def _fork(
+    zygote: _Zygote, line: bytes, timeout_s: float, who: str, admit: Callable[[], None]
+) -> WarmProcess | str:
+    """Hand the call to `zygote`; while its child forks and prepares, `admit()`; then wait for
+    the child's pid and give it the go-ahead. If `admit` raises, the child is dropped (its
+    channel closes: it exits having run nothing) and the exception propagates."""
     stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     ours, theirs = socket.socketpair()
+
+    def drop() -> None:
+        ours.close()
+        os.close(out_r)
+        os.close(err_r)
+
     try:
         try:
             socket.send_fds(zygote.control, [b"c"], [stdin, out_w, err_w, theirs.fileno()])
@@ -294,23 +315,44 @@ def _fork(zygote: _Zygote, line: bytes, timeout_s: float, who: str) -> WarmProce
             theirs.close()
         ours.settimeout(timeout_s)
         ours.sendall(line)
+    except OSError as exc:
+        drop()
+        raise ZygoteGone from exc
+    try:
+        admit()
+    except BaseException:
+        drop()
+        raise
+    try:
         first = _first_message(ours)
+        if "pid" in first[0]:
+            ours.sendall(GO)
     except (OSError, ZygoteGone) as exc:
-        ours.close()
-        os.close(out_r)
-        os.close(err_r)
+        drop()
         if isinstance(exc, TimeoutError):
             return f"{who} did not answer within {timeout_s:g} s"
         raise ZygoteGone from exc
     message, rest = first
     if "pid" not in message:
-        ours.close()
-        os.close(out_r)
-        os.close(err_r)
+        drop()
         why = message.get("error") or f"wait status {message.get('status')}"
         return f"{who} could not start the call ({why})"
     stdout, stderr = os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0)
     return WarmProcess(int(message["pid"]), stdout, stderr, ours, rest)
+
+
+def _once(admit: Callable[[], None] | None) -> Callable[[], None]:
+    """`admit` made safe to reach twice (a call retried on a new zygote is admitted once)."""
+    done = admit is None
+
+    def once() -> None:
+        nonlocal done
+        if not done:
+            assert admit is not None
+            admit()
+            done = True
+
+    return once
 
 
 def _first_message(channel: socket.socket) -> tuple[dict[str, Any], bytes]:

@@ -17,9 +17,12 @@ descriptors: the call's stdin, stdout, stderr and a channel (a stream socket). T
 forks. The child reads the request `{"argv", "env", "cwd", "rules"}` (one JSON line) from the
 channel, starts its own session (so its process group is its own and is killed on timeout),
 wires the three descriptors to 0/1/2, takes the call's environment, answers `{"pid": N}`,
-closes every other descriptor (the control socket, other calls' channels), confines itself
-with the call's Landlock rules and runs the entrypoint with `runpy.run_path` as `__main__`,
-so module globals start fresh every call; exceptions, `sys.exit` and interpreter shutdown
+closes every other descriptor (the control socket, other calls' channels) and confines itself
+with the call's Landlock rules. It then waits for the runner's go-ahead (`GO`, one byte on
+the channel), which the runner sends once the call's job row is written: that write and the
+fork overlap, and a call whose row was not written ends here having run nothing. Then it
+runs the entrypoint with `runpy.run_path` as `__main__`, so module globals start fresh every
+call; exceptions, `sys.exit` and interpreter shutdown
 (non-daemon threads joined, atexit handlers) are the interpreter's own.
 
 The zygote waits on each child with a pidfd; when it exits it kills the child's process group
@@ -29,11 +32,12 @@ runner through a pidfd of its own, because only a process's parent can read its 
 When the control socket closes, the zygote finishes its calls in flight and exits.
 
 Plain calls (`warm: false`) go through one zygote in exec mode (`python -S zygote.py --exec
-CONTROL_FD`): it preloads nothing, and each child, once it has taken on the call as above and
-confined itself, execs the call's argv with the call's environment, as `subprocess.Popen`
-would have. aat's own process is large and multi-threaded, so forking it per call (which a
-Landlock step before exec needs) cost several milliseconds; this small single-threaded
-process forks in a fraction of one. An exec that fails is reported as `{"exec_error": ...}`.
+CONTROL_FD`): it preloads nothing, and each child, once it has taken on the call as above,
+confined itself and had the go-ahead, execs the call's argv with the call's environment, as
+`subprocess.Popen` would have. aat's own process is large and multi-threaded, so forking it
+per call (which a Landlock step before exec needs) cost several milliseconds; this small
+single-threaded process forks in a fraction of one. An exec that fails is reported as
+`{"exec_error": ...}`.
 """
 
 from __future__ import annotations
@@ -62,7 +66,11 @@ else:  # run as a script: the sibling file, without importing aat
     del sys.modules["landlock"]
 
 EXIT_NOT_CONFINED = landlock.EXIT_NOT_CONFINED
+# A child whose call the runner dropped before its start exits with this, having run nothing.
+EXIT_DROPPED = 125
 _MAX_REQUEST = 64 * 1024 * 1024
+# The runner's go-ahead, once the call's job row is written: the child may start the tool.
+GO = b"g"
 # In place of an entrypoint: preload nothing, and exec each call's argv (plain calls).
 EXEC_MODE = "--exec"
 
@@ -161,9 +169,10 @@ def become(channel: socket.socket, stdio: list[int]) -> str:
     os.environ.clear()
     os.environ.update(request["env"])
     _take_on(channel, stdio, request)
-    channel.close()
-    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    _close_all_but(channel)
     _confine(request["rules"])
+    _await_go(channel)
+    channel.close()
     argv = request["argv"]
     sys.argv = list(argv[1:])
     sys.path[0] = os.path.dirname(argv[1])
@@ -181,14 +190,13 @@ def execute(channel: socket.socket, stdio: list[int]) -> None:
     """
     request = _read_request(channel)
     _take_on(channel, stdio, request)
-    kept = channel.fileno()
-    os.set_inheritable(kept, False)
-    os.closerange(3, kept)
-    os.closerange(kept + 1, os.sysconf("SC_OPEN_MAX"))
+    os.set_inheritable(channel.fileno(), False)
+    _close_all_but(channel)
     _confine(request["rules"])
     for name in ("SIGPIPE", "SIGXFSZ"):  # what the interpreter ignores, as Popen restores
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
+    _await_go(channel)
     argv = request["argv"]
     try:
         os.execvpe(argv[0], argv, request["env"])
@@ -206,6 +214,26 @@ def _take_on(channel: socket.socket, stdio: list[int], request: dict[str, Any]) 
         os.close(fd)
     os.chdir(request["cwd"])
     channel.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+
+
+def _close_all_but(channel: socket.socket) -> None:
+    kept = channel.fileno()
+    os.closerange(3, kept)
+    os.closerange(kept + 1, os.sysconf("SC_OPEN_MAX"))
+
+
+def _await_go(channel: socket.socket) -> None:
+    """Wait, confined, for the runner's go-ahead (one byte): it writes the job's row first.
+
+    Anything else (the runner gone, the call dropped because its row was not written) ends
+    the child before any of the tool runs.
+    """
+    try:
+        go = channel.recv(1)
+    except OSError:
+        go = b""
+    if go != GO:
+        os._exit(EXIT_DROPPED)
 
 
 def _confine(rules: dict[str, list[str]] | None) -> None:
