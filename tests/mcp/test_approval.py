@@ -15,6 +15,7 @@ from mcp_helpers import approve, body, connect, deny, later, make_platform
 from mcp_types import ServerNotification
 
 from webplatform.config import Settings
+from webplatform.mcp import approvals
 from webplatform.mcp.approvals import pending_body
 from webplatform.mcp.naming import PENDING_APPROVALS_URI
 from webplatform.platform import Actor, Platform
@@ -210,6 +211,10 @@ async def test_legacy_subscriber_is_told_when_a_job_is_decided(platform: Platfor
         with warnings.catch_warnings():  # deprecated at 2026-07-28, the legacy era's way
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await client.session.subscribe_resource(PENDING_APPROVALS_URI)
+        with anyio.fail_after(10):  # the watcher's first read for a new subscriber
+            while not updates:
+                await anyio.sleep(0.1)
+        updates.clear()
         deny(platform, job, "no")
         with anyio.fail_after(10):
             while not updates:
@@ -221,7 +226,29 @@ async def test_modern_listener_is_told_when_a_job_is_decided(platform: Platform)
     async with connect(platform, "2026-07-28") as client:
         job = body(await client.call_tool("run_tool_confirmed", SEND))["job"]
         async with client.listen(resource_subscriptions=[PENDING_APPROVALS_URI]) as sub:
+            with anyio.fail_after(10):  # the watcher's first read for a new listener
+                first = await sub.__anext__()
             deny(platform, job, "no")
             with anyio.fail_after(10):
                 event = await sub.__anext__()
+    assert isinstance(first, ResourceUpdated)
     assert isinstance(event, ResourceUpdated) and event.uri == PENDING_APPROVALS_URI
+
+
+async def test_nobody_listening_leaves_the_queue_unread(
+    platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[Surface] = []
+
+    def counted(**kw: Any) -> list[dict[str, Any]]:
+        reads.append(kw["surface"])
+        return pending_for(**kw)
+
+    monkeypatch.setattr(approvals, "pending_for", counted)
+    async with connect(platform, "2026-07-28") as client:
+        await anyio.sleep(2.5)
+        assert reads == [], "the queue was read with nobody subscribed"
+        async with client.listen(resource_subscriptions=[PENDING_APPROVALS_URI]) as sub:
+            with anyio.fail_after(10):
+                await sub.__anext__()
+        assert reads, "a listener gets the queue watched"

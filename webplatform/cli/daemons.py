@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from webplatform.cli.common import EXIT_OK, EXIT_USAGE, notify_refusal, settings_from
+from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, notify_refusal, settings_from
 from webplatform.config import get_settings
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
     import uvicorn
 
     from dashboard.app import create_app
+    from dashboard.server import Server
     from dashboard.setup import print_setup_link
     from webplatform.mcp.http import is_loopback
     from webplatform.platform import Platform
@@ -80,7 +81,7 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
     # uvicorn believes X-Forwarded-For from loopback unless told otherwise: only the proxies
     # AAT_TRUSTED_PROXIES names may set the client address audit events and login limits see.
     proxies = settings.trusted_proxy_list
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=ns.host,
         port=ns.port,
@@ -88,7 +89,9 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
         proxy_headers=bool(proxies),
         forwarded_allow_ips=proxies or None,
     )
-    return EXIT_OK
+    server = Server(config)
+    server.run()
+    return EXIT_OK if server.started else EXIT_FAILED
 
 
 def _agent_tokens_exist(platform: Platform) -> bool:

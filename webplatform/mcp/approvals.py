@@ -1,24 +1,25 @@
 """The read-only resource of this client's jobs waiting for approval, and its change hints.
 
-Reading it is level-triggered: it shows the queue as it is now and changes nothing. A watcher
-re-reads the queue every second and, when it changes (a job decided, expired or added), tells
-subscribers: modern clients through `subscriptions/listen`, legacy ones that sent
-`resources/subscribe` through `notifications/resources/updated`. Notifications are hints: a
-client that misses one loses nothing, the next read shows the truth.
+Reading it is level-triggered: it shows the queue as it is now and changes nothing. While
+anyone is subscribed, a watcher re-reads the queue every second and, when it changes (a job
+decided, expired or added), tells subscribers: modern clients through `subscriptions/listen`,
+legacy ones that sent `resources/subscribe` through `notifications/resources/updated`.
+Notifications are hints: a client that misses one loses nothing, the next read shows the
+truth. With nobody subscribed the queue is not read.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import anyio.to_thread
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ServerEvent
 
 from webplatform.platform import Platform
 from webplatform.store.models import Surface
@@ -54,13 +55,35 @@ def _connection_key(session: ServerSession) -> int:
     return id(params) if params is not None else id(session)
 
 
+class _CountingBus(InMemorySubscriptionBus):
+    """The SDK's in-memory bus, counting its listeners."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners = 0
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        unsubscribe = super().subscribe(listener)
+        self.listeners += 1
+        gone = False
+
+        def counted() -> None:
+            nonlocal gone
+            if not gone:
+                gone = True
+                self.listeners -= 1
+            unsubscribe()
+
+        return counted
+
+
 class ApprovalWatcher:
     """Tells subscribers when the approval queue of this surface changes."""
 
     def __init__(self, platform: Platform, surface: Surface) -> None:
         self.platform = platform
         self.surface = surface
-        self.bus = InMemorySubscriptionBus()
+        self.bus = _CountingBus()
         # Legacy `resources/subscribe` sessions; a session that fails to send is dropped.
         self._legacy: dict[int, ServerSession] = {}
 
@@ -86,17 +109,31 @@ class ApprovalWatcher:
         jobs = pending_for(platform=self.platform, surface=self.surface)
         return frozenset(int(j["job"]) for j in jobs)
 
+    @property
+    def wanted(self) -> bool:
+        """Whether anyone listens for the hints (else the queue is not read at all)."""
+        return bool(self.bus.listeners or self._legacy)
+
     async def watch(self) -> None:
-        """Poll the queue forever; notify on every change."""
+        """Read the queue every second while anyone listens; notify on every change.
+
+        Nobody listening, nothing is read. The first read for a new listener sends a hint
+        too: the queue went unread, so a change may have been missed (a spare hint costs the
+        listener one read of the resource).
+        """
         seen: frozenset[int] | None = None
         while True:
+            if not self.wanted:
+                seen = None
+                await anyio.sleep(WATCH_EVERY_S)
+                continue
             now: frozenset[int] | None
             try:
                 now = await anyio.to_thread.run_sync(self._waiting_ids)
             except Exception:  # a database hiccup must not end the watcher
                 logger.warning("could not read the approval queue", exc_info=True)
                 now = seen
-            if seen is not None and now is not None and now != seen:
+            if now is not None and now != seen:
                 await self.notify()
             seen = now
             await anyio.sleep(WATCH_EVERY_S)
