@@ -8,6 +8,7 @@ request; another requester cannot see the task; a client that did not opt in is 
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 import anyio
 import pytest
@@ -209,3 +210,6 @@ async def test_a_task_follows_an_edited_job_and_cancel_withdraws_the_edited_one(
     assert state.status == "cancelled", state
     job = the_job(platform, edited)
     assert job.state == JobState.denied and job.reason == "withdrawn by the agent"
+    # The task last changed when the edited job was withdrawn, not when the edit was made.
+    withdrawn = job.updated_at.replace(microsecond=job.updated_at.microsecond // 1000 * 1000)
+    assert datetime.fromisoformat(state.last_updated_at) >= withdrawn

@@ -243,9 +243,12 @@ class TasksExtension(Extension):
         return body
 
     def _snapshot(self, job_id: int) -> tuple[Answer, datetime | None]:
+        """The task's answer and when it last changed: an operator's edit makes it the edited
+        job's (the answer follows the edit, and so does the time)."""
         answer = job_answer(platform=self.platform, job_id=job_id)
+        followed = answer.job if answer.job is not None else job_id
         job = self.platform.transact(
-            lambda session: jobs.get_job(session=session, job_id=job_id), write=False
+            lambda session: jobs.get_job(session=session, job_id=followed), write=False
         )
         return answer, (None if job is None else job.updated_at)
 
