@@ -13,12 +13,14 @@ import logging
 
 from webplatform import jobs
 from webplatform.platform import Actor, Platform
-from webplatform.store.models import JobState
+from webplatform.store.models import Job, JobState
 from webplatform.tracking import current_job
 
 logger = logging.getLogger(__name__)
 
 WITHDRAWN = "withdrawn by the agent"
+# How many edits landing during one withdrawal are followed (each makes a new job).
+_EDITS_FOLLOWED = 5
 
 
 def withdrawer(actor: Actor) -> str:
@@ -34,28 +36,36 @@ def withdraw(*, platform: Platform, job_id: int, actor: Actor) -> JobState | Non
     that one is withdrawn. Returns the job's state afterwards (`denied` when withdrawn now;
     its own state when it was decided first), or None when there is no such job.
     """
-    current = platform.transact(
-        lambda session: current_job(session=session, job_id=job_id), write=False
-    )
-    if current is None or current.id is None:
-        return None
-    job_id = current.id
-    try:
-        job = platform.transact(
-            lambda session: jobs.deny(
-                session=session,
-                job_id=job_id,
-                operator=withdrawer(actor),
-                reason=WITHDRAWN,
-                address=actor.address,
-            )
-        )
-    except jobs.JobNotFound:
-        return None
-    except jobs.StaleState:
+    for _ in range(_EDITS_FOLLOWED):
         current = platform.transact(
-            lambda session: jobs.get_job(session=session, job_id=job_id), write=False
+            lambda session: current_job(session=session, job_id=job_id), write=False
         )
-        logger.info("job %s was decided before %s withdrew it", job_id, actor.name)
-        return None if current is None else JobState(current.state)
-    return JobState(job.state)
+        if current is None or current.id is None:
+            return None
+        target = current.id
+        try:
+            job = _deny(platform, target, actor)
+        except jobs.JobNotFound:
+            return None
+        except jobs.StaleState as exc:
+            now = platform.transact(
+                lambda session: current_job(session=session, job_id=job_id), write=False
+            )
+            if now is not None and now.id != target:
+                continue  # an operator's edit landed meanwhile: withdraw the job it made
+            logger.info("job %s was decided before %s withdrew it", target, actor.name)
+            return exc.actual
+        return JobState(job.state)
+    return None
+
+
+def _deny(platform: Platform, job_id: int, actor: Actor) -> Job:
+    return platform.transact(
+        lambda session: jobs.deny(
+            session=session,
+            job_id=job_id,
+            operator=withdrawer(actor),
+            reason=WITHDRAWN,
+            address=actor.address,
+        )
+    )

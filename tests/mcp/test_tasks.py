@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from typing import Any
 
 import anyio
 import pytest
@@ -21,6 +22,7 @@ from sqlmodel import select
 from test_edit_waiting import edit_first_pending
 from test_native_waiting import SEND, all_jobs, job_page
 
+from webplatform import withdrawal
 from webplatform.mcp import build_server
 from webplatform.platform import Platform
 from webplatform.store.audit import audit_events
@@ -213,3 +215,32 @@ async def test_a_task_follows_an_edited_job_and_cancel_withdraws_the_edited_one(
     # The task last changed when the edited job was withdrawn, not when the edit was made.
     withdrawn = job.updated_at.replace(microsecond=job.updated_at.microsecond // 1000 * 1000)
     assert datetime.fromisoformat(state.last_updated_at) >= withdrawn
+
+
+async def test_an_edit_landing_while_a_cancel_is_under_way_is_withdrawn_too(
+    platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cancel looks the job up, then denies it: an operator's edit between the two steps
+    # denies the original and makes a new pending job, which must not be left to run.
+    monkeypatch.setattr(platform.settings, "approvals_required", 2)
+    real_deny = withdrawal._deny
+    edited_meanwhile: list[bool] = []
+
+    def deny_after_an_edit(platform_: Platform, job_id: int, actor: Any) -> Job:
+        if not edited_meanwhile:
+            edit_first_pending(platform_)
+            edited_meanwhile.append(True)
+        return real_deny(platform_, job_id, actor)
+
+    monkeypatch.setattr(withdrawal, "_deny", deny_after_an_edit)
+    async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
+        created = await tc.call(client, "run_tool_confirmed", SEND)
+        assert isinstance(created, tc.CreatedTask), created
+        await tc.cancel(client, created.task_id)
+        state = await tc.get(client, created.task_id)
+    assert edited_meanwhile and state.status == "cancelled", state
+    assert pending_for(platform=platform) == [], "the edited job was left waiting"
+    original, edited = all_jobs(platform)[-2:]
+    assert original.reason is not None and original.reason.startswith("edited by")
+    assert edited.edited_from == original.id
+    assert edited.state == JobState.denied and edited.reason == "withdrawn by the agent"
