@@ -180,14 +180,14 @@ def test_prints_and_warnings_never_reach_stdout(tmp_path: Path) -> None:
 def test_a_session_that_ends_leaves_stderr_silent(tmp_path: Path) -> None:
     # The client closing stdin is the normal end of a stdio session: no warning about a
     # stream left open (Python shows ResourceWarning with -W, as a client's log would).
-    proc = subprocess.run(
-        [sys.executable, "-W", "always::ResourceWarning", *BRIDGE[1:]],
-        input="\n".join([INIT, INITIALIZED, request(2, "tools/list", {})]) + "\n",
-        env=bridge_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0
-    assert '"id":2' in proc.stdout.replace(" ", "")
-    assert proc.stderr == ""
+    errors = tmp_path / "stderr.txt"
+    with errors.open("w") as sink:
+        out = exchange(
+            tmp_path,
+            [INIT, INITIALIZED, request(2, "tools/list", {})],
+            {1, 2},
+            argv=[sys.executable, "-W", "always::ResourceWarning", *BRIDGE[1:]],
+            stderr=sink,
+        )
+    assert "tools" in next(m for m in out if m.get("id") == 2)["result"]
+    assert errors.read_text() == ""
