@@ -8,13 +8,16 @@ until `close`), and learns of a change as soon as the kernel reports it.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
+import fcntl
 import functools
 import os
 import select
 import struct
 import sys
+import termios
 from dataclasses import dataclass
 
 # inotify(7) event bits.
@@ -81,12 +84,12 @@ class Inotify:
             raise OSError(err, f"inotify_add_watch({path}): {os.strerror(err)}")
         return int(wd)
 
-    def read(self, timeout_s: float | None = None) -> list[Event]:
-        """The events that arrived, blocking until one does, `timeout_s` passes ([]), or
-        `close` is called ([] with `closed` set)."""
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until events are queued (True), `timeout_s` passes or `close` is called
+        (False, with `closed` set); nothing is read."""
         if self.closed:
             self._release()
-            return []
+            return False
         # poll, not select: select cannot take a descriptor numbered 1024 or above.
         poller = select.poll()
         poller.register(self.fd, select.POLLIN)
@@ -94,6 +97,22 @@ class Inotify:
         ready = [fd for fd, _ in poller.poll(None if timeout_s is None else timeout_s * 1000)]
         if self._wake_r in ready or self.closed:
             self._release()
+            return False
+        return self.fd in ready
+
+    def pending(self) -> bool:
+        """Whether events are queued and not read yet (True, too, when that cannot be told)."""
+        count = array.array("i", [0])
+        try:
+            fcntl.ioctl(self.fd, termios.FIONREAD, count, True)
+        except (OSError, ValueError):
+            return True
+        return count[0] > 0
+
+    def read(self, timeout_s: float | None = None) -> list[Event]:
+        """The events that arrived, blocking until one does, `timeout_s` passes ([]), or
+        `close` is called ([] with `closed` set)."""
+        if not self.wait(timeout_s):
             return []
         try:
             data = os.read(self.fd, 64 * 1024)

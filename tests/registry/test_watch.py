@@ -62,6 +62,34 @@ def test_an_edit_is_seen_on_the_next_call(reg: RegistryDir, watched: RegistryLoa
     assert watched.load() is not before
 
 
+def test_an_edit_is_seen_even_before_the_watcher_wakes(
+    reg: RegistryDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a saturated CPU the watcher thread can wake late; the edit's event is queued in the
+    # kernel by then, and a queued event counts as a change.
+    real_wait = inotify.Inotify.wait
+
+    def late_wait(self: inotify.Inotify, timeout_s: float | None = None) -> bool:
+        woke = real_wait(self, timeout_s)
+        if woke:
+            time.sleep(2.0)
+        return woke
+
+    monkeypatch.setattr(inotify.Inotify, "wait", late_wait)
+    reg.tool("alpha")
+    loader = RegistryLoader([reg.root], watch=True, cache_dir=tmp_path / "cache")
+    try:
+        loader.load()
+        loader.load()
+        wait_until(lambda: loader.watching)
+        settle(loader)
+        manifest = reg.root / "tools" / "alpha" / "tool.yaml"
+        manifest.write_text(reg.tool_yaml("alpha").replace("Says hello", "Edited just now"))
+        assert loader.load().tools["alpha"].description == "Edited just now"
+    finally:
+        loader.close()
+
+
 def test_a_new_and_a_deleted_tool_are_seen_at_once(
     reg: RegistryDir, watched: RegistryLoader
 ) -> None:

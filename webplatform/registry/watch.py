@@ -15,12 +15,12 @@ root gets its own watch only after the create event is read, so files written in
 once could be missed; and an editor's save is often several events. For `GRACE_S` after any
 event every call re-stats the registry, and only after that does the watcher's silence
 count. The loader also stats each ROOT/{tools,agents,skills} folder on every read, so a tool
-folder added, removed or renamed is seen at once. What remains for an in-place edit of a file
-is the time its event takes from the kernel to this thread, which is woken by it at once
-(later only when the CPU is saturated); an edit older than that is always seen. Files that changed
-lately (the last `HOT_FILES`) are stat-ed on every read as well, so a tool being worked on,
-edited again and again, is never read stale; only the first edit of a file nobody touched
-lately depends on the event's delivery.
+folder added, removed or renamed is seen at once. An in-place edit is seen on the very next
+read, even before this thread wakes (on a saturated CPU that can take a while): the kernel
+queues the event within the writer's own system call, and `quiet` counts a queued event
+that was not read yet as a change. Files that changed lately (the last `HOT_FILES`) are
+stat-ed on every read as well, so a tool being worked on, edited again and again, is never
+read stale.
 """
 
 from __future__ import annotations
@@ -98,6 +98,9 @@ class RegistryWatcher:
         # these on every read, so a file being edited again is seen before its next event.
         self._hot: dict[str, None] = {}
         self._inotify: inotify.Inotify | None = None
+        # Set (under the lock) from the moment the thread reads queued events until it has
+        # counted them: `quiet` is then false, as it is while events wait in the queue.
+        self._reading = False
         self.users = 0
         self.stopped = False
 
@@ -127,9 +130,16 @@ class RegistryWatcher:
         return self._ready
 
     def quiet(self, generation: int) -> bool:
-        """Whether the registry provably has not changed since a scan at `generation`."""
+        """Whether the registry provably has not changed since a scan at `generation`.
+
+        An event the kernel has queued but this thread has not taken in yet counts as a
+        change: the thread takes the lock before it reads, so under the lock an event is
+        either still queued, being taken in (`_reading`), or counted in `generation`.
+        """
         with self._lock:
-            if not self._ready or generation != self.generation:
+            if not self._ready or generation != self.generation or self._reading:
+                return False
+            if self._inotify is None or self._inotify.pending():
                 return False
             if time.monotonic() - self._last_event < GRACE_S:
                 return False
@@ -194,35 +204,51 @@ class RegistryWatcher:
                 self._inodes = inodes
             self._bump(ready=True)
             while not watch.closed:
-                events = watch.read()  # sleeps until something changes, or `stop`
-                if not events:
+                if not watch.wait():  # sleeps until something changes, or `stop`
                     continue
-                changed = []
-                for event in events:
-                    if event.mask & inotify.Q_OVERFLOW or (
-                        event.wd in root_wds and event.mask & inotify.SELF_GONE
-                    ):
-                        # Events were lost, or a root was deleted or moved: its watch is blind.
-                        self._bump(ready=False)
+                with self._lock:
+                    self._reading = True
+                try:
+                    if not self._take_in(watch, folders, root_wds, inodes):
                         return
-                    folder = folders.get(event.wd)
-                    if folder is None or not event.name:
-                        continue
-                    path = os.path.join(folder, event.name)
-                    changed.append(path)
-                    if event.mask & inotify.ISDIR and event.mask & (
-                        inotify.CREATE | inotify.MOVED_TO
-                    ):
-                        self._add_tree(watch, folders, path)
-                self._note(changed)
-                if tuple(_inode(r) for r in self.roots) != inodes:
-                    self._bump(ready=False)  # a root appeared or was recreated
-                    return
+                finally:
+                    with self._lock:
+                        self._reading = False
         finally:
             with self._lock:
                 self._inotify = None
             watch.close()
             watch.read(0)  # releases its descriptors
+
+    def _take_in(
+        self,
+        watch: inotify.Inotify,
+        folders: dict[int, str],
+        root_wds: set[int],
+        inodes: tuple[int | None, ...],
+    ) -> bool:
+        """Read the queued events and count them; False when the watch went blind."""
+        changed = []
+        for event in watch.read(0):
+            if event.mask & inotify.Q_OVERFLOW or (
+                event.wd in root_wds and event.mask & inotify.SELF_GONE
+            ):
+                # Events were lost, or a root was deleted or moved: its watch is blind.
+                self._bump(ready=False)
+                return False
+            folder = folders.get(event.wd)
+            if folder is None or not event.name:
+                continue
+            path = os.path.join(folder, event.name)
+            changed.append(path)
+            if event.mask & inotify.ISDIR and event.mask & (inotify.CREATE | inotify.MOVED_TO):
+                self._add_tree(watch, folders, path)
+        if changed:
+            self._note(changed)
+        if tuple(_inode(r) for r in self.roots) != inodes:
+            self._bump(ready=False)  # a root appeared or was recreated
+            return False
+        return True
 
     def _add_tree(self, watch: inotify.Inotify, folders: dict[int, str], top: str) -> int:
         """Watch `top` and every folder below it; the watch descriptor of `top`."""
