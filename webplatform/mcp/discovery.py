@@ -8,7 +8,9 @@ keys off size, not a list of tools, so it covers every tool that grows.
 
 from __future__ import annotations
 
+import bisect
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from webplatform import gate
@@ -259,32 +261,69 @@ def _full_or_index(spec: ToolSpec, *, max_bytes: int) -> dict[str, Any]:
 
 
 def _matches(query_words: frozenset[str], text: str) -> bool:
-    return _matches_indexed(query_words, text.lower(), word_set(text))
-
-
-def _matches_indexed(query_words: frozenset[str], hay: str, words: frozenset[str]) -> bool:
+    hay, words = text.lower(), word_set(text)
     return all(q in words or q in hay for q in query_words)
 
 
-# (registry, [(spec, action, lower-cased text, word set)]) for the last registry searched. The
-# loader hands back the very same Registry object while nothing changed on disk, so a search
-# splits and singularises every action's words once per registry version, not once per call.
-_search_index: tuple[Registry, list[tuple[ToolSpec, ActionSpec, str, frozenset[str]]]] | None = None
+@dataclass(frozen=True)
+class _SearchIndex:
+    """Every action of one registry version, ready for word queries.
+
+    `entries` in listing order (by tool name; tools before agents); `text` all their
+    lower-cased texts joined by newlines, entry `i` starting at `starts[i]`; `by_word` the
+    entries whose (singularised) words include a word. An action matches a query word when
+    the word is one of its words or appears anywhere in its text; each query word's matches
+    are found with the index and a substring search of `text` (at C speed), not a loop in
+    Python over every action.
+    """
+
+    registry: Registry
+    entries: list[tuple[ToolSpec, ActionSpec]]
+    text: str
+    starts: list[int]
+    by_word: dict[str, list[int]]
+
+    def matching(self, word: str) -> set[int]:
+        found = set(self.by_word.get(word, ()))
+        at = self.text.find(word)
+        while at != -1:
+            entry = bisect.bisect_right(self.starts, at) - 1
+            found.add(entry)
+            if entry + 1 == len(self.starts):
+                break
+            # The next occurrence in a later entry: this one is counted already.
+            at = self.text.find(word, self.starts[entry + 1])
+        return found
 
 
-def _action_index(registry: Registry) -> list[tuple[ToolSpec, ActionSpec, str, frozenset[str]]]:
+# The index of the last registry searched. The loader hands back the very same Registry
+# object while nothing changed on disk, so it is built once per registry version.
+_search_index: _SearchIndex | None = None
+
+
+def _action_index(registry: Registry) -> _SearchIndex:
     global _search_index
     cached = _search_index
-    if cached is not None and cached[0] is registry:
-        return cached[1]
-    index: list[tuple[ToolSpec, ActionSpec, str, frozenset[str]]] = []
+    if cached is not None and cached.registry is registry:
+        return cached
+    entries: list[tuple[ToolSpec, ActionSpec]] = []
     for table in (registry.tools, registry.agents):
         for spec in table.values():
-            for action in spec.actions:
-                text = f"{spec.name} {action.name} {action.description}"
-                index.append((spec, action, text.lower(), word_set(text)))
-    index.sort(key=lambda entry: entry[0].name)  # stable: tools before agents, action order
-    _search_index = (registry, index)
+            entries.extend((spec, action) for action in spec.actions)
+    entries.sort(key=lambda entry: entry[0].name)  # stable: tools before agents, action order
+    texts: list[str] = []
+    starts: list[int] = []
+    by_word: dict[str, list[int]] = {}
+    at = 0
+    for number, (spec, action) in enumerate(entries):
+        text = f"{spec.name} {action.name} {action.description}"
+        texts.append(text.lower().replace("\n", " "))
+        starts.append(at)
+        at += len(texts[-1]) + 1
+        for word in word_set(text):
+            by_word.setdefault(word, []).append(number)
+    index = _SearchIndex(registry, entries, "\n".join(texts), starts, by_word)
+    _search_index = index
     return index
 
 
@@ -303,9 +342,16 @@ def _search(
         if isinstance(found, dict):
             return found
     in_scope = {id(s) for s in scope}
+    index = _action_index(registry)
+    matched: set[int] | None = None
+    for word in words:
+        matched = index.matching(word) if matched is None else matched & index.matching(word)
+        if not matched:
+            break
     hits: list[dict[str, Any]] = []
-    for spec, action, hay, action_words in _action_index(registry):
-        if id(spec) in in_scope and _matches_indexed(words, hay, action_words):
+    for number in sorted(matched or ()):
+        spec, action = index.entries[number]
+        if id(spec) in in_scope:
             hits.append(
                 {
                     "kind": spec.kind,

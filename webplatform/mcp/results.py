@@ -28,9 +28,11 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
 
 
-def tool_result(body: dict[str, Any], *, is_error: bool) -> CallToolResult:
-    """A tool result carrying `body` as structuredContent and as its JSON text."""
-    text = json.dumps(body, ensure_ascii=False)
+def tool_result(body: dict[str, Any], *, is_error: bool, text: str | None = None) -> CallToolResult:
+    """A tool result carrying `body` as structuredContent and as its JSON text (`text`, when
+    the caller has it already)."""
+    if text is None:
+        text = json.dumps(body, ensure_ascii=False)
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
         structured_content=body,
@@ -48,9 +50,11 @@ def answer_result(
 
 def plain_result(body: dict[str, Any], *, max_bytes: int) -> CallToolResult:
     """The MCP result for a discovery or skill body; an `invalid` body is an error."""
-    if _size(body) > max_bytes:
+    text: str | None = json.dumps(body, ensure_ascii=False)
+    if text is not None and len(text.encode("utf-8")) > max_bytes:
         body = _preview(body, "body", max_bytes, note="answer truncated: narrow the call")
-    return tool_result(body, is_error=body.get("status") == Status.invalid.value)
+        text = None
+    return tool_result(body, is_error=body.get("status") == Status.invalid.value, text=text)
 
 
 def narrowing_args(action: ActionSpec | None) -> list[str]:
