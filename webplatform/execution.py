@@ -95,7 +95,7 @@ def execute(
     except LeaseLost:
         log.warning("job %d: stopped, it was cancelled or reaped while running", job.id)
         return None
-    except job.WriteFailed as failed:
+    except _NotWritten as failed:
         raise failed.cause from None  # no row: nothing ran, nothing to record
     except Exception as exc:
         # Only the exception's type: its text could quote an argument or a secret.
@@ -120,15 +120,16 @@ def execute(
     )
 
 
+class _NotWritten(Exception):
+    """`record` raised: carries its exception past the runner's own handling."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class _Row:
     """The job row one `execute` runs: given, or written once (by `record`) when asked for."""
-
-    class WriteFailed(Exception):
-        """`record` raised: carries its exception past the runner's own handling."""
-
-        def __init__(self, cause: BaseException) -> None:
-            super().__init__(str(cause))
-            self.cause = cause
 
     def __init__(self, job_id: int | None, record: Callable[[], int] | None) -> None:
         self.id = job_id
@@ -142,7 +143,7 @@ class _Row:
             try:
                 self.id = self._record()
             except Exception as exc:
-                raise self.WriteFailed(exc) from exc
+                raise _NotWritten(exc) from exc
         return self.id
 
     def renew(self, engine: Engine, worker_id: str, lease_s: float) -> None:

@@ -68,8 +68,8 @@ def run(
     parsed `result` is left for the caller to mask). `admit()`, when given, runs once the
     process exists and before it runs anything of the tool (the caller writes the job's row
     there, while the process is being prepared); if it raises, the process ends without
-    running the tool and the exception propagates. It is not called when nothing could be
-    started (the result says why).
+    running the tool and the exception propagates. When nothing could be started, it may
+    not have been called (the result says why).
     """
     argv = build_argv(tool, action, args)
     env = build_env(tool, action, home=home, secrets=secrets, caller_cwd=caller_cwd)

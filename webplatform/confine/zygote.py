@@ -22,8 +22,8 @@ with the call's Landlock rules. It then waits for the runner's go-ahead (`GO`, o
 the channel), which the runner sends once the call's job row is written: that write and the
 fork overlap, and a call whose row was not written ends here having run nothing. Then it
 runs the entrypoint with `runpy.run_path` as `__main__`, so module globals start fresh every
-call; exceptions, `sys.exit` and interpreter shutdown
-(non-daemon threads joined, atexit handlers) are the interpreter's own.
+call; exceptions, `sys.exit` and interpreter shutdown (non-daemon threads joined, atexit
+handlers) are the interpreter's own.
 
 The zygote waits on each child with a pidfd; when it exits it kills the child's process group
 (while the child is an unreaped zombie, so the group id cannot be reused), reaps it and
