@@ -189,3 +189,37 @@ async def test_overview_readiness_follows_a_secret_set_later(
         entry = next(t for t in listed if t["name"] == "needs-key")
         assert entry["ready"] is True
         assert "missing_secrets" not in entry
+
+
+async def test_a_large_registry_overview_fits_the_limit_and_says_how_to_narrow(
+    mcp_settings: Settings, registry_root: Path, era: str
+) -> None:
+    for i in range(120):
+        folder = registry_root / "tools" / f"svc-{i:03d}"
+        folder.mkdir(parents=True)
+        (folder / "main.py").write_text(SCRIPT)
+        (folder / "tool.yaml").write_text(
+            f"name: svc-{i:03d}\ndescription: Service {i} of the fleet, "
+            + "with a description long enough to matter. " * 3
+            + "\nruntime: python\nentrypoint: main.py\nactions:\n"
+            + f"  - name: ping-{i:03d}\n    description: Ping it.\n"
+        )
+    platform = make_platform(
+        mcp_settings,
+        registry=str(registry_root),
+        capabilities_max_bytes=6000,
+        result_max_bytes=6000,
+    )
+    async with connect(platform, era) as client:
+        result = await client.call_tool("capabilities", {})
+        text = result.content[0].text  # type: ignore[union-attr]
+        answer = body(result)
+        last = body(await client.call_tool("capabilities", {"search": "ping-119"}))
+    assert len(text.encode()) <= 6000 + 2000  # the limit, and room for the note
+    assert answer["truncated"] is True and result.is_error is False
+    shown = len(answer["tools"])
+    assert 10 < shown < 120
+    assert answer["tools"][0]["name"] == "svc-000"
+    assert f"showing {shown} of 120 tools" in answer["note"] and "search=" in answer["note"]
+    # What was left out of the overview is still one search away.
+    assert [m["name"] for m in last["matches"]] == ["svc-119"]

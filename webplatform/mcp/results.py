@@ -52,9 +52,38 @@ def plain_result(body: dict[str, Any], *, max_bytes: int) -> CallToolResult:
     """The MCP result for a discovery or skill body; an `invalid` body is an error."""
     text: str | None = json.dumps(body, ensure_ascii=False)
     if text is not None and len(text.encode("utf-8")) > max_bytes:
-        body = _preview(body, "body", max_bytes, note="answer truncated: narrow the call")
+        body = _fit_listing(body, max_bytes)
         text = None
     return tool_result(body, is_error=body.get("status") == Status.invalid.value, text=text)
+
+
+def _fit_listing(body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """A discovery body cut to `max_bytes`: its longest list keeps the entries that fit, and
+    the answer says how many there were and how to narrow the call. A body that still does
+    not fit becomes a text preview."""
+    out = dict(body)
+    out["truncated"] = True
+    notes: list[str] = []
+    for _ in range(4):  # a list at a time, longest first
+        over = _size({**out, "note": "; ".join(notes)}) - max_bytes
+        lists = [(k, v) for k, v in out.items() if isinstance(v, list) and len(v) > 1]
+        if over <= 0 or not lists:
+            break
+        key, items = max(lists, key=lambda kv: _size(kv[1]))
+        kept = len(items)
+        while kept > 1 and over > 0:
+            kept -= 1
+            over -= _size(items[kept]) + 2
+        out[key] = items[:kept]
+        notes.append(
+            f"showing {kept} of {len(items)} {key}: call capabilities with search=<words> "
+            "(or kind=...) to narrow"
+        )
+    out["note"] = "; ".join(notes) or "answer truncated: narrow the call"
+    if _size(out) <= max_bytes:
+        return out
+    note = "answer truncated: narrow the call"
+    return _preview({"truncated": True, "note": note, "body": body}, "body", max_bytes, note=note)
 
 
 def narrowing_args(action: ActionSpec | None) -> list[str]:
