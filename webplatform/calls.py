@@ -149,12 +149,11 @@ def create_job(*, session: Session, call: Call, start: Start) -> Job:
         # The signature covers the job id, known only now.
         decision = decision_of(job, "approved")
         assert decision is not None  # decided_by and decided_at are set above
-        values["decision_signature"] = start.signer.sign(decision)
+        job.decision_signature = start.signer.sign(decision)
         connection.execute(
             update(Job).where(col(Job.id) == job_id),
-            {"decision_signature": values["decision_signature"]},
+            {"decision_signature": job.decision_signature},
         )
-        job = Job(id=job_id, **values)
     actor = decided_by or call.requested_by or call.client or surface.value
     record_event(
         session=session,

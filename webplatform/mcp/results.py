@@ -50,11 +50,11 @@ def answer_result(
 
 def plain_result(body: dict[str, Any], *, max_bytes: int) -> CallToolResult:
     """The MCP result for a discovery or skill body; an `invalid` body is an error."""
-    text: str | None = json.dumps(body, ensure_ascii=False)
-    if text is not None and len(text.encode("utf-8")) > max_bytes:
-        body = _fit_listing(body, max_bytes)
-        text = None
-    return tool_result(body, is_error=body.get("status") == Status.invalid.value, text=text)
+    is_error = body.get("status") == Status.invalid.value
+    text = json.dumps(body, ensure_ascii=False)
+    if len(text.encode("utf-8")) <= max_bytes:
+        return tool_result(body, is_error=is_error, text=text)
+    return tool_result(_fit_listing(body, max_bytes), is_error=is_error)
 
 
 def _fit_listing(body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
