@@ -23,7 +23,7 @@ from test_edit_waiting import edit_first_pending
 from test_native_waiting import SEND, all_jobs, job_page
 
 from webplatform import withdrawal
-from webplatform.mcp import build_server
+from webplatform.mcp import build_server, tasks
 from webplatform.platform import Platform
 from webplatform.store.audit import audit_events
 from webplatform.store.engine import session_scope
@@ -81,6 +81,21 @@ async def test_task_works_until_an_operator_approves_then_carries_the_result(
     assert result["job"] == job_id
     assert done.result["isError"] is False
     assert len(all_jobs(platform)) == 1
+
+
+async def test_task_ids_fit_what_clients_accept(platform: Platform) -> None:
+    # Claude Code refuses a task id over 128 characters ("malformed task handle") and then
+    # cancels the task, which withdrew the request before any operator saw it.
+    long_names = Implementation(name="c" * 200, version="1")
+    async with connect(
+        platform, MODERN, extensions=[tc.TasksClient()], client_info=long_names
+    ) as c:
+        first = await tc.call(c, "run_tool_confirmed", SEND)
+        second = await tc.call(c, "run_tool_confirmed", SEND)
+    assert isinstance(first, tc.CreatedTask) and isinstance(second, tc.CreatedTask)
+    assert len(first.task_id) <= tasks.MAX_TASK_ID_CHARS, len(first.task_id)
+    assert first.task_id != second.task_id
+    assert len(pending_for(platform=platform)) == 2, "both requests still wait"
 
 
 async def test_a_denied_call_completes_the_task_with_the_denial(platform: Platform) -> None:

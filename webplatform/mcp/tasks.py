@@ -10,17 +10,20 @@ A 2026-07-28 client that puts the extension in a request's capabilities gets, fo
 `tasks/update` is acknowledged (these tasks never ask for input). Every other call, and every
 client that did not opt in on that request, is answered exactly as before.
 
-A task is its job: the task id is the job id and its requester (agent token and client
-name), sealed with the bridge's key (`sealing.py`), so no table holds tasks, any bridge with
-the same `AAT_HOME` serves them after a restart, ids cannot be guessed, and another
-requester's poll or cancel is answered as for an unknown task.
+A task is its job: the task id is the job id, its creation time and a digest of its
+requester (agent token and client name), packed in 33 bytes and sealed with the bridge's key
+(`sealing.py`), so no table holds tasks, any bridge with the same `AAT_HOME` serves them after
+a restart, ids cannot be guessed, and another requester's poll or cancel is answered as for an
+unknown task. An id is 90 characters: clients cap task ids (Claude Code at 128).
 """
 
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 import logging
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,7 +55,11 @@ TASKS: Final = "io.modelcontextprotocol/tasks"
 # The tools whose queued calls become tasks.
 TASK_TOOLS: Final = frozenset({naming.RUN_TOOL_CONFIRMED, naming.RUN_AGENT_CONFIRMED})
 POLL_INTERVAL_MS: Final = 1000
-_ID_VERSION = 1
+# A task id's sealed claims: version, job id, creation time (ms), requester digest (16 bytes).
+_ID_VERSION: Final = 2
+_ID_CLAIMS: Final = struct.Struct(">BQQ16s")
+# The longest task id clients accept (Claude Code's limit); ids are well under it.
+MAX_TASK_ID_CHARS: Final = 128
 
 
 class TaskIdParams(RequestParams):
@@ -94,8 +101,10 @@ class _TaskRef:
     created_at: datetime
 
 
-def _owner(ctx: ServerRequestContext[Any, Any]) -> list[str | None]:
-    return [agent_name(ctx), client_name(ctx)]
+def _owner(ctx: ServerRequestContext[Any, Any]) -> bytes:
+    """A digest of who asked: the agent token's name and the client's name."""
+    who = json.dumps([agent_name(ctx), client_name(ctx)], separators=(",", ":"))
+    return hashlib.sha256(who.encode()).digest()[:16]
 
 
 def _iso(at: datetime) -> str:
@@ -187,25 +196,17 @@ class TasksExtension(Extension):
         return {}
 
     def _seal(self, ref: _TaskRef, ctx: ServerRequestContext[Any, Any]) -> str:
-        claims = {
-            "v": _ID_VERSION,
-            "job": ref.job,
-            "at": ref.created_at.timestamp(),
-            "owner": _owner(ctx),
-        }
-        return self.codec.seal(json.dumps(claims, separators=(",", ":")).encode())
+        at_ms = int(ref.created_at.timestamp() * 1000)
+        return self.codec.seal(_ID_CLAIMS.pack(_ID_VERSION, ref.job, at_ms, _owner(ctx)))
 
     def _open(self, task_id: str, ctx: ServerRequestContext[Any, Any], *, doing: str) -> _TaskRef:
         """The task an id names, for this requester only; else the spec's -32602."""
         try:
-            claims = json.loads(self.codec.unseal(task_id))
-            if claims["v"] != _ID_VERSION:
-                raise ValueError(claims["v"])
-            ref = _TaskRef(
-                job=int(claims["job"]), created_at=datetime.fromtimestamp(claims["at"], UTC)
-            )
-            owner = claims["owner"]
-        except (InvalidRequestState, ValueError, KeyError, TypeError):
+            version, job, at_ms, owner = _ID_CLAIMS.unpack(self.codec.unseal(task_id))
+            if version != _ID_VERSION:
+                raise ValueError(version)
+            ref = _TaskRef(job=job, created_at=datetime.fromtimestamp(at_ms / 1000, UTC))
+        except (InvalidRequestState, ValueError, struct.error, OverflowError):
             raise _unknown(doing, "no such task") from None
         if owner != _owner(ctx):
             # Another requester's task: answered exactly as an unknown one.
