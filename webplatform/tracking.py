@@ -15,7 +15,7 @@ from sqlmodel import Session
 from webplatform import jobs
 from webplatform.answers import Answer, Status
 from webplatform.config import Settings
-from webplatform.platform import Platform
+from webplatform.platform import Actor, Platform
 from webplatform.store import queries
 from webplatform.store.approvals import approvals_of
 from webplatform.store.models import UNFINISHED_STATES, Job, JobState, Surface
@@ -93,14 +93,25 @@ def current_job(*, session: Session, job_id: int) -> Job | None:
     return job
 
 
-def job_answer(*, platform: Platform, job_id: int) -> Answer:
+def no_such_job(job_id: int) -> Answer:
+    """The answer for a job id that names no job of the asker's (or none at all)."""
+    return Answer(Status.invalid, error=f"no job {job_id}; job ids come from run results")
+
+
+def job_answer(*, platform: Platform, job_id: int, requester: Actor | None = None) -> Answer:
     """The current answer for a job id, or `invalid` when there is no such job. A job an
-    operator edited answers with the edited job's outcome (`edited_from`, `args`)."""
+    operator edited answers with the edited job's outcome (`edited_from`, `args`).
+
+    With `requester`, another requester's job is answered exactly as a missing one: results
+    belong to whoever asked (its agent token; without one, its client on its surface).
+    """
 
     def read(session: Session) -> Answer:
+        if requester is not None and not _asked_by(session, job_id, requester):
+            return no_such_job(job_id)
         job = current_job(session=session, job_id=job_id)
         if job is None:
-            return Answer(Status.invalid, error=f"no job {job_id}; job ids come from run results")
+            return no_such_job(job_id)
         assert job.id is not None
         warning = None
         if job.state == JobState.pending_approval.value and not _dashboard_alive(
@@ -113,6 +124,45 @@ def job_answer(*, platform: Platform, job_id: int) -> Answer:
         return answer_for(job, settings=platform.settings, warning=warning, approvals_given=given)
 
     return platform.transact(read, write=False)
+
+
+def asked_by(*, platform: Platform, job_id: int, requester: Actor) -> bool:
+    """True when job `job_id` exists and `requester` asked for it."""
+    return platform.transact(lambda s: _asked_by(s, job_id, requester), write=False)
+
+
+def _asked_by(session: Session, job_id: int, requester: Actor) -> bool:
+    job = jobs.get_job(session=session, job_id=job_id)
+    return job is not None and queries.job_of_requester(
+        job, surface=requester.surface, client=requester.client, agent=requester.agent
+    )
+
+
+def recent_of_requester(
+    *, platform: Platform, requester: Actor, limit: int = 10
+) -> list[dict[str, Any]]:
+    """`requester`'s newest jobs, newest first: id, tool, action, state and when asked (so
+    an agent whose client gave up on a call can find the job again)."""
+    found = platform.transact(
+        lambda s: queries.recent_from_requester(
+            session=s,
+            surface=requester.surface,
+            client=requester.client,
+            agent=requester.agent,
+            limit=limit,
+        ),
+        write=False,
+    )
+    return [
+        {
+            "job": job.id,
+            "tool": job.name,
+            "action": job.action,
+            "state": JobState(job.state).value,
+            "created_at": job.created_at.isoformat(timespec="seconds"),
+        }
+        for job in found
+    ]
 
 
 def job_state(*, platform: Platform, job_id: int) -> JobState | None:

@@ -19,6 +19,8 @@ from webplatform.tracking import current_job
 logger = logging.getLogger(__name__)
 
 WITHDRAWN = "withdrawn by the agent"
+# A person chose Decline in the agent's client when it asked them to open the job page.
+DECLINED_IN_CLIENT = "declined in the agent's client"
 # How many edits landing during one withdrawal are followed (each makes a new job).
 _EDITS_FOLLOWED = 5
 
@@ -29,8 +31,10 @@ def withdrawer(actor: Actor) -> str:
     return f"agent {actor.name}"
 
 
-def withdraw(*, platform: Platform, job_id: int, actor: Actor) -> JobState | None:
-    """Deny `job_id` as withdrawn by `actor` if it still waits for an operator.
+def withdraw(
+    *, platform: Platform, job_id: int, actor: Actor, reason: str = WITHDRAWN
+) -> JobState | None:
+    """Deny `job_id` as withdrawn by `actor` (with `reason`) if it still waits for an operator.
 
     A request an operator edited (edit, then approve) stands for the job it was edited into:
     that one is withdrawn. Returns the job's state afterwards (`denied` when withdrawn now;
@@ -44,7 +48,7 @@ def withdraw(*, platform: Platform, job_id: int, actor: Actor) -> JobState | Non
             return None
         target = current.id
         try:
-            job = _deny(platform, target, actor)
+            job = _deny(platform, target, actor, reason)
         except jobs.JobNotFound:
             return None
         except jobs.StaleState as exc:
@@ -59,13 +63,13 @@ def withdraw(*, platform: Platform, job_id: int, actor: Actor) -> JobState | Non
     return None
 
 
-def _deny(platform: Platform, job_id: int, actor: Actor) -> Job:
+def _deny(platform: Platform, job_id: int, actor: Actor, reason: str) -> Job:
     return platform.transact(
         lambda session: jobs.deny(
             session=session,
             job_id=job_id,
             operator=withdrawer(actor),
-            reason=WITHDRAWN,
+            reason=reason,
             address=actor.address,
         )
     )

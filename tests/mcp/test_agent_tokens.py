@@ -142,3 +142,29 @@ def test_names_and_owners_are_checked(platform: Platform) -> None:
         with pytest.raises(AgentTokenError, match="no operator 'ghost'"):
             add_agent(session=session, name="x", owner="ghost")
         assert not revoke_agent(session=session, name="nobody")
+
+
+async def test_job_status_answers_only_the_agent_that_asked(platform: Platform) -> None:
+    # Job ids are sequential: without this, one agent could read every other agent's results.
+    mine, theirs = mint(platform, "build-bot"), mint(platform, "other-bot")
+    with serve_mcp(platform) as base:
+        async with client_with(f"{base}/mcp", mine) as client:
+            ran = body(
+                await client.call_tool("run_tool", {"tool": "hello-world", "args": {"name": "S"}})
+            )
+            own = body(await client.call_tool("job_status", {"job": ran["job"]}))
+            recent = body(await client.call_tool("job_status", {}))
+        async with client_with(f"{base}/mcp", theirs) as client:
+            foreign = await client.call_tool("job_status", {"job": ran["job"]})
+            missing = await client.call_tool("job_status", {"job": ran["job"] + 1000})
+            their_recent = body(await client.call_tool("job_status", {}))
+    assert own["status"] == "succeeded" and own["result"] == {"greeting": "Hello, S!"}
+    assert [j["job"] for j in recent["jobs"]] == [ran["job"]]
+    assert foreign.is_error is True
+    assert body(foreign)["status"] == "invalid"
+    assert "Hello" not in str(body(foreign))
+    # Another requester's job is answered exactly as one that does not exist.
+    assert body(foreign)["error"].replace(str(ran["job"]), "N") == body(missing)["error"].replace(
+        str(ran["job"] + 1000), "N"
+    )
+    assert their_recent["jobs"] == []

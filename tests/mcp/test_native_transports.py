@@ -6,7 +6,14 @@ import anyio
 import pytest
 from mcp import Client
 from mcp_helpers import ERAS, aat_mcp_process, body, later, make_platform, serve_mcp
-from test_native_waiting import SEND, Elicitations, all_jobs, approve_first_pending, job_page
+from test_native_waiting import (
+    PERSON_S,
+    SEND,
+    Elicitations,
+    all_jobs,
+    approve_first_pending,
+    job_page,
+)
 
 from webplatform.platform import Platform
 from webplatform.tracking import job_state
@@ -34,9 +41,11 @@ async def test_http_client_opens_the_job_page_then_gets_the_outcome(
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_http_declining_client_gets_pending_approval(platform: Platform, mode: str) -> None:
+async def test_http_client_whose_person_closes_the_dialog_gets_pending_approval(
+    platform: Platform, mode: str
+) -> None:
     slow = make_platform(platform.settings, approval_wait_s=30.0)
-    asked = Elicitations("decline")
+    asked = Elicitations("cancel", after_s=PERSON_S)
     with serve_mcp(slow) as base:
         async with Client(f"{base}/mcp", mode=mode, elicitation_callback=asked) as client:
             with anyio.fail_after(15):

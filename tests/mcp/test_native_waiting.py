@@ -2,7 +2,10 @@
 
 2025-11-25: `elicitation/create` (mode `url`) while the call waits, then the completion notice.
 2026-07-28: an `input_required` round carrying that elicitation; the retried call waits.
-A client that declines, cancels or errors gets `pending_approval`; the job stays queued.
+What the client's answer means (webplatform.mcp.native.Reply): accept waits; an answer faster
+than a person reads (Codex declines in milliseconds) waits as for a client without
+elicitation; a person's decline withdraws the request; a person's cancel (or an error) answers
+`pending_approval` at once and the job stays queued.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from mcp_types import (
 )
 from sqlmodel import select
 
+from webplatform import withdrawal
+from webplatform.answers import Answer, Status
+from webplatform.mcp import native
 from webplatform.platform import Platform
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Job
@@ -40,12 +46,18 @@ SEND = {
 }
 
 
-class Elicitations:
-    """An elicitation callback that records each URL request and answers with `action`."""
+# A person reads the dialog for longer than the bridge's threshold for an automatic answer.
+PERSON_S = native.AUTOMATIC_ANSWER_S + 0.3
 
-    def __init__(self, action: str = "accept", *, error: bool = False) -> None:
+
+class Elicitations:
+    """An elicitation callback that records each URL request and answers with `action`
+    after `after_s` (0: as a client that answers without showing anything)."""
+
+    def __init__(self, action: str = "accept", *, error: bool = False, after_s: float = 0) -> None:
         self.action = action
         self.error = error
+        self.after_s = after_s
         self.asked: list[ElicitRequestURLParams] = []
 
     async def __call__(
@@ -54,6 +66,7 @@ class Elicitations:
         del context
         assert isinstance(params, ElicitRequestURLParams), params
         self.asked.append(params)
+        await anyio.sleep(self.after_s)
         if self.error:
             return ErrorData(code=-32603, message="this client cannot open links")
         return ElicitResult(action=self.action)  # type: ignore[arg-type]
@@ -116,37 +129,83 @@ async def test_client_opens_the_job_page_and_the_same_call_gets_the_outcome(
         assert notices == [asked.asked[0].elicitation_id], "completion notice once decided"
 
 
-@pytest.mark.parametrize("action", ["decline", "cancel"])
-async def test_declining_client_gets_pending_approval_and_the_job_stays_queued(
-    platform: Platform, era: str, action: str
+# An erring callback only on the legacy era: the SDK client never retries a modern call whose
+# callback erred (test_modern_client_answering_with_an_error_leaves_the_job_queued).
+ANSWERS_BY_ERA = [
+    ("legacy", "decline"),
+    ("legacy", "cancel"),
+    ("legacy", "error"),
+    ("2026-07-28", "decline"),
+    ("2026-07-28", "cancel"),
+]
+
+
+@pytest.mark.parametrize(("era", "answer"), ANSWERS_BY_ERA)
+async def test_a_client_that_answers_at_once_waits_as_one_without_elicitation(
+    platform: Platform, worker: Worker, era: str, answer: str
 ) -> None:
+    # Codex (and Claude Code's -p) decline every elicitation within milliseconds, shown to
+    # nobody: the call is held like any client's, and the approval reaches the agent.
+    del worker
     slow = make_platform(platform.settings, approval_wait_s=30.0)
-    asked = Elicitations(action)
+    asked = Elicitations(answer, error=answer == "error")
+    later(1.0, lambda: approve_first_pending(platform))
+    async with connect(slow, era, elicitation_callback=asked) as client:
+        with anyio.fail_after(20):
+            result = await client.call_tool("run_tool_confirmed", SEND)
+    assert body(result)["status"] == "succeeded", body(result)
+    assert len(asked.asked) == 1
+    assert len(all_jobs(platform)) == 1
+
+
+async def test_a_person_who_declines_withdraws_the_request(
+    platform: Platform, worker: Worker, era: str
+) -> None:
+    # Declining the dialog to stop a send must never be followed by the send.
+    del worker
+    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    asked = Elicitations("decline", after_s=PERSON_S)
     started = time.monotonic()
     async with connect(slow, era, elicitation_callback=asked) as client:
         with anyio.fail_after(15):
             result = await client.call_tool("run_tool_confirmed", SEND)
     answer = body(result)
-    assert answer["status"] == "pending_approval", answer
-    assert answer["approval_url"] == job_page(platform, answer["job"])
+    assert answer["status"] == "denied", answer
+    assert answer["reason"] == withdrawal.DECLINED_IN_CLIENT
+    assert result.is_error is True
     assert time.monotonic() - started < 10, "a decline answers at once, not after the wait"
-    assert len(asked.asked) == 1
-    assert [j.id for j in all_jobs(platform)] == [answer["job"]]
-    assert job_state(platform=platform, job_id=answer["job"]).value == "pending_approval"  # type: ignore[union-attr]
+    assert pending_for(platform=platform) == [], "the card left the queue"
+    assert job_state(platform=platform, job_id=answer["job"]).value == "denied"  # type: ignore[union-attr]
 
 
-async def test_legacy_client_answering_with_an_error_gets_pending_approval(
-    platform: Platform,
+@pytest.mark.parametrize(("era", "answer"), [(e, a) for e, a in ANSWERS_BY_ERA if a != "decline"])
+async def test_a_person_who_closes_the_dialog_leaves_the_job_queued(
+    platform: Platform, era: str, answer: str
 ) -> None:
     slow = make_platform(platform.settings, approval_wait_s=30.0)
-    asked = Elicitations(error=True)
-    async with connect(slow, "legacy", elicitation_callback=asked) as client:
+    asked = Elicitations(answer, error=answer == "error", after_s=PERSON_S)
+    started = time.monotonic()
+    async with connect(slow, era, elicitation_callback=asked) as client:
         with anyio.fail_after(15):
             result = await client.call_tool("run_tool_confirmed", SEND)
-    answer = body(result)
-    assert answer["status"] == "pending_approval", answer
-    assert len(asked.asked) == 1
-    assert job_state(platform=platform, job_id=answer["job"]).value == "pending_approval"  # type: ignore[union-attr]
+    body_ = body(result)
+    assert body_["status"] == "pending_approval", body_
+    assert body_["approval_url"] == job_page(platform, body_["job"])
+    assert time.monotonic() - started < 10, "closing the dialog answers at once"
+    assert [j.id for j in all_jobs(platform)] == [body_["job"]]
+    assert job_state(platform=platform, job_id=body_["job"]).value == "pending_approval"  # type: ignore[union-attr]
+
+
+def test_the_dialog_says_how_long_the_call_waits_and_what_each_choice_does() -> None:
+    pending = Answer(
+        Status.pending_approval, job=7, tool="outbox", action="send-message", approval_url="u"
+    )
+    text = native.message_for(pending, wait_s=50)
+    assert "outbox send-message (job 7)" in text
+    assert "50 s" in text
+    assert "Decline: the request is withdrawn" in text
+    assert "stays queued" in text
+    assert not text.startswith("aat:"), "the client already names the server"
 
 
 async def test_modern_client_answering_with_an_error_leaves_the_job_queued(

@@ -241,11 +241,11 @@ async def test_an_edit_landing_while_a_cancel_is_under_way_is_withdrawn_too(
     real_deny = withdrawal._deny
     edited_meanwhile: list[bool] = []
 
-    def deny_after_an_edit(platform_: Platform, job_id: int, actor: Any) -> Job:
+    def deny_after_an_edit(platform_: Platform, job_id: int, actor: Any, reason: str) -> Job:
         if not edited_meanwhile:
             edit_first_pending(platform_)
             edited_meanwhile.append(True)
-        return real_deny(platform_, job_id, actor)
+        return real_deny(platform_, job_id, actor, reason)
 
     monkeypatch.setattr(withdrawal, "_deny", deny_after_an_edit)
     async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 from mcp_helpers import body, connect
+from mcp_types import Implementation
 
 from webplatform.canonical import canonical_json, sha256_hex
 from webplatform.mcp import build_server
-from webplatform.mcp.naming import TOOL_NAMES, TOOLS_DIGEST_META_KEY
+from webplatform.mcp.naming import TITLES, TOOL_NAMES, TOOLS_DIGEST_META_KEY
 from webplatform.platform import Platform
 from webplatform.store.models import Surface
 
@@ -29,7 +30,57 @@ async def test_lists_the_seven_tools_with_annotations(platform: Platform, era: s
     assert set(tools["capabilities"].input_schema["properties"]) == {
         "kind", "name", "action", "search",
     }  # fmt: skip
-    assert tools["job_status"].input_schema["required"] == ["job"]
+    assert tools["job_status"].input_schema["required"] == []
+    # Clients show a title above each call (Claude Code made "Run Tool Confirmed" of the name).
+    assert {n: t.title for n, t in tools.items()} == TITLES
+
+
+async def test_an_argument_a_client_adds_on_its_own_is_ignored(
+    platform: Platform, era: str
+) -> None:
+    # Gemini CLI adds `wait_for_previous` to every tool's schema and sends it when its model
+    # sets it; a genuinely unknown argument is still refused.
+    async with connect(platform, era) as client:
+        ran = await client.call_tool(
+            "run_tool",
+            {"tool": "hello-world", "args": {"name": "G"}, "wait_for_previous": True},
+        )
+        listed = await client.call_tool("capabilities", {"wait_for_previous": False})
+        status = await client.call_tool(
+            "job_status", {"job": body(ran)["job"], "wait_for_previous": True}
+        )
+        unknown = await client.call_tool(
+            "run_tool", {"tool": "hello-world", "args": {"name": "G"}, "wait_for_next": True}
+        )
+    assert body(ran)["status"] == "succeeded", body(ran)
+    assert listed.is_error is False
+    assert body(status)["status"] == "succeeded"
+    assert body(unknown)["status"] == "invalid"
+    assert "wait_for_next" in body(unknown)["error"]
+
+
+async def test_job_status_without_a_job_lists_this_clients_recent_jobs(
+    platform: Platform, era: str
+) -> None:
+    # A client that gave up on a call (Codex cancels at its tool timeout) never saw the job id.
+    async with connect(platform, era) as client:
+        first = body(
+            await client.call_tool("run_tool", {"tool": "hello-world", "args": {"name": "1"}})
+        )
+        second = body(
+            await client.call_tool("run_tool", {"tool": "hello-world", "args": {"name": "2"}})
+        )
+        listed = await client.call_tool("job_status", {})
+    other = Implementation(name="someone-else", version="1")
+    async with connect(platform, era, client_info=other) as client:
+        theirs = body(await client.call_tool("job_status", {}))
+        foreign = body(await client.call_tool("job_status", {"job": first["job"]}))
+    recent = body(listed)["jobs"]
+    assert listed.is_error is False
+    assert [j["job"] for j in recent] == [second["job"], first["job"]]
+    assert recent[0]["tool"] == "hello-world" and recent[0]["state"] == "succeeded"
+    assert theirs["jobs"] == [], "another client's jobs are not listed"
+    assert foreign["status"] == "invalid", "nor answered"
 
 
 async def test_discover_meta_carries_the_tools_digest(platform: Platform) -> None:

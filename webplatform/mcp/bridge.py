@@ -16,11 +16,13 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult
 
 from webplatform.answers import IN_PROGRESS, Answer, Status
-from webplatform.platform import Platform
+from webplatform.platform import Actor, Platform
 from webplatform.registry.model import ActionSpec, RunnableKind
 from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 from webplatform.suggest import did_you_mean
+from webplatform.tracking import asked_by, job_answer, no_such_job, recent_of_requester
+from webplatform.withdrawal import DECLINED_IN_CLIENT, withdraw
 
 from . import naming, native, tasks, waiting
 from .approvals import ApprovalWatcher
@@ -98,38 +100,41 @@ class Bridge:
         return result
 
     async def job_status(self, ctx: Context) -> CallToolResult:
-        """`job_status {job, wait_s?}`: the job's answer, after waiting for a change if asked."""
+        """`job_status {job?, wait_s?}`: the job's answer, after waiting for a change if asked;
+        without `job`, this requester's recent jobs. Only the requester's own jobs answer."""
         raw = raw_arguments(ctx)
         if (problem := _unknown_keys(naming.JOB_STATUS, raw)) is not None:
             return self._invalid(problem)
+        requester = request_actor(ctx, self.surface)
         job, wait_s = raw.get("job"), raw.get("wait_s", 0)
+        if job is None:
+            recent = await anyio.to_thread.run_sync(
+                lambda: recent_of_requester(platform=self.platform, requester=requester)
+            )
+            return plain_result(
+                {"jobs": recent, "next": "call job_status with a job id for its outcome"},
+                max_bytes=self._max_bytes,
+            )
         if isinstance(job, str) and job.strip().isdigit():
             job = int(job)
-        if not isinstance(job, int) or isinstance(job, bool):
-            return self._invalid(
-                Answer(
-                    Status.invalid,
-                    error="job must be the integer job id from a run result",
-                    schema=naming.INPUT_SCHEMAS[naming.JOB_STATUS],
-                )
-            )
-        if wait_s is None:
-            wait_s = 0
-        if not isinstance(wait_s, int | float) or isinstance(wait_s, bool) or wait_s < 0:
-            return self._invalid(
-                Answer(
-                    Status.invalid,
-                    error="wait_s must be a number of seconds, 0 or more",
-                    schema=naming.INPUT_SCHEMAS[naming.JOB_STATUS],
-                )
-            )
-        limit = min(float(wait_s), self.platform.settings.approval_wait_s)
-        answer = await waiting.wait_for_job(
+        if (problem := _status_problem(job, wait_s)) is not None:
+            return self._invalid(problem)
+        assert isinstance(job, int)
+        job_id = job
+        mine = await anyio.to_thread.run_sync(
+            lambda: asked_by(platform=self.platform, job_id=job_id, requester=requester)
+        )
+        if not mine:
+            return self._invalid(no_such_job(job_id))
+        await waiting.wait_for_job(
             platform=self.platform,
-            job_id=job,
-            timeout_s=limit,
+            job_id=job_id,
+            timeout_s=min(float(wait_s or 0), self.platform.settings.approval_wait_s),
             progress=progress_sender(ctx),
             until_change=True,
+        )
+        answer = await anyio.to_thread.run_sync(
+            lambda: job_answer(platform=self.platform, job_id=job_id, requester=requester)
         )
         return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
 
@@ -194,38 +199,69 @@ class Bridge:
                     # The client opted in to tasks: the task carries the outcome.
                     return self.result_for(answer)
                 if native.is_modern(ctx) and native.url_elicitation_declared(ctx):
-                    return native.input_required(answer)
-            answer = await self._wait(ctx, answer, job_id=answer.job, progress=progress)
+                    return native.input_required(
+                        answer, wait_s=self.platform.settings.approval_wait_s
+                    )
+            answer = await self._wait(ctx, answer, actor=actor, progress=progress)
         return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
 
     async def _wait(
-        self, ctx: Context, answer: Answer, *, job_id: int, progress: waiting.Progress
+        self, ctx: Context, answer: Answer, *, actor: Actor, progress: waiting.Progress
     ) -> Answer:
         """Wait for a job in progress: asking the client to open the job page while it waits
         for an operator, when the client can be asked (2025-11-25 URL elicitation)."""
+        assert answer.job is not None
         timeout_s = self.platform.settings.approval_wait_s
         if answer.status is Status.pending_approval and native.can_elicit_now(ctx):
             return await native.wait_with_elicitation(
                 ctx=ctx,
                 platform=self.platform,
                 pending=answer,
+                actor=actor,
                 timeout_s=timeout_s,
                 progress=progress,
             )
         return await waiting.wait_for_job(
-            platform=self.platform, job_id=job_id, timeout_s=timeout_s, progress=progress
+            platform=self.platform, job_id=answer.job, timeout_s=timeout_s, progress=progress
         )
 
-    async def _resume(self, ctx: Context, job_id: int, accepted: bool) -> CallToolResult:
-        """A retried 2026-07-28 call: wait for its job like a normal call when the client
-        opened the job page, else answer at once (`pending_approval`, the job stays queued)."""
+    async def _resume(self, ctx: Context, job_id: int, reply: native.Reply) -> CallToolResult:
+        """A retried 2026-07-28 call: its job waits, is withdrawn or is answered at once, as
+        the client's answer to the job page means (`native.Reply`)."""
+        if reply is native.Reply.declined:
+            actor = request_actor(ctx, self.surface)
+            await anyio.to_thread.run_sync(
+                lambda: withdraw(
+                    platform=self.platform, job_id=job_id, actor=actor, reason=DECLINED_IN_CLIENT
+                )
+            )
+        waits = reply in (native.Reply.accepted, native.Reply.automatic)
         answer = await waiting.wait_for_job(
             platform=self.platform,
             job_id=job_id,
-            timeout_s=self.platform.settings.approval_wait_s if accepted else 0.0,
+            timeout_s=self.platform.settings.approval_wait_s if waits else 0.0,
             progress=progress_sender(ctx),
         )
         return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
+
+
+def _status_problem(job: Any, wait_s: Any) -> Answer | None:
+    """What is wrong with `job_status`'s arguments, or None."""
+    schema = naming.INPUT_SCHEMAS[naming.JOB_STATUS]
+    if not isinstance(job, int) or isinstance(job, bool):
+        return Answer(
+            Status.invalid,
+            error="job must be the integer job id from a run result (leave it out to list "
+            "your recent jobs)",
+            schema=schema,
+        )
+    if wait_s is not None and (
+        not isinstance(wait_s, int | float) or isinstance(wait_s, bool) or wait_s < 0
+    ):
+        return Answer(
+            Status.invalid, error="wait_s must be a number of seconds, 0 or more", schema=schema
+        )
+    return None
 
 
 def _check_call(tool: str, kind: str, name: Any, action: Any) -> Answer | None:

@@ -101,15 +101,29 @@ INPUT_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
     GET_SKILL: _schema({"name": {**_STR, "description": "the skill's name"}}, ["name"]),
     JOB_STATUS: _schema(
         {
-            "job": {"type": "integer", "description": "the job id from a run result"},
+            "job": {
+                "type": "integer",
+                "description": "the job id from a run result; leave out to list your recent jobs",
+            },
             "wait_s": {
                 "type": "number",
                 "minimum": 0,
                 "description": "wait up to this many seconds for the job to change (capped)",
             },
         },
-        ["job"],
+        [],
     ),
+}
+
+# What clients show a person above a call (Claude Code prints it before the arguments).
+TITLES: Final[dict[str, str]] = {
+    CAPABILITIES: "Find aat's tools and their arguments",
+    RUN_TOOL: "Run a tool",
+    RUN_AGENT: "Run an agent",
+    RUN_TOOL_CONFIRMED: "Run a tool (irreversible ones wait for an operator)",
+    RUN_AGENT_CONFIRMED: "Run an agent (irreversible ones wait for an operator)",
+    GET_SKILL: "Read a skill",
+    JOB_STATUS: "Check a job",
 }
 
 DESCRIPTIONS: Final[dict[str, str]] = {
@@ -139,7 +153,8 @@ DESCRIPTIONS: Final[dict[str, str]] = {
     GET_SKILL: "Read a skill: its markdown instructions.",
     JOB_STATUS: (
         "The state of a job and, once finished, its result. With wait_s, waits up to that many "
-        "seconds for a change (approval, denial, completion) before answering."
+        "seconds for a change (approval, denial, completion) before answering. Without job, "
+        "lists your recent jobs (for a call whose answer you did not get)."
     ),
 }
 

@@ -6,19 +6,30 @@ gets unchanged:
 - 2025-11-25: `elicitation/create` (mode `url`) while the call waits, and the completion
   notice once an operator decided. Progress keeps flowing meanwhile.
 - 2026-07-28: the first round answers `input_required` with that URL elicitation and the job
-  id as (SDK-sealed) request state; the retried call waits like a normal call.
+  id (and when it was asked) as (SDK-sealed) request state; the retried call waits like a
+  normal call.
 
-A client that declines, cancels or answers the elicitation with an error gets the ordinary
-`pending_approval` answer; the job stays queued.
+What the client's answer means (`Reply`), as the dialog's text tells the person:
+
+- accept ("open", "continue"): the call keeps waiting for the decision;
+- an answer sooner than a person could read the dialog (`AUTOMATIC_ANSWER_S`), whatever it
+  says: the client did not show it (Codex declines every elicitation within milliseconds,
+  Claude Code's `-p` too), so the call waits exactly as for a client without elicitation;
+- decline, by a person: the request is withdrawn (denied `declined in the agent's client`),
+  so declining to stop a send is never followed by the send;
+- cancel (the dialog closed, Esc) or an error, by a person: the call answers
+  `pending_approval` at once and the job stays queued for the operator.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import time
 import uuid
 from contextlib import suppress
+from typing import Final
 
 import anyio
 import anyio.to_thread
@@ -28,8 +39,9 @@ from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, Input
 from mcp_types.version import is_version_at_least
 
 from webplatform.answers import Answer, Status
-from webplatform.platform import Platform
+from webplatform.platform import Actor, Platform
 from webplatform.tracking import job_answer
+from webplatform.withdrawal import DECLINED_IN_CLIENT, withdraw
 
 from . import waiting
 
@@ -38,6 +50,30 @@ logger = logging.getLogger(__name__)
 MODERN = "2026-07-28"
 # The key of the one input request of the `input_required` round.
 APPROVAL_INPUT = "approval"
+# Nobody reads a dialog and chooses in less: an answer this fast came from the client itself.
+AUTOMATIC_ANSWER_S: Final = 1.0
+
+
+class Reply(enum.Enum):
+    """What a client's answer to the job page's elicitation means for the waiting call."""
+
+    # Opened the page or chose to continue: wait for the decision.
+    accepted = "accepted"
+    # Answered before anyone could have read it: wait as for a client without elicitation.
+    automatic = "automatic"
+    # A person declined: withdraw the request.
+    declined = "declined"
+    # A person closed the dialog (or the client erred): answer now, the job stays queued.
+    dismissed = "dismissed"
+
+
+def reply_for(action: str | None, answered_in_s: float) -> Reply:
+    """The meaning of the client's `action` (None for an error), answered after `answered_in_s`."""
+    if action == "accept":
+        return Reply.accepted
+    if answered_in_s < AUTOMATIC_ANSWER_S:
+        return Reply.automatic
+    return Reply.declined if action == "decline" else Reply.dismissed
 
 
 def url_elicitation_declared(ctx: Context) -> bool:
@@ -57,12 +93,15 @@ def can_elicit_now(ctx: Context) -> bool:
     return not is_modern(ctx) and url_elicitation_declared(ctx) and ctx.session.can_send_request
 
 
-def message_for(answer: Answer) -> str:
-    """What the client shows the user next to the job page's link."""
+def message_for(answer: Answer, *, wait_s: float) -> str:
+    """What the client shows the user next to the job page's link: what waits, how long the
+    call waits once they continue, and what Decline and closing the dialog do."""
     what = f"{answer.tool} {answer.action}" if answer.action else str(answer.tool)
     return (
-        f"aat: an operator must approve {what} (job {answer.job}) before it runs. "
-        "Open the job page to follow it; this call waits for the decision."
+        f"{what} (job {answer.job}) runs only after an operator approves it in aat's dashboard. "
+        f"Open or continue: this call waits up to {wait_s:.0f} s for the decision, then the "
+        "agent can check the job later. Decline: the request is withdrawn and never runs. "
+        "Closing this: the request stays queued for the operator."
     )
 
 
@@ -71,13 +110,14 @@ async def wait_with_elicitation(
     ctx: Context,
     platform: Platform,
     pending: Answer,
+    actor: Actor,
     timeout_s: float,
     progress: waiting.Progress,
 ) -> Answer:
     """Wait for a queued job as usual while asking the client to open its job page.
 
-    A decline, cancel or error from the client ends the wait with the `pending_approval`
-    answer; the decision, once made, is announced with the elicitation's completion notice.
+    The client's answer acts as `Reply` says; the decision, once made, is announced with the
+    elicitation's completion notice.
     """
     assert pending.job is not None and pending.approval_url is not None
     job_id = pending.job
@@ -87,19 +127,16 @@ async def wait_with_elicitation(
     decided = anyio.Event()
 
     async def ask(cancel: anyio.CancelScope) -> None:
-        try:
-            result = await ctx.elicit_url(
-                message_for(pending), pending.approval_url or "", elicitation_id
+        reply = await _ask(ctx, pending, elicitation_id, wait_s=timeout_s)
+        if decided.is_set() or reply in (Reply.accepted, Reply.automatic):
+            return
+        if reply is Reply.declined:
+            await anyio.to_thread.run_sync(
+                lambda: withdraw(
+                    platform=platform, job_id=job_id, actor=actor, reason=DECLINED_IN_CLIENT
+                )
             )
-            accepted = result.action == "accept"
-        except MCPError as exc:  # the client answered with an error: as a decline
-            logger.info("URL elicitation for job %s answered with an error: %s", job_id, exc)
-            accepted = False
-        except Exception:  # could not ask at all: the ordinary answer, never a failed call
-            logger.warning("URL elicitation for job %s could not be sent", job_id, exc_info=True)
-            accepted = False
-        if not accepted and not decided.is_set():
-            cancel.cancel()
+        cancel.cancel()
 
     async def wait(cancel: anyio.CancelScope) -> None:
         answer = await waiting.wait_for_job(
@@ -130,33 +167,60 @@ async def wait_with_elicitation(
     return await anyio.to_thread.run_sync(lambda: job_answer(platform=platform, job_id=job_id))
 
 
-def input_required(pending: Answer) -> InputRequiredResult:
+async def _ask(ctx: Context, pending: Answer, elicitation_id: str, *, wait_s: float) -> Reply:
+    """Ask the client to open the job page; what its answer means."""
+    asked = time.monotonic()
+    action: str | None = None
+    try:
+        result = await ctx.elicit_url(
+            message_for(pending, wait_s=wait_s), pending.approval_url or "", elicitation_id
+        )
+        action = result.action
+    except MCPError as exc:  # the client answered with an error
+        logger.info("URL elicitation for job %s answered with an error: %s", pending.job, exc)
+    except Exception:  # could not ask at all: as a client that cannot show it
+        logger.warning("URL elicitation for job %s could not be sent", pending.job, exc_info=True)
+        return Reply.automatic
+    reply = reply_for(action, time.monotonic() - asked)
+    if reply is Reply.automatic:
+        logger.info(
+            "the client answered the job page's elicitation (%s) in %.0f ms, before anyone "
+            "could read it: job %s waits as for a client without elicitation",
+            action or "error",
+            (time.monotonic() - asked) * 1000,
+            pending.job,
+        )
+    return reply
+
+
+def input_required(pending: Answer, *, wait_s: float) -> InputRequiredResult:
     """The 2026-07-28 first round: open the job page, then retry this call to wait for it."""
     assert pending.job is not None and pending.approval_url is not None
     return InputRequiredResult(
         input_requests={
             APPROVAL_INPUT: ElicitRequest(
                 params=ElicitRequestURLParams(
-                    message=message_for(pending), url=pending.approval_url
+                    message=message_for(pending, wait_s=wait_s), url=pending.approval_url
                 )
             )
         },
-        request_state=json.dumps({"job": pending.job}),
+        request_state=json.dumps({"job": pending.job, "asked": time.time()}),
     )
 
 
-def resumed(ctx: Context) -> tuple[int, bool] | None:
-    """On a retried 2026-07-28 call: the job it queued and whether the client accepted the
-    elicitation; None on a first round (or state this bridge did not write)."""
+def resumed(ctx: Context) -> tuple[int, Reply] | None:
+    """On a retried 2026-07-28 call: the job it queued and what the client's answer means;
+    None on a first round (or state this bridge did not write)."""
     state = ctx.request_state
     if not state:
         return None
     try:
-        job = json.loads(state)["job"]
+        claims = json.loads(state)
+        job, asked = claims["job"], float(claims["asked"])
     except (ValueError, KeyError, TypeError):
         return None
     if not isinstance(job, int) or isinstance(job, bool):
         return None
     response = (ctx.input_responses or {}).get(APPROVAL_INPUT)
-    accepted = isinstance(response, ElicitResult) and response.action == "accept"
-    return job, accepted
+    action = response.action if isinstance(response, ElicitResult) else None
+    return job, reply_for(action, time.time() - asked)

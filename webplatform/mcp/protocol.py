@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -118,19 +119,38 @@ def request_actor(ctx: Context, surface: Surface) -> Actor:
     )
 
 
-def raw_arguments(ctx: Context) -> dict[str, Any]:
-    """The call's `arguments` exactly as sent (the tool functions validate them themselves)."""
+# Arguments some clients add to every tool's schema on their own and may send: Gemini CLI's
+# `wait_for_previous` (it orders the client's own parallel calls). They mean nothing to aat,
+# so they are dropped, not refused, unless the tool itself declares one of these names.
+CLIENT_ADDED_ARGUMENTS: Final = frozenset({"wait_for_previous"})
+
+
+def raw_arguments(ctx: Context, *, declared: Collection[str] = ()) -> dict[str, Any]:
+    """The call's `arguments` as sent (the tool functions validate them themselves), less
+    the ones clients add on their own (`CLIENT_ADDED_ARGUMENTS`) that are not `declared`."""
     params = ctx.request_context.params or {}
     arguments = params.get("arguments")
-    return dict(arguments) if isinstance(arguments, dict) else {}
+    if not isinstance(arguments, dict):
+        return {}
+    return {k: v for k, v in arguments.items() if k not in CLIENT_ADDED_ARGUMENTS or k in declared}
 
 
 def progress_sender(ctx: Context) -> waiting.Progress:
-    """Progress notifications for this call; a closed stream never ends the wait."""
+    """Progress notifications for this call; a closed stream never ends the wait.
+
+    The value is the time since the call began, whichever wait reports it (running, waiting
+    for the decision, then for the run), so it only ever grows, as MCP requires, and a client
+    showing it never sees it start over. The wait's own figures stay in the message.
+    """
+    began = time.monotonic()
+    last = [0.0]
 
     async def send(elapsed: float, total: float | None, message: str) -> None:
+        del elapsed, total  # the wait's own clock; the call's is what the client shows
+        value = max(round(time.monotonic() - began, 1), last[0] + 0.1)
+        last[0] = value
         try:
-            await ctx.report_progress(elapsed, total, message)
+            await ctx.report_progress(value, None, message)
         except Exception:  # progress is a courtesy; a closed stream must not end the wait
             logger.debug("could not send progress", exc_info=True)
 

@@ -86,6 +86,7 @@ def _tool(fn: ToolFn, name: str) -> Tool:
     tool = Tool.from_function(
         fn,
         name=name,
+        title=naming.TITLES[name],
         description=naming.DESCRIPTIONS[name],
         annotations=ANNOTATIONS[name],
         structured_output=False,

@@ -122,6 +122,27 @@ def _is(column: Any, value: str | None) -> Any:
     return col(column).is_(None) if value is None else col(column) == value
 
 
+def requester_filter(*, surface: Surface, client: str | None, agent: str | None) -> list[Any]:
+    """The conditions that pick one requester's jobs on `surface`: those of agent token
+    `agent`, or else those this exact client name (None being a name too) asked for without
+    a token. The approvals resource, `job_status` and the recent-jobs list all use it."""
+    who = (
+        [col(Job.requested_by) == agent]
+        if agent is not None
+        else [_is(Job.client, client), _is(Job.requested_by, client)]
+    )
+    return [Job.surface == surface, *who]
+
+
+def job_of_requester(job: Job, *, surface: Surface, client: str | None, agent: str | None) -> bool:
+    """True when `job` is one the requester of `requester_filter` asked for."""
+    if Surface(job.surface) is not surface:
+        return False
+    if agent is not None:
+        return job.requested_by == agent
+    return job.client == client and job.requested_by == client
+
+
 def pending_from_client(
     *,
     session: Session,
@@ -130,18 +151,28 @@ def pending_from_client(
     agent: str | None = None,
     limit: int = 500,
 ) -> list[Job]:
-    """The jobs one requester has waiting for an operator on `surface`, oldest first: those
-    of agent token `agent`, or else those this exact client name (None being a name too)
-    asked for without a token."""
-    who = (
-        [col(Job.requested_by) == agent]
-        if agent is not None
-        else [_is(Job.client, client), _is(Job.requested_by, client)]
-    )
+    """The jobs one requester has waiting for an operator on `surface`, oldest first
+    (`requester_filter`)."""
     stmt = (
         select(Job)
-        .where(Job.state == JobState.pending_approval, Job.surface == surface, *who)
+        .where(
+            Job.state == JobState.pending_approval,
+            *requester_filter(surface=surface, client=client, agent=agent),
+        )
         .order_by(col(Job.created_at), col(Job.id))
+        .limit(limit)
+    )
+    return list(session.exec(stmt).all())
+
+
+def recent_from_requester(
+    *, session: Session, surface: Surface, client: str | None, agent: str | None, limit: int
+) -> list[Job]:
+    """One requester's newest jobs on `surface`, newest first (`requester_filter`)."""
+    stmt = (
+        select(Job)
+        .where(*requester_filter(surface=surface, client=client, agent=agent))
+        .order_by(col(Job.id).desc())
         .limit(limit)
     )
     return list(session.exec(stmt).all())

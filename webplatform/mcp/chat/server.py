@@ -147,7 +147,7 @@ class ChatBridge:
                 max_bytes=max_bytes,
             )
         actor = protocol.request_actor(ctx, self.surface)
-        args = protocol.raw_arguments(ctx)
+        args = protocol.raw_arguments(ctx, declared=[a.name for a in published.args])
         answer = await waiting.in_thread(
             lambda: request_run(
                 platform=self.platform,
