@@ -1,14 +1,17 @@
-"""`aat config opencode|claude`: absolute command, each argv element separate, and it starts."""
+"""`aat config CLIENT`: absolute commands, each argv element apart, and they start."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from webplatform.mcp import config_claude, config_opencode
+from webplatform.mcp.client_config import aat_command, config_codex, config_gemini
 
 INITIALIZE = (
     '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
@@ -57,3 +60,46 @@ def test_chat_surface_config_starts_the_chat_server(tmp_path: Path) -> None:
     assert [server["command"], *server["args"]] == command
     proc = initialize(command, tmp_path)
     assert '"name":"aat-chat"' in proc.stdout.replace(" ", ""), proc.stderr
+
+
+def test_codex_block_is_toml_with_a_timeout_above_the_approval_wait() -> None:
+    # Codex ends a tool call at tool_timeout_sec (60 s by default) whatever progress says;
+    # aat must answer first, or the agent never learns the job id.
+    table = tomllib.loads(config_codex(approval_wait_s=50))["mcp_servers"]["aat"]
+    assert [table["command"], *table["args"]] == config_opencode()["mcp"]["aat"]["command"]
+    assert table["tool_timeout_sec"] > 50
+    longer = tomllib.loads(config_codex(approval_wait_s=100))["mcp_servers"]["aat"]
+    assert longer["tool_timeout_sec"] > 100
+    remote = tomllib.loads(config_codex(approval_wait_s=50, url="http://127.0.0.1:8000/mcp"))
+    entry = remote["mcp_servers"]["aat"]
+    assert entry["url"] == "http://127.0.0.1:8000/mcp"
+    assert entry["bearer_token_env_var"] == "AAT_AGENT_TOKEN", "the token stays out of the file"
+    assert "command" not in entry
+
+
+def test_gemini_block_matches_opencode_and_waits_longer_than_aat() -> None:
+    server = config_gemini(approval_wait_s=50)["mcpServers"]["aat"]
+    assert [server["command"], *server["args"]] == config_opencode()["mcp"]["aat"]["command"]
+    assert server["timeout"] > 50_000  # milliseconds
+    remote = config_gemini(approval_wait_s=50, url="http://h/mcp")["mcpServers"]["aat"]
+    assert remote["httpUrl"] == "http://h/mcp"
+    assert remote["headers"] == {"Authorization": "Bearer $AAT_AGENT_TOKEN"}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("client", ["codex", "gemini"])
+def test_aat_config_prints_a_block_whose_command_starts(client: str, tmp_path: Path) -> None:
+    printed = subprocess.run(
+        [*aat_command(), "config", client],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AAT_HOME": str(tmp_path / "home")},
+        timeout=60,
+        check=True,
+    ).stdout
+    if client == "codex":
+        entry = tomllib.loads(printed)["mcp_servers"]["aat"]
+    else:
+        entry = json.loads(printed)["mcpServers"]["aat"]
+    proc = initialize([entry["command"], *entry["args"]], tmp_path)
+    assert '"protocolVersion":"2025-11-25"' in proc.stdout.replace(" ", ""), proc.stderr

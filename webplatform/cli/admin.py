@@ -53,25 +53,34 @@ def cmd_surface(ns: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def cmd_config(ns: argparse.Namespace, _extra: list[str]) -> int:
-    """Print the MCP client configuration block for opencode or Claude Code."""
+    """Print the MCP client configuration block for opencode, Claude Code, Codex or Gemini CLI."""
     from webplatform.mcp import client_config
 
-    if ns.url:
+    if ns.url and ns.surface != "generic":
+        print(
+            "aat config --url: the chat surface is served at /mcp/chat; give that URL "
+            "without --surface",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if ns.client in ("codex", "gemini"):
         if ns.surface != "generic":
-            print(
-                "aat config --url: the chat surface is served at /mcp/chat; give that URL "
-                "without --surface",
-                file=sys.stderr,
-            )
+            print(f"aat config {ns.client}: only the generic surface", file=sys.stderr)
             return EXIT_USAGE
-        opencode = ns.client == "opencode"
+        wait_s = settings_from(ns).approval_wait_s
+        if ns.client == "codex":
+            print(client_config.config_codex(approval_wait_s=wait_s, url=ns.url), end="")
+        else:
+            block = client_config.config_gemini(approval_wait_s=wait_s, url=ns.url)
+            print(json.dumps(block, indent=2))
+        return EXIT_OK
+    opencode = ns.client == "opencode"
+    if ns.url:
         remote = client_config.remote_opencode if opencode else client_config.remote_claude
         print(json.dumps(remote(ns.url), indent=2))
         return EXIT_OK
-    opencode = ns.client == "opencode"
     config = client_config.config_opencode if opencode else client_config.config_claude
-    block = config(ns.surface)
-    print(json.dumps(block, indent=2))
+    print(json.dumps(config(ns.surface), indent=2))
     return EXIT_OK
 
 

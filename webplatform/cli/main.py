@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p, registry=False)
 
     p = sub.add_parser("config", help="print ready-to-paste MCP client configuration")
-    p.add_argument("client", choices=["opencode", "claude"])
+    p.add_argument("client", choices=["opencode", "claude", "codex", "gemini"])
     p.add_argument("--surface", choices=["generic", "chat"], default="generic")
     p.add_argument("--url", help="a running `aat serve`'s /mcp: print the block for that mode")
     return parser

@@ -1,4 +1,4 @@
-"""`aat config opencode|claude`: ready-to-paste MCP client configuration for the stdio bridge.
+"""`aat config opencode|claude|codex|gemini`: ready-to-paste MCP client configuration.
 
 With `--url`, the block connects to a running `aat serve`'s `/mcp` instead, sending the agent
 token from the client's environment (`AAT_AGENT_TOKEN`): the token itself is never written
@@ -11,6 +11,7 @@ script installed next to the running interpreter when there is one, else that in
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -75,4 +76,43 @@ def remote_claude(url: str) -> dict[str, Any]:
         "url": url,
         "headers": {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"},
     }
+    return {"mcpServers": {SERVER_KEY: entry}}
+
+
+# Clients that end a tool call at a fixed time whatever progress says (Codex: 60 s by
+# default) are given this much: well above aat's own wait for an operator
+# (AAT_APPROVAL_WAIT_S, 50 s by default), so aat always answers first, with the outcome or
+# `pending_approval` and the job id, and the call is never cut off with the id unseen.
+def client_tool_timeout_s(approval_wait_s: float) -> int:
+    """The tool-call timeout written into client blocks for an approval wait of that length."""
+    return max(120, int(approval_wait_s * 2))
+
+
+def config_codex(*, approval_wait_s: float, url: str | None = None) -> str:
+    """Codex's `[mcp_servers.aat]` table for `~/.codex/config.toml` (TOML): the stdio bridge,
+    or with `url` a running `aat serve`, the token from the environment."""
+    if url is None:
+        command, *args = bridge_command()
+        entry: dict[str, Any] = {"command": command, "args": args}
+    else:
+        entry = {"url": url, "bearer_token_env_var": TOKEN_ENV}
+    entry |= {
+        "startup_timeout_sec": 30,
+        "tool_timeout_sec": client_tool_timeout_s(approval_wait_s),
+    }
+    lines = [f"[mcp_servers.{SERVER_KEY}]"]
+    # TOML's basic strings and arrays of them read JSON's string escapes as they are.
+    lines += [f"{key} = {json.dumps(value)}" for key, value in entry.items()]
+    return "\n".join(lines) + "\n"
+
+
+def config_gemini(*, approval_wait_s: float, url: str | None = None) -> dict[str, Any]:
+    """Gemini CLI's `mcpServers` block for `settings.json`: the stdio bridge, or with `url` a
+    running `aat serve` (`$AAT_AGENT_TOKEN` is expanded by Gemini CLI from its environment)."""
+    if url is None:
+        command, *args = bridge_command()
+        entry: dict[str, Any] = {"command": command, "args": args}
+    else:
+        entry = {"httpUrl": url, "headers": {"Authorization": f"Bearer ${TOKEN_ENV}"}}
+    entry["timeout"] = client_tool_timeout_s(approval_wait_s) * 1000
     return {"mcpServers": {SERVER_KEY: entry}}
