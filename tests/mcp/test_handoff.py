@@ -231,3 +231,58 @@ async def _wait_for_pending(home: Path) -> None:
         if row[0]:
             return
         await anyio.sleep(0.05)
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "piped", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def piped_requests(era: str) -> str:
+    """Two requests (and, on the legacy era, the initialized notice), as one would pipe them."""
+
+    def request(id_: int, method: str, params: dict[str, Any]) -> str:
+        return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
+
+    greet = {"name": "run_tool", "arguments": {"tool": "hello-world", "args": {"name": "Pipe"}}}
+    if era == "legacy":
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {},
+                 "clientInfo": {"name": "piped", "version": "1"}}  # fmt: skip
+        lines = [
+            request(1, "initialize", hello),
+            json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            request(2, "tools/call", greet),
+        ]
+    else:
+        lines = [
+            request(1, "server/discover", {"_meta": MODERN_META}),
+            request(2, "tools/call", {**greet, "_meta": MODERN_META}),
+        ]
+    return "".join(line + "\n" for line in lines)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.parametrize("where", ["relayed", "in-process"])
+def test_piped_requests_are_all_answered_before_exit(
+    served: Path, tmp_path: Path, mode: str, where: str
+) -> None:
+    # `printf '...' | aat mcp` closes stdin right after the requests: the bridge used to exit
+    # first and drop the tool call's answer.
+    home = served if where == "relayed" else aat_home_beside(tmp_path)
+    proc = subprocess.run(
+        [*AAT, "mcp"],
+        input=piped_requests(mode),
+        capture_output=True,
+        text=True,
+        env=home_env(home),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    answers = {m["id"]: m for m in map(json.loads, proc.stdout.splitlines()) if "id" in m}
+    assert proc.returncode == 0, proc.stderr
+    assert set(answers) == {1, 2}, proc.stdout
+    greeting = json.loads(answers[2]["result"]["content"][0]["text"])
+    assert greeting["status"] == "succeeded", greeting
+    assert greeting["result"] == {"greeting": "Hello, Pipe!"}

@@ -42,7 +42,7 @@ from webplatform.store.models import Surface
 from .chat import ChatSurfaceError, build_chat_server
 from .protocol import LOCAL_PEER, LocalPeer
 from .server import build_server
-from .stdio import serve_stdio_streams
+from .stdio import drain_time, serve_stdio_streams
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +223,10 @@ async def serve_connection(platform: Platform, stream: ByteStream) -> None:
         token = LOCAL_PEER.set(peer)
         try:
             await serve_stdio_streams(
-                server, stdin=_LineFile(stream, rest), stdout=_LineFile(stream)
+                server,
+                stdin=_LineFile(stream, rest),
+                stdout=_LineFile(stream),
+                drain_s=drain_time(platform.settings),
             )
         finally:
             LOCAL_PEER.reset(token)

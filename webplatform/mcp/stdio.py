@@ -10,7 +10,14 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
 from pydantic import ValidationError
 
 from webplatform.config import Settings
@@ -31,16 +38,48 @@ async def serve_stdio(platform: Platform, *, surface: str = "generic") -> None:
         server = build_chat_server(platform, surface=Surface.mcp_stdio)
     else:
         server = build_server(platform, surface=Surface.mcp_stdio)
-    await _serve_stdio_answering_garbage(server)
+    await _serve_stdio_answering_garbage(server, drain_s=drain_time(platform.settings))
 
 
-async def serve_stdio_streams(server: MCPServer, *, stdin: Any, stdout: Any) -> None:
+async def serve_stdio_streams(
+    server: MCPServer, *, stdin: Any, stdout: Any, drain_s: float
+) -> None:
     """Serve one MCP session with the SDK's stdio transport over the given line files.
 
     They need what `stdio_server` uses of `anyio.AsyncFile[str]`: async iteration over lines,
-    `write` and `flush`.
+    `write` and `flush`. After the client's end of input, requests already read are answered
+    for up to `drain_s` before the session ends.
     """
-    await _serve_stdio_answering_garbage(server, stdin=stdin, stdout=stdout)
+    await _serve_stdio_answering_garbage(server, stdin=stdin, stdout=stdout, drain_s=drain_s)
+
+
+def drain_time(settings: Settings) -> float:
+    """How long requests read before the client closed its input may still take to answer:
+    a held call waits for the operator at most the approval wait, then answers."""
+    return settings.approval_wait_s + 10.0
+
+
+class _InFlight:
+    """The client's requests not answered yet, so the end of its input can wait for them."""
+
+    def __init__(self) -> None:
+        self._ids: set[str | int] = set()
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    def asked(self, message: Any) -> None:
+        if isinstance(message, JSONRPCRequest):
+            self._ids.add(message.id)
+            self._idle = anyio.Event() if self._idle.is_set() else self._idle
+
+    def answered(self, message: Any) -> None:
+        if isinstance(message, JSONRPCResponse | JSONRPCError):
+            self._ids.discard(message.id)
+            if not self._ids:
+                self._idle.set()
+
+    async def drained(self) -> None:
+        await self._idle.wait()
 
 
 def unreadable_answer(exc: Exception) -> JSONRPCError:
@@ -63,17 +102,21 @@ def unreadable_answer(exc: Exception) -> JSONRPCError:
 
 
 async def _serve_stdio_answering_garbage(
-    server: MCPServer, *, stdin: Any = None, stdout: Any = None
+    server: MCPServer, *, stdin: Any = None, stdout: Any = None, drain_s: float
 ) -> None:
-    """`server.run_stdio_async()`, except that a line that cannot be read gets an error answer.
+    """`server.run_stdio_async()`, except that a line that cannot be read gets an error answer,
+    and the end of the client's input ends the session only once every request read before it
+    is answered (`printf '...' | aat mcp` gets all its answers), or after `drain_s`.
 
     The SDK points fd 1 at stderr while it serves, so a stray print() or a child process
     that inherits stdout cannot corrupt the protocol stream. `stdin`/`stdout` replace the
     process's own (line files as `stdio_server` takes them: the local socket's session).
     """
     lowlevel = server._lowlevel_server  # MCPServer runs stdio only through it, too
+    inflight = _InFlight()
     async with stdio_server(stdin, stdout) as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        out_send, out_receive = anyio.create_memory_object_stream[SessionMessage](0)
 
         async def sift() -> None:
             async with send, read_stream:
@@ -81,11 +124,25 @@ async def _serve_stdio_answering_garbage(
                     if isinstance(item, Exception):
                         await write_stream.send(SessionMessage(unreadable_answer(item)))
                     else:
+                        inflight.asked(item.message)
                         await send.send(item)
+                with anyio.move_on_after(drain_s):
+                    await inflight.drained()
+
+        async def write_out() -> None:
+            # The stdio transport's writer ends when this stream closes, as the SDK's server
+            # would close it: after the last answer.
+            async with out_receive, write_stream:
+                async for message in out_receive:
+                    await write_stream.send(message)
+                    inflight.answered(message.message)
 
         async with receive, anyio.create_task_group() as tg:
             tg.start_soon(sift)
-            await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
+            async with anyio.create_task_group() as writing:
+                writing.start_soon(write_out)
+                async with out_send:
+                    await lowlevel.run(receive, out_send, lowlevel.create_initialization_options())
             tg.cancel_scope.cancel()
 
 
