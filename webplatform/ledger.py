@@ -38,6 +38,8 @@ LEDGER_FILE = "decision-ledger"
 REUSED = "decision-reused"
 TOO_OLD = "decision-too-old"
 UNRECORDED = "decision-unrecorded"
+# The audit events of a valid approval a worker refused to start.
+REFUSAL_EVENTS = frozenset({REUSED, TOO_OLD, UNRECORDED})
 # The name of a decision in a record, found even in a record a crash cut short.
 _RECORDED = re.compile(rb'"decision": ?"([0-9a-f]{64})"(?:[^\n]*?"started_at": ?"([^"]*)")?')
 _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
