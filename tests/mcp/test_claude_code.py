@@ -16,8 +16,9 @@ model must see `succeeded`, and exactly one message is in the outbox.
 Two paths: Claude Code as installed declares the Tasks extension, moves the task to the
 background, polls `tasks/get` and tells the model the result when the task ends; with
 CLAUDE_CODE_DISABLE_MCP_TASKS=1, aat asks it to open the job page (URL elicitation), the
-user answers "I'm done, continue", and the call waits for the decision. Claude Code's debug
-log (`--debug-file`) and the model's requests are kept in the test's tmp_path.
+user answers "I'm done, continue", and the call waits for the decision; a person's Decline
+there withdraws the request instead. Claude Code's debug log (`--debug-file`) and the
+model's requests are kept in the test's tmp_path.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from sqlmodel import Session, select
 from webplatform.config import Settings
 from webplatform.store import make_engine
 from webplatform.store.models import Job, JobState
+from webplatform.withdrawal import DECLINED_IN_CLIENT
 
 pytestmark = [
     pytest.mark.integration,
@@ -69,7 +71,7 @@ PERMISSION_PROMPT = "Do you want to proceed?"
 BACKGROUNDED = "moved to the background"
 URL_DIALOG = "wants to open a URL"
 # How long a person reads a dialog before answering it.
-READING_S = 1.0
+READING_S = 1.5
 
 
 class MessagesScript(ThreadingHTTPServer):
@@ -533,3 +535,19 @@ def test_claude_code_url_dialog_round_trip(
     approve_in_chromium(dashboard.url, job_id)
     print(f"--- the end of the turn ---\n{screen.wait_for(f'answered succeeded for job {job_id}')}")
     assert_one_message_sent(dashboard, model, job_id)
+
+
+def test_claude_code_url_dialog_decline_withdraws_the_request(
+    start_claude: Any, dashboard: Dashboard, model: MessagesScript
+) -> None:
+    """A person who declines aat's URL dialog withdraws the request: the job ends denied
+    without any operator, nothing is sent, and the model is told."""
+    screen: Screen = start_claude(CLAUDE_CODE_DISABLE_MCP_TASKS="1")
+    ask_and_allow(screen)
+    screen.answer(URL_DIALOG, "Decline", "Right")
+    shown = screen.wait_for(r"aat answered \w+ for job \d+")
+    print(f"--- the end of the turn ---\n{shown}")
+    [job] = dashboard.jobs()
+    assert (job.state, job.reason) == (JobState.denied, DECLINED_IN_CLIENT)
+    assert [(a["status"], a["job"]) for a in model.answers] == [("denied", job.id)]
+    assert dashboard.outbox() == []
