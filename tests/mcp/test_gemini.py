@@ -77,8 +77,8 @@ def candidate(parts: list[dict[str, Any]]) -> dict[str, Any]:
 def schema_of(request: dict[str, Any]) -> dict[str, Any]:
     """The JSON schema a `generateContent` call asks the answer to fit (the CLI's router)."""
     config = request.get("generationConfig") or {}
-    schema: dict[str, Any] = config.get("responseJsonSchema") or config.get("responseSchema")
-    assert schema, f"a JSON call without a schema: {json.dumps(request)[:500]}"
+    schema = config.get("responseJsonSchema") or config.get("responseSchema")
+    assert isinstance(schema, dict), f"a JSON call without a schema: {json.dumps(request)[:500]}"
     return schema
 
 
