@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -230,8 +229,9 @@ def test_codex_exec_polls_job_status_when_the_wait_runs_out(seat: Seat, tmp_path
 def test_codex_tool_timeout_from_the_config_block_outlasts_the_approval_wait(
     seat: Seat, tmp_path: Path
 ) -> None:
-    """With aat's default approval wait and the block's `tool_timeout_sec`, the model gets
-    aat's own `pending_approval` (with the job id to poll), never Codex's timeout."""
+    """With aat's default approval wait and the block's `tool_timeout_sec`, the call is held
+    for the whole wait and the model then gets aat's own `pending_approval` (with the job id
+    to poll), never Codex's timeout."""
     timeout_s = tomllib.loads(aat_config_codex())["mcp_servers"]["aat"]["tool_timeout_sec"]
     wait_s = Settings.model_fields["approval_wait_s"].default
     assert wait_s < timeout_s, "aat's default wait must end before Codex cuts the call"
@@ -241,12 +241,12 @@ def test_codex_tool_timeout_from_the_config_block_outlasts_the_approval_wait(
         serving(seat, tmp_path / "serve.log"),
         Operator(seat, delay_s=1.0, after=turn.polled) as operator,
     ):
-        started = time.monotonic()
         done = codex_exec(seat, model)
     assert done.returncode == 0, ran(done)
     [queued] = turn.answers(RUN)
     assert queued["status"] == "pending_approval", queued
     assert operator.error is None, operator.error
-    assert turn.seen[0].at - started < timeout_s
+    held_s = turn.seen[0].at - turn.called_at[0]
+    assert wait_s - 1 < held_s < timeout_s, f"held {held_s:.1f} s"
     assert turn.answers(POLL)[-1]["status"] == "succeeded", turn.answers(POLL)
     assert_one_message_sent(seat)
