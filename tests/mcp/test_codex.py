@@ -1,20 +1,21 @@
 """Codex CLI (`codex exec`, from npm in tests/mcp/node) as a real MCP client of aat.
 
-The user's ~/.codex/config.toml is a model provider plus `aat config codex`. The provider is a
-scripted Responses API endpoint on 127.0.0.1 (SSE), so a `codex exec` turn is deterministic;
-`aat serve` runs on the user's default aat home and the operator approves from the test.
+The user's ~/.codex/config.toml is a model provider plus `aat config codex` (and the one line
+an exec user adds, CODEX_APPROVES). The provider is a scripted Responses API endpoint on
+127.0.0.1 (SSE), so a `codex exec` turn is deterministic; `aat serve` runs on the user's
+default aat home and the operator approves from the test.
 
 Codex declares URL elicitation but declines every elicitation within milliseconds (nobody
 saw it). aat takes a decline that fast as a client that cannot show the page and holds the
 call as for a client without elicitation; where the hold runs out the model polls
 `job_status`. Codex cuts a tool call after its `tool_timeout_sec` (default 60 s, not
-extended by progress), so aat's wait must end first.
-"""
+extended by progress), so aat's wait must end first."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -37,13 +38,16 @@ from agent_seat import (
 )
 
 from webplatform.config import Settings
-from webplatform.mcp.client_config import bridge_command
 from webplatform.store.models import JobState
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CODEX = NODE_BIN / "codex"
 API_KEY_ENV = "SCRIPTED_API_KEY"
+# What a `codex exec` user adds under the table: exec never asks the user, so a call Codex
+# would ask about (aat's irreversible tools say destructiveHint) is refused before it reaches
+# aat ("requires approval, but approval policy is never"); aat asks its operator instead.
+CODEX_APPROVES = 'default_tools_approval_mode = "approve"\n'
 PROMPT = "Send the weekly report to ops@example.org with the aat outbox tool."
 
 
@@ -121,19 +125,17 @@ def message(text: str, serial: int) -> dict[str, Any]:
     }
 
 
-def aat_config_codex() -> str:
-    """The `[mcp_servers.aat]` block, as `aat config codex` prints it."""
-    command, *args = bridge_command()
-    return (
-        "[mcp_servers.aat]\n"
-        f"command = {json.dumps(command)}\n"
-        f"args = {json.dumps(args)}\n"
-        "tool_timeout_sec = 120\n"
-        # `codex exec` never asks the user, so a call Codex would ask about is refused before
-        # it reaches aat ("requires approval, but approval policy is never"); aat asks its
-        # operator instead.
-        'default_tools_approval_mode = "approve"\n'
+def aat_config_codex(seat: Seat) -> str:
+    """What `aat config codex` prints on the seat: the `[mcp_servers.aat]` table."""
+    done = subprocess.run(
+        [sys.executable, "-m", "webplatform", "config", "codex"],
+        env=seat.env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
+    return done.stdout
 
 
 def write_codex_config(seat: Seat, model: ScriptedModel) -> Path:
@@ -149,7 +151,7 @@ def write_codex_config(seat: Seat, model: ScriptedModel) -> Path:
         f'env_key = "{API_KEY_ENV}"\n'
         'wire_api = "responses"\n\n'
     )
-    (codex_home / "config.toml").write_text(provider + aat_config_codex())
+    (codex_home / "config.toml").write_text(provider + aat_config_codex(seat) + CODEX_APPROVES)
     return codex_home
 
 
@@ -232,7 +234,7 @@ def test_codex_tool_timeout_from_the_config_block_outlasts_the_approval_wait(
     """With aat's default approval wait and the block's `tool_timeout_sec`, the call is held
     for the whole wait and the model then gets aat's own `pending_approval` (with the job id
     to poll), never Codex's timeout."""
-    timeout_s = tomllib.loads(aat_config_codex())["mcp_servers"]["aat"]["tool_timeout_sec"]
+    timeout_s = tomllib.loads(aat_config_codex(seat))["mcp_servers"]["aat"]["tool_timeout_sec"]
     wait_s = Settings.model_fields["approval_wait_s"].default
     assert wait_s < timeout_s, "aat's default wait must end before Codex cuts the call"
     turn = AgentTurn(poll_wait_s=10.0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,6 @@ from agent_seat import (
     serving,
 )
 
-from webplatform.mcp.client_config import bridge_command
 from webplatform.store.models import JobState
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -126,10 +126,18 @@ def tool_results(request: dict[str, Any]) -> list[ToolResult]:
     return results
 
 
-def aat_config_gemini() -> dict[str, Any]:
-    """The settings.json `mcpServers` block, as `aat config gemini` prints it."""
-    command, *args = bridge_command()
-    return {"mcpServers": {"aat": {"command": command, "args": args}}}
+def aat_config_gemini(seat: Seat) -> dict[str, Any]:
+    """What `aat config gemini` prints on the seat, parsed: the `mcpServers` block."""
+    done = subprocess.run(
+        [sys.executable, "-m", "webplatform", "config", "gemini"],
+        env=seat.env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    block: dict[str, Any] = json.loads(done.stdout)
+    return block
 
 
 def write_gemini_settings(seat: Seat) -> None:
@@ -137,7 +145,7 @@ def write_gemini_settings(seat: Seat) -> None:
     have asked (API-key auth, trusting the project folder), and no usage statistics (there is
     no network to send them to)."""
     settings = {
-        **aat_config_gemini(),
+        **aat_config_gemini(seat),
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "privacy": {"usageStatisticsEnabled": False},
     }
