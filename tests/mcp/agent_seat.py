@@ -13,8 +13,11 @@ still in progress it polls `job_status`; then it states the outcome. Each CLI's 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -77,6 +80,22 @@ def make_seat(tmp_path: Path) -> Seat:
     # TMPDIR: Gemini CLI writes error reports there; keep them with the test.
     env.update({"HOME": str(home), "TMPDIR": str(scratch), "PWD": str(project)})
     return Seat(home=home, project=project, env=env)
+
+
+@functools.cache
+def aat_config(client: str) -> str:
+    """What `aat config CLIENT` prints with aat's default settings. It depends on neither HOME
+    nor the folder, so each client's block is made once per test process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "webplatform", "config", client],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return done.stdout
 
 
 @contextmanager

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from agent_seat import (
     ScriptedModel,
     Seat,
     ToolResult,
+    aat_config,
     jobs_of,
     make_seat,
     outbox_messages,
@@ -125,21 +125,9 @@ def message(text: str, serial: int) -> dict[str, Any]:
     }
 
 
-def aat_config_codex(seat: Seat) -> str:
-    """What `aat config codex` prints on the seat: the `[mcp_servers.aat]` table."""
-    done = subprocess.run(
-        [sys.executable, "-m", "webplatform", "config", "codex"],
-        env=seat.env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return done.stdout
-
-
 def write_codex_config(seat: Seat, model: ScriptedModel) -> Path:
-    """~/.codex/config.toml: the scripted provider, then the block `aat config codex` prints."""
+    """~/.codex/config.toml: the scripted provider, then the table `aat config codex` prints
+    and the exec user's line."""
     codex_home = seat.home / ".codex"
     codex_home.mkdir(exist_ok=True)
     provider = (
@@ -151,7 +139,7 @@ def write_codex_config(seat: Seat, model: ScriptedModel) -> Path:
         f'env_key = "{API_KEY_ENV}"\n'
         'wire_api = "responses"\n\n'
     )
-    (codex_home / "config.toml").write_text(provider + aat_config_codex(seat) + CODEX_APPROVES)
+    (codex_home / "config.toml").write_text(provider + aat_config("codex") + CODEX_APPROVES)
     return codex_home
 
 
@@ -234,7 +222,7 @@ def test_codex_tool_timeout_from_the_config_block_outlasts_the_approval_wait(
     """With aat's default approval wait and the block's `tool_timeout_sec`, the call is held
     for the whole wait and the model then gets aat's own `pending_approval` (with the job id
     to poll), never Codex's timeout."""
-    timeout_s = tomllib.loads(aat_config_codex(seat))["mcp_servers"]["aat"]["tool_timeout_sec"]
+    timeout_s = tomllib.loads(aat_config("codex"))["mcp_servers"]["aat"]["tool_timeout_sec"]
     wait_s = Settings.model_fields["approval_wait_s"].default
     assert wait_s < timeout_s, "aat's default wait must end before Codex cuts the call"
     turn = AgentTurn(poll_wait_s=10.0)

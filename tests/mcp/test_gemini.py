@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from agent_seat import (
     ScriptedModel,
     Seat,
     ToolResult,
+    aat_config,
     jobs_of,
     make_seat,
     outbox_messages,
@@ -126,26 +126,12 @@ def tool_results(request: dict[str, Any]) -> list[ToolResult]:
     return results
 
 
-def aat_config_gemini(seat: Seat) -> dict[str, Any]:
-    """What `aat config gemini` prints on the seat, parsed: the `mcpServers` block."""
-    done = subprocess.run(
-        [sys.executable, "-m", "webplatform", "config", "gemini"],
-        env=seat.env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    block: dict[str, Any] = json.loads(done.stdout)
-    return block
-
-
 def write_gemini_settings(seat: Seat) -> None:
     """~/.gemini/settings.json: `aat config gemini` plus what a first interactive run would
     have asked (API-key auth, trusting the project folder), and no usage statistics (there is
     no network to send them to)."""
     settings = {
-        **aat_config_gemini(seat),
+        **json.loads(aat_config("gemini")),
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "privacy": {"usageStatisticsEnabled": False},
     }
