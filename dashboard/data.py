@@ -14,6 +14,7 @@ from typing import Any
 from sqlmodel import Session
 
 from webplatform import jobs
+from webplatform.ledger import REFUSAL_EVENTS
 from webplatform.platform import Platform
 from webplatform.store import approvals, dashboard_queries, operators, queries
 from webplatform.store.models import AuditEvent, Job, JobState, JobSummary, Surface
@@ -283,6 +284,8 @@ class JobDetail:
     approvals: Approvals = field(default_factory=Approvals)
     # Why a worker refused the job's approval (its signature did not verify), if it did.
     forged: str | None = None
+    # Why a worker refused a valid approval: it had started a run already, or was too old.
+    spent: str | None = None
     # The job an operator edited this one into (edit then approve), if any.
     edited_into: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -321,6 +324,7 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
         approved_by=approved_by,
         approvals=policy,
         forged=next((e.detail for e in events if e.event == "signature-invalid"), None),
+        spent=next((e.detail for e in events if e.event in REFUSAL_EVENTS), None),
         edited_into=edited.id if edited is not None else None,
     )
 

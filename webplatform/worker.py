@@ -3,8 +3,10 @@
 A claim moves the job to `running` with a lease that the worker renews while the subprocess
 runs. A worker that dies stops renewing; any worker's housekeeping then marks the job `lost`,
 and nothing ever runs it again. Before the subprocess starts, the worker checks the
-approval's signature (`webplatform.signing`) and re-checks the stored arguments against the
-digest the operator approved.
+approval's signature (`webplatform.signing`), records the decision in this host's ledger of
+started decisions (`webplatform.ledger`, which refuses one it has seen or one too old), and
+re-checks the stored arguments against the digest the operator approved. `start_claimed` is
+that one door: every run of an approved job passes it.
 
 Every job a worker claims was `approved`, and nothing but a decision makes a job approved
 (a reversible call runs in its requester's process and never waits in the queue), so every
@@ -31,6 +33,7 @@ from webplatform.canonical import args_digest
 from webplatform.config import Settings
 from webplatform.execution import RunFn, execute, finish_job
 from webplatform.housekeeping import Housekeeper
+from webplatform.ledger import DecisionLedger, ledger_for, max_age_s
 from webplatform.registry.model import ActionSpec, Registry, ToolSpec
 from webplatform.store.audit import record_event
 from webplatform.store.engine import transact
@@ -66,22 +69,17 @@ class Worker:
             engine=engine, settings=settings, process_id=self.worker_id, role="worker"
         )
         self._last_housekeeping = float("-inf")
-        self._key_problem: str | None = None
+        self._problem: str | None = None
+        self.ledger: DecisionLedger = ledger_for(settings)
 
     def run_once(self) -> bool:
         """Housekeep when due, then claim and run one approved job; False if there was none."""
         if time.monotonic() - self._last_housekeeping >= self.settings.heartbeat_s:
             self.housekeeper.run_once()
             self._last_housekeeping = time.monotonic()
-        try:
-            verifier = signing.verifier_for(self.settings)
-        except ValueError as exc:
-            # Without a key nothing could be checked: leave approved jobs queued, untouched.
-            if str(exc) != self._key_problem:
-                log.error("worker %s runs nothing: %s", self.worker_id, exc)
-            self._key_problem = str(exc)
+        verifier = self._ready()
+        if verifier is None:
             return False
-        self._key_problem = None
         lease_s = self.settings.worker_lease_s
         job = transact(
             self.engine,
@@ -89,15 +87,46 @@ class Worker:
         )
         if job is None:
             return False
-        problem = verifier.problem(job)
-        if problem is not None:
-            self._refuse(job, problem)
-        else:
-            self._execute(job)
+        self.start_claimed(job, verifier)
         return True
 
-    def _refuse(self, job: Job, problem: str) -> None:
-        """End a job whose approval does not verify as failed, and audit why."""
+    def start_claimed(self, job: Job, verifier: signing.DecisionVerifier) -> None:
+        """Run a job this worker has just claimed (`running`, its row written), or end it
+        `failed` with the reason: its approval's signature must verify, and the decision must
+        be new to this host's ledger and young enough (recorded there before the tool starts).
+        """
+        problem = verifier.problem(job)
+        if problem is not None:
+            self._refuse(job, event="signature-invalid", problem=problem)
+            return
+        decision = signing.decision_of(job, "approved")
+        assert decision is not None  # a verified signature covers a whole decision
+        spent = self.ledger.admit(
+            decision, worker_id=self.worker_id, max_age_s=max_age_s(self.settings)
+        )
+        if spent is not None:
+            self._refuse(job, event=spent.event, problem=spent.problem)
+            return
+        self._execute(job)
+
+    def _ready(self) -> signing.DecisionVerifier | None:
+        """The key to check decisions with, once the ledger can record them; else None, the
+        reason logged once: approved jobs then stay queued, untouched."""
+        try:
+            verifier = signing.verifier_for(self.settings)
+            problem = self.ledger.problem()
+        except ValueError as exc:
+            verifier, problem = None, str(exc)
+        if problem is not None:
+            if problem != self._problem:
+                log.error("worker %s runs nothing: %s", self.worker_id, problem)
+            self._problem = problem
+            return None
+        self._problem = None
+        return verifier
+
+    def _refuse(self, job: Job, *, event: str, problem: str) -> None:
+        """End a job whose approval may not start it as failed, and audit why (`event`)."""
         job_id = job.id or 0
         error = f"{problem}; not run. Ask for the call again and approve it in the dashboard."
         log.error("job %d not run: %s", job_id, problem)
@@ -106,7 +135,7 @@ class Worker:
             record_event(
                 session=session,
                 actor=self.worker_id,
-                event="signature-invalid",
+                event=event,
                 job_id=job_id,
                 detail=f"{problem} ({call_detail(job)})",
             )
