@@ -68,6 +68,8 @@ def test_codex_block_is_toml_with_a_timeout_above_the_approval_wait() -> None:
     table = tomllib.loads(config_codex(approval_wait_s=50))["mcp_servers"]["aat"]
     assert [table["command"], *table["args"]] == config_opencode()["mcp"]["aat"]["command"]
     assert table["tool_timeout_sec"] > 50
+    # `codex exec` never asks its user: without this it refuses aat's irreversible tools.
+    assert table["default_tools_approval_mode"] == "approve"
     longer = tomllib.loads(config_codex(approval_wait_s=100))["mcp_servers"]["aat"]
     assert longer["tool_timeout_sec"] > 100
     remote = tomllib.loads(config_codex(approval_wait_s=50, url="http://127.0.0.1:8000/mcp"))

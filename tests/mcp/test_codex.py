@@ -1,7 +1,8 @@
 """Codex CLI (`codex exec`, from npm in tests/mcp/node) as a real MCP client of aat.
 
-The user's ~/.codex/config.toml is a model provider plus `aat config codex` (and the one line
-an exec user adds, CODEX_APPROVES). The provider is a scripted Responses API endpoint on
+The user's ~/.codex/config.toml is a model provider plus `aat config codex` as printed (its
+`default_tools_approval_mode = "approve"` lets `codex exec`, which never asks, send the calls
+aat's operator decides). The provider is a scripted Responses API endpoint on
 127.0.0.1 (SSE), so a `codex exec` turn is deterministic; `aat serve` runs on the user's
 default aat home and the operator approves from the test.
 
@@ -44,10 +45,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CODEX = NODE_BIN / "codex"
 API_KEY_ENV = "SCRIPTED_API_KEY"
-# What a `codex exec` user adds under the table: exec never asks the user, so a call Codex
-# would ask about (aat's irreversible tools say destructiveHint) is refused before it reaches
-# aat ("requires approval, but approval policy is never"); aat asks its operator instead.
-CODEX_APPROVES = 'default_tools_approval_mode = "approve"\n'
 PROMPT = "Send the weekly report to ops@example.org with the aat outbox tool."
 
 
@@ -139,7 +136,7 @@ def write_codex_config(seat: Seat, model: ScriptedModel) -> Path:
         f'env_key = "{API_KEY_ENV}"\n'
         'wire_api = "responses"\n\n'
     )
-    (codex_home / "config.toml").write_text(provider + aat_config("codex") + CODEX_APPROVES)
+    (codex_home / "config.toml").write_text(provider + aat_config("codex"))
     return codex_home
 
 

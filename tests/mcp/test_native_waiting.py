@@ -122,7 +122,7 @@ async def test_client_opens_the_job_page_and_the_same_call_gets_the_outcome(
     jobs = all_jobs(platform)
     assert len(jobs) == 1, "the retried call must not queue a second job"
     assert [p.url for p in asked.asked] == [job_page(platform, answer["job"])]
-    assert "approve" in asked.asked[0].message and "outbox" in asked.asked[0].message
+    assert "approval" in asked.asked[0].message and "outbox" in asked.asked[0].message
     if era == "legacy":
         assert progress, "progress keeps flowing while the elicitation waits"
         assert asked.asked[0].elicitation_id is not None
@@ -201,10 +201,10 @@ def test_the_dialog_says_how_long_the_call_waits_and_what_each_choice_does() -> 
         Status.pending_approval, job=7, tool="outbox", action="send-message", approval_url="u"
     )
     text = native.message_for(pending, wait_s=50)
-    assert "outbox send-message (job 7)" in text
+    assert text.startswith("outbox send-message (job 7) needs an operator's approval.")
     assert "50 s" in text
-    assert "Decline: the request is withdrawn" in text
-    assert "stays queued" in text
+    assert "Decline withdraws it" in text[:100], "clients cut the line at the terminal's width"
+    assert "leaves it queued" in text
     assert not text.startswith("aat:"), "the client already names the server"
 
 

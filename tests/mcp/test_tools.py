@@ -33,6 +33,7 @@ async def test_lists_the_seven_tools_with_annotations(platform: Platform, era: s
     assert tools["job_status"].input_schema["required"] == []
     # Clients show a title above each call (Claude Code made "Run Tool Confirmed" of the name).
     assert {n: t.title for n, t in tools.items()} == TITLES
+    assert {n: t.annotations.title for n, t in tools.items()} == TITLES  # type: ignore[union-attr]
 
 
 async def test_an_argument_a_client_adds_on_its_own_is_ignored(

@@ -99,6 +99,9 @@ def config_codex(*, approval_wait_s: float, url: str | None = None) -> str:
     entry |= {
         "startup_timeout_sec": 30,
         "tool_timeout_sec": client_tool_timeout_s(approval_wait_s),
+        # Without it `codex exec` refuses every call it would have asked about; aat's own
+        # operator approves what is irreversible, in the dashboard.
+        "default_tools_approval_mode": "approve",
     }
     lines = [f"[mcp_servers.{SERVER_KEY}]"]
     # TOML's basic strings and arrays of them read JSON's string escapes as they are.

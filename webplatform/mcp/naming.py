@@ -115,13 +115,14 @@ INPUT_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
     ),
 }
 
-# What clients show a person above a call (Claude Code prints it before the arguments).
+# What clients show a person above a call, short enough for a terminal's line (Claude Code
+# prints it, cut to the width, before the arguments).
 TITLES: Final[dict[str, str]] = {
-    CAPABILITIES: "Find aat's tools and their arguments",
+    CAPABILITIES: "Find tools",
     RUN_TOOL: "Run a tool",
     RUN_AGENT: "Run an agent",
-    RUN_TOOL_CONFIRMED: "Run a tool (irreversible ones wait for an operator)",
-    RUN_AGENT_CONFIRMED: "Run an agent (irreversible ones wait for an operator)",
+    RUN_TOOL_CONFIRMED: "Run a tool, with approval",
+    RUN_AGENT_CONFIRMED: "Run an agent, with approval",
     GET_SKILL: "Read a skill",
     JOB_STATUS: "Check a job",
 }

@@ -94,14 +94,13 @@ def can_elicit_now(ctx: Context) -> bool:
 
 
 def message_for(answer: Answer, *, wait_s: float) -> str:
-    """What the client shows the user next to the job page's link: what waits, how long the
-    call waits once they continue, and what Decline and closing the dialog do."""
+    """What the client shows the user next to the job page's link: what waits, what Decline
+    does, how long the call waits once they continue, what closing the dialog does. Most
+    important first: clients show it on one line cut to the terminal's width."""
     what = f"{answer.tool} {answer.action}" if answer.action else str(answer.tool)
     return (
-        f"{what} (job {answer.job}) runs only after an operator approves it in aat's dashboard. "
-        f"Open or continue: this call waits up to {wait_s:.0f} s for the decision, then the "
-        "agent can check the job later. Decline: the request is withdrawn and never runs. "
-        "Closing this: the request stays queued for the operator."
+        f"{what} (job {answer.job}) needs an operator's approval. Decline withdraws it. "
+        f"Continue waits up to {wait_s:.0f} s; closing this leaves it queued."
     )
 
 

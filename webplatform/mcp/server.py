@@ -88,7 +88,8 @@ def _tool(fn: ToolFn, name: str) -> Tool:
         name=name,
         title=naming.TITLES[name],
         description=naming.DESCRIPTIONS[name],
-        annotations=ANNOTATIONS[name],
+        # Also in the annotations: Claude Code shows only `annotations.title`.
+        annotations=ANNOTATIONS[name].model_copy(update={"title": naming.TITLES[name]}),
         structured_output=False,
     )
     # The function reads its raw arguments itself (so a wrong type is answered, not rejected
