@@ -286,3 +286,13 @@ def test_piped_requests_are_all_answered_before_exit(
     greeting = json.loads(answers[2]["result"]["content"][0]["text"])
     assert greeting["status"] == "succeeded", greeting
     assert greeting["result"] == {"greeting": "Hello, Pipe!"}
+
+
+async def test_links_point_at_the_port_served(tmp_path: Path) -> None:
+    # `aat serve --port N` without AAT_DASHBOARD_URL used to hand out links to port 8000.
+    home = aat_home_beside(tmp_path)
+    port = free_port()
+    with aat_serve(env=home_env(home), port=port, log=tmp_path / "serve.log"):
+        async with Client(bridge(home, tmp_path)) as client:
+            queued = body(await client.call_tool("run_tool_confirmed", SEND))
+    assert queued["approval_url"] == f"http://127.0.0.1:{port}/jobs/{queued['job']}"

@@ -56,11 +56,16 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
 
     from dashboard.app import create_app
     from dashboard.server import Server
-    from dashboard.setup import print_setup_link
+    from dashboard.setup import print_setup_link, setup_base_url
     from webplatform.mcp.http import is_loopback
     from webplatform.platform import Platform
 
     settings = settings_from(ns)
+    if "dashboard_url" not in settings.model_fields_set:
+        # Links in MCP answers and notifications point at the port actually served, not at
+        # the default 8000, unless AAT_DASHBOARD_URL says where people reach it.
+        served = setup_base_url(settings, ns.host, ns.port)
+        settings = settings.model_copy(update={"dashboard_url": served})
     if (refused := notify_refusal(settings, "aat serve")) is not None:
         return refused
     platform = Platform(settings)

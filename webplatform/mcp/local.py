@@ -118,6 +118,9 @@ def refusal(settings: Settings, hello: Any) -> str | None:
     except ValidationError:
         return "the relay's settings are invalid (it reports them in-process)"
     ours = fingerprint(settings)
+    if "AAT_DASHBOARD_URL" not in env:
+        # A relay that did not choose where links point takes the server's (its served port).
+        theirs["dashboard_url"] = ours["dashboard_url"]
     differ = sorted(name for name in ours if ours[name] != theirs.get(name))
     return f"settings differ: {', '.join(differ)}" if differ else None
 
