@@ -1,9 +1,15 @@
-"""The attack from the hostile review, replayed through a real MCP client (SPEC §14).
+"""The attack from the hostile review, replayed through a real MCP client (SPEC §14, §10).
 
-An agent with nothing but MCP queues an irreversible `outbox send-message`, then asks the
-reversible `xlsx dump` to save a workbook whose text is valid Python as `openpyxl.py` in the
-xlsx tool's own folder, then calls `xlsx list-sheets`, which would import it and approve the
-queued job in aat's database. None of it may get anything run.
+An agent with nothing but MCP queues an irreversible `outbox send-message`, then gets a
+reversible tool to approve the queued job in aat's database, hoping a worker runs it. Two
+walls stand in the way, and each test here takes one of them alone:
+
+- confinement: the tool cannot open aat's database (the `escape` test tool obeys the agent
+  blindly, so only the operating system's refusal stops it);
+- signed decisions: a job moved to `approved` by anything but the dashboard never runs.
+
+The xlsx variant of the chain (planting a module beside the tool through `dump save=`) is
+stopped earlier, by the xlsx tool's own input checks: that is what its test checks.
 """
 
 from __future__ import annotations
@@ -13,16 +19,21 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-from mcp_helpers import body, connect
+from mcp_helpers import body, connect, make_platform
+from sqlmodel import text
 
+from webplatform import signing
 from webplatform.config import EXAMPLES_ROOT
 from webplatform.platform import Platform
+from webplatform.store.engine import session_scope
 from webplatform.tracking import job_answer
 from webplatform.worker import Worker
 
 pytestmark = pytest.mark.anyio
 
 XLSX = EXAMPLES_ROOT / "tools" / "xlsx"
+TEST_TOOLS = Path(__file__).resolve().parents[1]
+MESSAGE = {"to": "attacker@example.org", "subject": "s", "body": "b"}
 # `dump` writes "## <sheet>" (a Python comment), then one line per row: valid Python.
 PAYLOAD = [
     "import os, sqlite3",
@@ -32,24 +43,77 @@ PAYLOAD = [
 ]
 
 
-async def test_the_chain_leaves_the_job_waiting_and_the_outbox_empty(
-    platform: Platform, era: str, worker: Worker, tmp_path: Path
+def outbox_is_empty(platform: Platform) -> bool:
+    outbox = platform.settings.home / "outbox"
+    return not outbox.exists() or not any(outbox.iterdir())
+
+
+def settle(platform: Platform, job_id: int) -> str:
+    """The job's state once a polling worker has had time to claim an approved job."""
+    deadline = time.monotonic() + 5
+    state = job_answer(platform=platform, job_id=job_id).status.value
+    while state in ("approved", "running") and time.monotonic() < deadline:
+        time.sleep(0.05)
+        state = job_answer(platform=platform, job_id=job_id).status.value
+    return state
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # the database a tool could open is a file
+async def test_confinement_keeps_a_tool_out_of_the_database(platform: Platform, era: str) -> None:
+    both = make_platform(platform.settings, registry=f"{EXAMPLES_ROOT}:{TEST_TOOLS}")
+    async with connect(both, era) as client:
+        queued = body(
+            await client.call_tool(
+                "run_tool_confirmed",
+                {"tool": "outbox", "action": "send-message", "args": MESSAGE},
+            )
+        )
+        attack = body(
+            await client.call_tool("run_tool", {"tool": "escape", "action": "approve-all"})
+        )
+    assert queued["status"] == "pending_approval"
+    assert attack["status"] == "failed", attack
+    assert "aat.db" in attack["error"]
+    assert job_answer(platform=both, job_id=queued["job"]).status.value == "pending_approval"
+
+
+@pytest.fixture
+def dashboard_key(platform: Platform) -> None:
+    """The decision key a dashboard makes on its first start, so the worker verifies and runs
+    what carries a valid decision (without it the worker runs nothing at all)."""
+    signing.signer_for(platform.settings.home)
+
+
+async def test_a_job_approved_behind_the_dashboards_back_never_runs(
+    platform: Platform, era: str, dashboard_key: None, worker: Worker
 ) -> None:
+    del dashboard_key, worker
+    async with connect(platform, era) as client:
+        queued = body(
+            await client.call_tool(
+                "run_tool_confirmed",
+                {"tool": "outbox", "action": "send-message", "args": MESSAGE},
+            )
+        )
+    # What the payload would do had it reached the database.
+    with session_scope(platform.engine) as session:
+        session.exec(
+            text("UPDATE job SET state = 'approved' WHERE id = :id").bindparams(id=queued["job"])
+        )  # type: ignore[call-overload]
+    answer = job_answer(platform=platform, job_id=queued["job"])
+    assert settle(platform, queued["job"]) == "failed", answer
+    assert "signature" in (job_answer(platform=platform, job_id=queued["job"]).error or "")
+    assert outbox_is_empty(platform)
+
+
+async def test_the_xlsx_tool_will_not_plant_code(platform: Platform, tmp_path: Path) -> None:
     book = tmp_path / "payload.xlsx"
     wb = openpyxl.Workbook()
     for line in PAYLOAD:
         wb.active.append([line])
     wb.save(book)
     planted = [XLSX / "openpyxl.py", XLSX / "openpyxl.txt"]
-    message = {"to": "attacker@example.org", "subject": "s", "body": "b"}
-    async with connect(platform, era) as client:
-        queued = body(
-            await client.call_tool(
-                "run_tool_confirmed",
-                {"tool": "outbox", "action": "send-message", "args": message},
-            )
-        )
-        assert queued["status"] == "pending_approval"
+    async with connect(platform, "legacy") as client:
         attempts = [
             body(
                 await client.call_tool(
@@ -64,13 +128,7 @@ async def test_the_chain_leaves_the_job_waiting_and_the_outbox_empty(
                 "run_tool", {"tool": "xlsx", "action": "list-sheets", "args": {"path": str(book)}}
             )
         )
-    for attempt in attempts:
-        assert attempt["status"] == "failed", attempt
+    assert [a["status"] for a in attempts] == ["failed", "failed"], attempts
     assert ".txt or .md" in attempts[0]["error"]
-    assert "only inside a workspace" in attempts[1]["error"]
     assert not any(p.exists() for p in planted)
     assert listed["status"] == "succeeded"  # the real openpyxl, not a planted one
-    time.sleep(1.0)  # the worker polls; an approved job would be claimed and run by now
-    assert job_answer(platform=platform, job_id=queued["job"]).status.value == "pending_approval"
-    outbox = platform.settings.home / "outbox"
-    assert not outbox.exists() or not any(outbox.iterdir())
