@@ -23,7 +23,12 @@ from types import TracebackType
 from webplatform.confine import landlock
 from webplatform.confine.fence import Fence, workspaces_for
 from webplatform.registry.model import ToolSpec
-from webplatform.registry.paths import expand, interpreter_prefixes, write_problem
+from webplatform.registry.paths import (
+    expand,
+    home_problem,
+    interpreter_prefixes,
+    write_problem,
+)
 
 # Read-only system paths a runtime needs. /etc is listed file by file: it can hold secrets.
 SYSTEM_READS = (
@@ -201,8 +206,14 @@ def _declared_problem(path: Path, key: str, raw: str, fence: Fence, home: Path) 
     for secret in fence.secret_paths:
         if secret.is_relative_to(path):
             return f"{what} is or contains aat's own state ({secret})"
-    if path.is_relative_to(home) and path.exists() and not path.is_dir():
-        return f"{what} is one of aat's own files in AAT_HOME; name a folder of its own there"
-    if key == "writes":
-        return write_problem(path, home=home, registry_roots=fence.registry_roots, what=what)
+    # The rule is opened through symlinks: what it names and where it leads must both be
+    # allowed (a data folder that is a link to AAT_HOME/cache would grant the cache).
+    for candidate in dict.fromkeys((path, path.resolve())):
+        if key == "writes":
+            roots = fence.registry_roots
+            problem = write_problem(candidate, home=home, registry_roots=roots, what=what)
+        else:
+            problem = home_problem(candidate, home=home, what=what)
+        if problem:
+            return problem
     return None
