@@ -31,6 +31,8 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
         conn.execute(text("DROP TABLE webauthn_challenge"))
         conn.execute(text("DROP TABLE job_approval"))
         conn.execute(text("ALTER TABLE operator DROP COLUMN role"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN note"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN requester_proof"))
         conn.execute(text("DROP INDEX ix_job_edited_from"))
         conn.execute(text("ALTER TABLE job DROP COLUMN edited_from"))
         for column in ("approvals_required", "self_approval", "asked_by_operator", "agent_reason"):
@@ -52,8 +54,10 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
             for row in conn.execute(text("SELECT name FROM sqlite_master WHERE type='table'"))
         }
         columns = {row[1] for row in conn.execute(text("PRAGMA table_info('audit_event')"))}
+        job_columns = {row[1] for row in conn.execute(text("PRAGMA table_info('job')"))}
     engine.dispose()
     assert version == head_revision()
     assert {"ix_job_irreversible_updated_at", "ix_job_edited_from"} <= indexes
     assert {"agent_token", "passkey", "webauthn_challenge", "job_approval"} <= tables
     assert {"prev_hash", "event_hash"} <= columns
+    assert {"note", "requester_proof"} <= job_columns

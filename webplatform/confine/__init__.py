@@ -4,13 +4,14 @@
 for one run (scratch folder, rules, what confines the child) or a one-line reason not to run.
 """
 
-from webplatform.confine.fence import Fence, workspace_problem, workspaces_for
+from webplatform.confine.fence import Fence, Workspaces, workspace_problem, workspaces_for
 from webplatform.confine.jail import UNAVAILABLE, Jail, available, lock
 
 __all__ = [
     "UNAVAILABLE",
     "Fence",
     "Jail",
+    "Workspaces",
     "available",
     "lock",
     "workspace_problem",

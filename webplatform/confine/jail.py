@@ -77,7 +77,8 @@ UNAVAILABLE = (
 
 @dataclass
 class Jail:
-    """How one run is confined: its rules, environment additions, and its scratch folder.
+    """How one run is confined: its rules, environment additions, and its scratch folder;
+    `note` says why the caller's folder is not among its workspaces (see `workspaces_for`).
 
     Use it as a context manager: leaving it removes the scratch folder (and the ruleset).
     """
@@ -85,6 +86,7 @@ class Jail:
     scratch: Path
     rules: dict[str, list[str]] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    note: str | None = None
     _ruleset: int | None = None
 
     def preexec(self) -> Callable[[], None] | None:
@@ -130,8 +132,8 @@ def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
     reads, writes = declared
     scratch = Path(tempfile.mkdtemp(prefix=f"aat-{tool.name}-"))
     # Tools learn their workspaces so they can say where they may write before they try.
-    env = {"TMPDIR": str(scratch), "AAT_WORKSPACES": ":".join(str(w) for w in workspaces)}
-    jail = Jail(scratch, env=env)
+    env = {"TMPDIR": str(scratch), "AAT_WORKSPACES": ":".join(str(w) for w in workspaces.paths)}
+    jail = Jail(scratch, env=env, note=workspaces.note)
     if confined:
         jail.rules = {
             "read": [
@@ -140,7 +142,11 @@ def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
                 str(tool.folder.resolve()),
                 *(str(p) for p in reads),
             ],
-            "write": [str(scratch), *(str(p) for p in [*workspaces, *writes]), *DEVICE_WRITES],
+            "write": [
+                str(scratch),
+                *(str(p) for p in [*workspaces.paths, *writes]),
+                *DEVICE_WRITES,
+            ],
         }
         exposed = _exposed(jail.rules, fence)
         if exposed:
