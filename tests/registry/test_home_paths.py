@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from conftest import RegistryDir
 
 from webplatform import confine
 from webplatform.registry.model import ToolSpec
+
+if TYPE_CHECKING:
+    from tests.registry.conftest import RegistryDir
 
 FORBIDDEN = ["$AAT_HOME", "$AAT_HOME/cache", "$AAT_HOME/run", "$AAT_HOME/decision-key.pem"]
 ALLOWED = ["$AAT_HOME/outbox", "$AAT_HOME/data/mine", "$AAT_HOME/data/mine/sub"]
