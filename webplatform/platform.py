@@ -17,7 +17,7 @@ from webplatform.config import Settings
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import Registry
 from webplatform.store.engine import make_engine, transact
-from webplatform.store.models import Surface
+from webplatform.store.models import LOGIN_PROOF, TOKEN_PROOF, Surface
 
 T = TypeVar("T")
 
@@ -48,8 +48,8 @@ class Actor:
         """What vouches for `name`: "login" (a signed-in operator), "token" (an agent
         token), or None (the client's own word: shown as self-reported, SPEC §19)."""
         if self.operator:
-            return "login"
-        return "token" if self.agent else None
+            return LOGIN_PROOF
+        return TOKEN_PROOF if self.agent else None
 
 
 class Platform:

@@ -121,6 +121,12 @@ class EnumText(TypeDecorator[Enum]):
         return None if value is None else self.enum_type(value)
 
 
+# What vouched for a job's requester (`requester_proof`): an agent token, an operator's login;
+# None is the MCP client's own word (shown as self-reported).
+TOKEN_PROOF = "token"
+LOGIN_PROOF = "login"
+
+
 class JobBase(SQLModel):
     """What a job is: the exact call and who asked for it."""
 

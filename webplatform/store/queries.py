@@ -15,6 +15,7 @@ from webplatform.store.audit import DECISION_EVENTS, record_event
 from webplatform.store.audit_chain import PRUNED_EVENT, bridges_over, lock_chain
 from webplatform.store.models import (
     TERMINAL_STATES,
+    TOKEN_PROOF,
     AuditEvent,
     Job,
     JobState,
@@ -127,20 +128,26 @@ def requester_filter(*, surface: Surface, client: str | None, agent: str | None)
     `agent`, or else those this exact client name (None being a name too) asked for without
     a token. The approvals resource, `job_status` and the recent-jobs list all use it."""
     who = (
-        [col(Job.requested_by) == agent]
+        [col(Job.requested_by) == agent, col(Job.requester_proof) == TOKEN_PROOF]
         if agent is not None
-        else [_is(Job.client, client), _is(Job.requested_by, client)]
+        else [
+            _is(Job.client, client),
+            _is(Job.requested_by, client),
+            col(Job.requester_proof).is_(None),
+        ]
     )
     return [Job.surface == surface, *who]
 
 
 def job_of_requester(job: Job, *, surface: Surface, client: str | None, agent: str | None) -> bool:
-    """True when `job` is one the requester of `requester_filter` asked for."""
+    """True when `job` is one the requester of `requester_filter` asked for: a token's jobs
+    answer only that token; a client without one, only its own tokenless jobs (a client that
+    names itself after a token agent gets nothing of that agent's)."""
     if Surface(job.surface) is not surface:
         return False
     if agent is not None:
-        return job.requested_by == agent
-    return job.client == client and job.requested_by == client
+        return job.requested_by == agent and job.requester_proof == TOKEN_PROOF
+    return job.client == client and job.requested_by == client and job.requester_proof is None
 
 
 def pending_from_client(
