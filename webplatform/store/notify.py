@@ -4,17 +4,25 @@ Every state move sends a notification on its schema's channel in its own transac
 is delivered only if the move commits). An idle worker on PostgreSQL waits on that channel
 instead of polling fast, so an approval starts running at once however many hosts poll less
 often. SQLite has no such channel: there a committed move wakes waiters in the same process
-(the Approve POST and the embedded worker of `aat serve`), and a commit by any process
-changes the database's write-ahead log, which one thread per process and database file
-watches (inotify) and turns into the same wake-up. Where neither exists, waiters poll.
+(the Approve POST and the embedded worker of `aat serve`), and then touches a marker file
+beside the database (`aat.db-moved`), which one thread per process and database file
+watches (inotify) and turns into the same wake-up for every process on the host. Only job
+moves touch it: a heartbeat or a lease renewal wakes nobody. Where neither exists, waiters
+poll.
+
+A waiter never misses a move committed between two of its waits: `JobNotifications` counts
+from where its last wait ended, and PostgreSQL keeps notifications queued on the connection.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
+import select
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +44,9 @@ log = logging.getLogger(__name__)
 CHANNEL_SQL = "'aat_jobs_' || left(md5(current_schema()), 16)"
 _MOVED = "aat_job_moved"
 
+# What a SQLite database's marker file is called: the database file's name and this.
+MARKER_SUFFIX = "-moved"
+
 # Committed job moves in this process, for waiters that have no LISTEN channel.
 _local_moves = threading.Condition()
 _local_count = 0
@@ -44,10 +55,39 @@ _local_count = 0
 @event.listens_for(OrmSession, "after_commit")
 def _announce_locally(session: OrmSession) -> None:
     global _local_count
-    if session.info.pop(_MOVED, False):
-        with _local_moves:
-            _local_count += 1
-            _local_moves.notify_all()
+    marker = session.info.pop(_MOVED, None)
+    if marker is None:
+        return
+    with _local_moves:
+        _local_count += 1
+        _local_moves.notify_all()
+    if marker:
+        _touch(marker)  # after the commit, so a woken process reads the move
+
+
+@functools.cache
+def marker_path(database: str) -> str:
+    """The file whose every touch says "a job moved" in the SQLite database `database`."""
+    return os.path.realpath(database) + MARKER_SUFFIX
+
+
+def _marker_of(engine: Engine) -> str:
+    """The marker file of `engine`'s database; "" where there is none (not SQLite, or not
+    a file: nobody else can open an in-memory database)."""
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return ""
+    return marker_path(database)
+
+
+def _touch(path: str) -> None:
+    # Opening for writing and closing is the event the watchers wait for (CLOSE_WRITE).
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    except OSError as exc:
+        if path not in _untouchable:
+            _untouchable.add(path)
+            log.warning("cannot touch %s (%s); other processes see job moves later", path, exc)
 
 
 @event.listens_for(OrmSession, "after_rollback")
@@ -64,12 +104,15 @@ def _ring() -> None:
 
 
 class StopEvent(threading.Event):
-    """A stop flag whose `set` also wakes every waiter, so a sleeping worker stops at once."""
+    """A stop flag whose `set` also wakes every waiter (a LISTEN wait too), so a sleeping
+    worker or housekeeper stops at once."""
 
     def set(self) -> None:
         super().set()
         with _local_moves:
             _local_moves.notify_all()
+        for waiter in list(_listeners):
+            waiter.interrupt()
 
 
 @dataclass
@@ -84,20 +127,20 @@ class Doorbell:
 
 _doorbells: dict[str, Doorbell] = {}
 _doorbells_lock = threading.Lock()
-# Files whose watch the kernel refused (said once in the log).
+# Files whose watch the kernel refused, markers that could not be touched (said once).
 _unwatched: set[str] = set()
-# What a commit changes: the write-ahead log (WAL mode), or the file itself (other modes).
-_DB_MASK = inotify.MODIFY | inotify.CLOSE_WRITE | inotify.CREATE | inotify.MOVED_TO
+_untouchable: set[str] = set()
+# What touching the marker does (MODIFY left out: the log's writes must not wake the thread).
+_MARKER_MASK = inotify.CLOSE_WRITE | inotify.CREATE | inotify.MOVED_TO
 
 
 def watch_database(engine: Engine) -> Doorbell | None:
-    """Ring this process's waiters whenever the SQLite file of `engine` (or its WAL) changes,
-    whoever wrote it: the running watch (one thread per process and file, shared), to give
-    back with `release_database`; None where there is none."""
-    database = engine.url.database if engine.dialect.name == "sqlite" else None
-    if not database or database == ":memory:" or database.startswith("file:"):
+    """Ring this process's waiters whenever a job moves in the SQLite database of `engine`,
+    whoever moved it (its marker file is touched): the running watch (one thread per process
+    and file, shared), to give back with `release_database`; None where there is none."""
+    path = _marker_of(engine)
+    if not path:
         return None
-    path = os.path.realpath(database)
     with _doorbells_lock:
         bell = _doorbells.get(path)
         if bell is not None and bell.thread.is_alive():
@@ -108,7 +151,7 @@ def watch_database(engine: Engine) -> Doorbell | None:
         watch = None
         try:
             watch = inotify.Inotify()
-            watch.add(os.path.dirname(path), _DB_MASK | inotify.ONLYDIR)
+            watch.add(os.path.dirname(path), _MARKER_MASK | inotify.ONLYDIR)
         except OSError as exc:
             if watch is not None:
                 watch.close()
@@ -140,10 +183,11 @@ def release_database(bell: Doorbell) -> None:
 
 
 def _doorbell(watch: inotify.Inotify, path: str) -> None:
-    names = {os.path.basename(path), os.path.basename(path) + "-wal"}
+    name = os.path.basename(path)
     while not watch.closed:
         events = watch.read()  # sleeps until the folder changes
-        if any(event.name in names for event in events):
+        # An overflowed queue may have dropped the marker's event: ring to be safe.
+        if any(e.name == name or e.mask & inotify.Q_OVERFLOW for e in events):
             _ring()
         if any(event.mask & inotify.SELF_GONE for event in events):
             break  # the folder went away: waiters poll from now on
@@ -151,23 +195,19 @@ def _doorbell(watch: inotify.Inotify, path: str) -> None:
     watch.read(0)
 
 
-def wait_local_move(timeout_s: float, stop: threading.Event | None = None) -> bool:
-    """Block until a job move commits in this process or `timeout_s` passes; True if moved."""
+def _wait_local(seen: int, timeout_s: float, stop: threading.Event) -> int:
+    """Block until the count of moves (committed here or rung) is no longer `seen`, `stop`
+    is set or `timeout_s` passes; the count then."""
     with _local_moves:
-        seen = _local_count
-        return (
-            _local_moves.wait_for(
-                lambda: _local_count != seen or (stop is not None and stop.is_set()),
-                timeout=timeout_s,
-            )
-            and _local_count != seen
-        )
+        _local_moves.wait_for(lambda: _local_count != seen or stop.is_set(), timeout=timeout_s)
+        return _local_count
 
 
 def notify_job(session: Session, job_id: int, state: JobState) -> None:
     """Announce that job `job_id` is now in `state`, when the transaction commits."""
-    session.info[_MOVED] = True
-    if session.get_bind().dialect.name != "postgresql":
+    bind = session.get_bind()
+    session.info[_MOVED] = _marker_of(bind if isinstance(bind, Engine) else bind.engine)
+    if bind.dialect.name != "postgresql":
         return
     session.connection().execute(
         text(f"SELECT pg_notify({CHANNEL_SQL}, :payload)"),
@@ -175,14 +215,22 @@ def notify_job(session: Session, job_id: int, state: JobState) -> None:
     )
 
 
+# Waiters on a LISTEN connection, which a StopEvent must interrupt (their own pipe).
+_listeners: weakref.WeakSet[JobNotifications] = weakref.WeakSet()
+
+
 class JobNotifications:
-    """Waits until some job moves (PostgreSQL's NOTIFY, a commit to the SQLite file, a move
-    in this process), or simply for the timeout where there is no such signal."""
+    """Waits until some job moves (PostgreSQL's NOTIFY, the SQLite marker file, a move in
+    this process), or simply for the timeout where there is no such signal. A move since the
+    last wait returned (or since this was made) ends the next wait at once."""
 
     def __init__(self, engine: Engine) -> None:
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
         self._engine = engine
         self._bell: Doorbell | None = None
+        self._seen = _local_count
+        self._wake_r = self._wake_w = -1
+        self._pipe_lock = threading.Lock()  # the pipe is never written once closed
         if engine.dialect.name == "postgresql":
             self._listen(engine)
 
@@ -199,6 +247,8 @@ class JobNotifications:
             log.warning("cannot LISTEN for job moves (%s); polling instead", type(exc).__name__)
             return
         self._conn = conn
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        _listeners.add(self)
 
     @property
     def listening(self) -> bool:
@@ -215,18 +265,42 @@ class JobNotifications:
     def wait(self, timeout_s: float, stop: threading.Event) -> bool:
         """Block until a job moves, `timeout_s` passes or `stop` is set; True if woken by a move."""
         if self._conn is None:
-            return wait_local_move(timeout_s, stop)
+            seen, self._seen = self._seen, _wait_local(self._seen, timeout_s, stop)
+            return self._seen != seen
         import psycopg
 
         try:
-            for _ in self._conn.notifies(timeout=timeout_s, stop_after=1):
-                # Several queued moves cost a waiter only as many quick looks for work.
-                return True
+            return self._wait_notify(self._conn, timeout_s, stop)
         except psycopg.Error as exc:
             log.warning("lost the LISTEN connection (%s); polling instead", type(exc).__name__)
             self.close()
             stop.wait(min(timeout_s, 1.0))
         return False
+
+    def _wait_notify(
+        self, conn: psycopg.Connection[tuple[object, ...]], timeout_s: float, stop: threading.Event
+    ) -> bool:
+        # psycopg's own wait wakes every 0.1 s to look for Ctrl-C: a poll on the socket and
+        # this waiter's pipe (written by StopEvent) sleeps for the whole timeout instead.
+        for _ in conn.notifies(timeout=0, stop_after=1):
+            return True  # queued while the waiter was busy
+        if stop.is_set():
+            return False
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        ready = {fd for fd, _ in poller.poll(max(0.0, timeout_s) * 1000)}
+        if self._wake_r in ready:
+            with contextlib.suppress(OSError):
+                os.read(self._wake_r, 512)
+        # Several queued moves cost a waiter only as many quick looks for work.
+        return any(True for _ in conn.notifies(timeout=0, stop_after=1))
+
+    def interrupt(self) -> None:
+        """End a LISTEN wait now (from any thread); it returns False."""
+        with self._pipe_lock, contextlib.suppress(OSError):
+            if self._wake_w >= 0:
+                os.write(self._wake_w, b"x")
 
     def close(self) -> None:
         """Stop listening."""
@@ -236,6 +310,12 @@ class JobNotifications:
         if self._conn is not None:
             import psycopg
 
+            _listeners.discard(self)
             conn, self._conn = self._conn, None
             with contextlib.suppress(psycopg.Error):
                 conn.close()
+            with self._pipe_lock:
+                for fd in (self._wake_r, self._wake_w):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                self._wake_r = self._wake_w = -1
