@@ -30,7 +30,8 @@ from webplatform.housekeeping import Housekeeper
 from webplatform.mcp.http import create_chat_mcp_app, create_mcp_app
 from webplatform.mcp.local import local_sessions
 from webplatform.platform import Platform
-from webplatform.worker import make_worker
+from webplatform.store.notify import StopEvent
+from webplatform.worker import Worker, make_worker
 
 log = logging.getLogger("aat.dashboard")
 
@@ -58,10 +59,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        stop = threading.Event()
-        threads = [_start("aat-housekeeping", _housekeeping_loop, platform, stop)]
-        if embed_worker:
-            threads.append(_start("aat-worker", _worker_runner(platform), platform, stop))
+        stop = StopEvent()  # wakes the sleeping threads at once
+        # The embedded worker leaves the duties (and its heartbeat) to the housekeeper.
+        worker = make_worker(platform, housekeeping=False) if embed_worker else None
+        threads = [_start("aat-housekeeping", _housekeeping_loop(worker), platform, stop)]
+        if worker is not None:
+            threads.append(_start("aat-worker", _worker_loop(worker), platform, stop))
         async with AsyncExitStack() as stack:
             if mcp_lifespan is not None:
                 await stack.enter_async_context(mcp_lifespan())
@@ -124,19 +127,23 @@ def _start(
     return thread
 
 
-def _housekeeping_loop(platform: Platform, stop: threading.Event) -> None:
-    """Say "a dashboard is here" every `heartbeat_s`, and do the shared background duties."""
-    Housekeeper(
-        engine=platform.engine,
-        settings=platform.settings,
-        process_id=platform.process_id,
-        role="dashboard",
-    ).run_forever(stop)
+def _housekeeping_loop(worker: Worker | None) -> Callable[[Platform, threading.Event], None]:
+    """Say "a dashboard is here" (and "a worker is here" for `worker`) every `heartbeat_s`,
+    and do the shared background duties when each falls due."""
+
+    def run(platform: Platform, stop: threading.Event) -> None:
+        Housekeeper(
+            engine=platform.engine,
+            settings=platform.settings,
+            process_id=platform.process_id,
+            role="dashboard",
+            also_beats_for=[(worker.worker_id, "worker")] if worker is not None else [],
+        ).run_forever(stop)
+
+    return run
 
 
-def _worker_runner(platform: Platform) -> Callable[[Platform, threading.Event], None]:
-    worker = make_worker(platform)
-
+def _worker_loop(worker: Worker) -> Callable[[Platform, threading.Event], None]:
     def run(_platform: Platform, stop: threading.Event) -> None:
         worker.run_forever(stop)
 

@@ -1,11 +1,20 @@
 """Background duties, one module for every long-running process (`aat serve`, `aat worker`).
 
-Each pass leaves this process's heartbeat, closes approval windows that ran out, marks jobs
-whose worker stopped renewing its lease `lost`, hands new pending approvals (and those with a
+The duties: leave this process's heartbeat, close approval windows that ran out, mark jobs
+whose worker stopped renewing its lease `lost`, hand new pending approvals (and those with a
 fifth of their window left) to the `AAT_NOTIFY` sender, and (at the first pass, then every
-`prune_every_s`) removes what nobody needs any more: finished jobs past retention, expired
+`prune_every_s`) remove what nobody needs any more: finished jobs past retention, expired
 operator sessions and heartbeats of processes long gone. Every duty is idempotent, so any
 number of processes on any number of hosts can run it side by side.
+
+Each duty runs when it falls due, not on a fixed beat: the housekeeper reads when the next
+approval expires and the next lease ends, and sleeps until the first of those, the next
+heartbeat or the next pruning. A job move (a new pending approval, a claim) wakes it early,
+since it may bring a deadline closer; it comes from this process, another process on the
+host (SQLite's marker file) or another host (PostgreSQL's NOTIFY). Each heartbeat pass reads
+the deadlines again, so a wake-up lost with a crashed process or a broken LISTEN connection
+delays a duty by at most `heartbeat_s`. Idle, with nothing pending or running, it wakes only
+to beat.
 """
 
 from __future__ import annotations
@@ -15,8 +24,9 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 
 from sqlalchemy import Engine
@@ -24,10 +34,12 @@ from sqlmodel import Session
 
 from webplatform import jobs, leases, notifications
 from webplatform.config import Settings
+from webplatform.store.deadlines import next_deadlines
 from webplatform.store.engine import transact
-from webplatform.store.heartbeats import prune_heartbeats
+from webplatform.store.heartbeats import beat_all, prune_heartbeats
 from webplatform.store.models import utcnow
-from webplatform.store.notices import claim_new_pending, claim_reminders
+from webplatform.store.notices import claim_new_pending, claim_reminders, next_notice_due
+from webplatform.store.notify import JobNotifications
 from webplatform.store.operators import prune_sessions
 
 log = logging.getLogger(__name__)
@@ -36,6 +48,12 @@ PRUNE_BATCH = 500
 # A heartbeat unseen this long belongs to a process that is gone (a live one beats every
 # few seconds); only its row is left, and nothing reads it any more.
 STALE_HEARTBEAT_S = 3600.0
+# A deadline is acted on this long after it falls (a lease is lost only once strictly past
+# its end), so the wake-up never comes a hair too early and finds nothing to do.
+LATE_S = 0.01
+# The shortest sleep between passes: a deadline someone else should have met (a job another
+# process is moving right now) is looked at again soon, never in a busy loop.
+MIN_WAIT_S = 0.05
 
 Role = Literal["dashboard", "worker"]
 
@@ -53,17 +71,31 @@ class Chores:
 
 
 class Housekeeper:
-    """The background duties of one process, identified by `process_id` in role `role`."""
+    """The background duties of one process, identified by `process_id` in role `role`.
+
+    `also_beats_for`: other (process id, role) pairs of this process whose heartbeat it
+    leaves too (`aat serve` beats for its embedded worker in the same transaction).
+    """
 
     # Pruning runs at the first pass and then this often (seconds): old rows are not urgent,
     # and every process on every host does it.
     prune_every_s: float = 300.0
 
-    def __init__(self, *, engine: Engine, settings: Settings, process_id: str, role: Role) -> None:
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        settings: Settings,
+        process_id: str,
+        role: Role,
+        also_beats_for: Sequence[tuple[str, Role]] = (),
+    ) -> None:
         self.engine = engine
         self.settings = settings
         self.process_id = process_id
         self.role = role
+        self._beats = ((process_id, role), *also_beats_for)
+        self._next_beat = float("-inf")
         self._last_prune = float("-inf")
         self._sender: notifications.Sender | None = None
         if settings.notify_urls:
@@ -73,23 +105,70 @@ class Housekeeper:
                 log.error("housekeeping: no notifications: %s", exc)
 
     def run_once(self) -> Chores:
-        """One pass: heartbeat, expiry, lost leases, notifications, and pruning when due."""
-        host, pid = socket.gethostname(), os.getpid()
-        transact(
-            self.engine,
-            lambda s: jobs.beat(
-                session=s, process_id=self.process_id, role=self.role, host=host, pid=pid
-            ),
-        )
-        expired = transact(self.engine, lambda s: jobs.expire_due(session=s))
-        lost = transact(self.engine, lambda s: leases.reap_lost(session=s))
-        if expired or lost:
-            log.info("housekeeping: %d approval(s) expired, %d job(s) lost", expired, lost)
+        """Every duty now: heartbeat, expiry, lost leases, notifications, and pruning when due."""
+        self.beat()
+        expired, lost = self._expire(), self._reap()
         notified = self.notify()
         if time.monotonic() - self._last_prune < self.prune_every_s:
             return Chores(expired=expired, lost=lost, notified=notified)
         finished, sessions, heartbeats = self.prune()
         return Chores(expired, lost, finished, sessions, heartbeats, notified)
+
+    def run_due(self) -> float:
+        """Do the duties that are due now, and only those; seconds until the next falls due
+        (0 when this pass moved jobs: the next look sees where that left the deadlines).
+
+        The deadlines cost one short read; nothing is written unless something is due.
+        """
+        if time.monotonic() >= self._next_beat:
+            self.beat()
+        if time.monotonic() - self._last_prune >= self.prune_every_s:
+            self.prune()
+        due = transact(self.engine, lambda s: next_deadlines(session=s), write=False)
+        now = utcnow()
+        notice = self._notice_due(now)
+        moved = 0
+        if due.expiry is not None and due.expiry <= now:
+            moved += self._expire()
+        if due.lease_end is not None and due.lease_end < now:
+            moved += self._reap()
+        if notice is not None and notice <= now:
+            moved += self.notify()
+        if moved:
+            return 0.0
+        return self._wait_s(now, (due.expiry, due.lease_end, notice))
+
+    def _wait_s(self, now: datetime, deadlines: Sequence[datetime | None]) -> float:
+        """Seconds from `now` until the next heartbeat, pruning or one of `deadlines`."""
+        clock = time.monotonic()
+        waits = [self._next_beat - clock, self._last_prune + self.prune_every_s - clock]
+        waits += [(d - now).total_seconds() + LATE_S for d in deadlines if d is not None]
+        return max(MIN_WAIT_S, min(waits))
+
+    def beat(self) -> None:
+        """Leave the heartbeat of every process this housekeeper speaks for, in one
+        transaction; the next is due `heartbeat_s` later."""
+        host, pid, beats = socket.gethostname(), os.getpid(), self._beats
+        transact(self.engine, lambda s: beat_all(session=s, beats=beats, host=host, pid=pid))
+        self._next_beat = time.monotonic() + self.settings.heartbeat_s
+
+    def _expire(self) -> int:
+        expired = transact(self.engine, lambda s: jobs.expire_due(session=s))
+        if expired:
+            log.info("housekeeping: %d approval(s) expired", expired)
+        return expired
+
+    def _reap(self) -> int:
+        lost = transact(self.engine, lambda s: leases.reap_lost(session=s))
+        if lost:
+            log.info("housekeeping: %d job(s) lost", lost)
+        return lost
+
+    def _notice_due(self, now: datetime) -> datetime | None:
+        """When AAT_NOTIFY is next owed a notice; None without a sender or with none owed."""
+        if self._sender is None:
+            return None
+        return transact(self.engine, lambda s: next_notice_due(session=s, now=now), write=False)
 
     def notify(self) -> int:
         """Claim the pending jobs AAT_NOTIFY has not heard of (or must be reminded of) and
@@ -145,24 +224,38 @@ class Housekeeper:
         return finished, sessions, heartbeats
 
     def run_forever(self, stop: threading.Event) -> None:
-        """A pass every `heartbeat_s` until `stop` is set; then the heartbeat is removed.
+        """Do each duty when it falls due until `stop` is set; then the heartbeats are removed.
 
-        A failed pass (a locked or briefly unreachable database) is logged and retried.
+        Between passes it sleeps until the next deadline, woken early by any job move, and
+        by `stop` when that is a `StopEvent`. Where no job move can wake it (no inotify, no
+        LISTEN connection) it looks every `heartbeat_s`. A failed pass (a locked or briefly
+        unreachable database) is logged and retried `heartbeat_s` later.
         """
-        while True:
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("housekeeping (%s) failed; retrying", self.role)
-            if stop.wait(self.settings.heartbeat_s):
-                break
+        wakeups = JobNotifications(self.engine)
+        try:
+            while not stop.is_set():
+                listening = wakeups.listening  # before the pass: a move during it counts
+                try:
+                    wait_s = self.run_due()
+                except Exception:
+                    log.exception("housekeeping (%s) failed; retrying", self.role)
+                    wait_s = self.settings.heartbeat_s
+                if not listening:
+                    wait_s = min(wait_s, self.settings.heartbeat_s)
+                wakeups.wait(wait_s, stop)
+        finally:
+            wakeups.close()
         self.forget()
 
     def forget(self) -> None:
-        """Remove this process's heartbeat (it is stopping)."""
+        """Remove the heartbeats this housekeeper left (its process is stopping)."""
+        gone = [process_id for process_id, _role in self._beats]
+
+        def forget_all(session: Session) -> None:
+            for process_id in gone:
+                jobs.forget_heartbeat(session=session, process_id=process_id)
+
         try:
-            transact(
-                self.engine, lambda s: jobs.forget_heartbeat(session=s, process_id=self.process_id)
-            )
+            transact(self.engine, forget_all)
         except Exception:
             log.warning("%s %s: could not remove its heartbeat", self.role, self.process_id)

@@ -56,6 +56,7 @@ class Worker:
         run: RunFn,
         resolve_secrets: Callable[[Sequence[str]], dict[str, str]],
         worker_id: str | None = None,
+        housekeeping: bool = True,
     ) -> None:
         self.engine = engine
         self.settings = settings
@@ -68,15 +69,19 @@ class Worker:
         self.housekeeper = Housekeeper(
             engine=engine, settings=settings, process_id=self.worker_id, role="worker"
         )
-        self._last_housekeeping = float("-inf")
+        # False where another housekeeper of this process does the duties and leaves this
+        # worker's heartbeat (`aat serve`'s embedded worker).
+        self.housekeeping = housekeeping
+        self._housekeeping_due = float("-inf")
         self._problem: str | None = None
         self.ledger: DecisionLedger = ledger_for(settings)
 
     def run_once(self) -> bool:
         """Housekeep when due, then claim and run one approved job; False if there was none."""
-        if time.monotonic() - self._last_housekeeping >= self.settings.heartbeat_s:
-            self.housekeeper.run_once()
-            self._last_housekeeping = time.monotonic()
+        if self.housekeeping and time.monotonic() >= self._housekeeping_due:
+            # A failed pass (it raises) is tried again a heartbeat later, not in a busy loop.
+            self._housekeeping_due = time.monotonic() + self.settings.heartbeat_s
+            self._housekeeping_due = time.monotonic() + self.housekeeper.run_due()
         verifier = self._ready()
         if verifier is None:
             return False
@@ -153,30 +158,36 @@ class Worker:
             log.warning("job %d: refusal dropped: %s", job_id, exc)
 
     def run_forever(
-        self, stop: threading.Event, poll_s: float = 0.2, listen_poll_s: float = 5.0
+        self, stop: threading.Event, poll_s: float = 0.2, listen_poll_s: float = 60.0
     ) -> None:
         """Run jobs until `stop` is set; an unexpected error is logged and the loop goes on.
 
         Idle, it looks for work every `poll_s`; where job moves wake it (PostgreSQL's
-        LISTEN/NOTIFY, SQLite's files watched) it looks only every `listen_poll_s`, in case a
-        wake-up is missed, and when its housekeeping is due.
+        LISTEN/NOTIFY, SQLite's marker file) it looks when one does, when its housekeeping
+        falls due, and every `listen_poll_s` in case a wake-up was lost (a process that
+        died between its commit and the signal, a LISTEN connection gone quiet).
         """
         log.info("worker %s started", self.worker_id)
         wakeups = JobNotifications(self.engine)
         try:
             while not stop.is_set():
+                listening = wakeups.listening  # before the look: a move during it counts
                 try:
                     busy = self.run_once()
                 except Exception:
                     log.exception("worker %s: unexpected error; retrying shortly", self.worker_id)
                     busy = False
-                if not busy:
-                    due = self._last_housekeeping + self.settings.heartbeat_s - time.monotonic()
-                    idle = listen_poll_s if wakeups.listening else poll_s
-                    wakeups.wait(max(0.0, min(idle, due)), stop)
+                if busy:
+                    continue
+                wait_s = listen_poll_s if listening else poll_s
+                if self.housekeeping:
+                    wait_s = min(wait_s, self._housekeeping_due - time.monotonic())
+                if wakeups.wait(max(0.0, wait_s), stop):
+                    self._housekeeping_due = float("-inf")  # a move may bring a deadline closer
         finally:
             wakeups.close()
-        self.housekeeper.forget()
+        if self.housekeeping:
+            self.housekeeper.forget()
         log.info("worker %s stopped", self.worker_id)
 
     def start_thread(self) -> tuple[threading.Thread, threading.Event]:
@@ -258,8 +269,11 @@ class PlatformLike(Protocol):
     def registry(self) -> Registry: ...
 
 
-def make_worker(platform: PlatformLike, *, worker_id: str | None = None) -> Worker:
-    """A worker wired to the real registry loader, runner and secret store."""
+def make_worker(
+    platform: PlatformLike, *, worker_id: str | None = None, housekeeping: bool = True
+) -> Worker:
+    """A worker wired to the real registry loader, runner and secret store (`housekeeping`:
+    see `Worker`)."""
     from webplatform import runner
     from webplatform.registry import resolve_secrets
 
@@ -270,4 +284,5 @@ def make_worker(platform: PlatformLike, *, worker_id: str | None = None) -> Work
         run=runner.run,
         resolve_secrets=resolve_secrets,
         worker_id=worker_id,
+        housekeeping=housekeeping,
     )

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from sqlalchemy import Table, bindparam, update
 from sqlmodel import Session, col, delete, select
 
 from webplatform.store.models import Heartbeat, utcnow
+
+_TABLE: Table = Heartbeat.__table__  # type: ignore[attr-defined]
+# Built once: a beat is the one write an idle process makes, so it skips the ORM.
+_RENEW = (
+    update(_TABLE)
+    .where(_TABLE.c.id.in_(bindparam("ids", expanding=True)))
+    .values(seen_at=bindparam("now"))
+)
 
 
 def beat(
@@ -27,6 +37,24 @@ def beat(
         row.seen_at = now
     session.add(row)
     session.flush()
+
+
+def beat_all(
+    *,
+    session: Session,
+    beats: Sequence[tuple[str, str]],
+    host: str,
+    pid: int,
+    now: datetime | None = None,
+) -> None:
+    """`beat` for each (process id, role) of `beats`: one UPDATE once their rows exist."""
+    now = now or utcnow()
+    ids = [process_id for process_id, _role in beats]
+    renewed = session.connection().execute(_RENEW, {"ids": ids, "now": now}).rowcount
+    if renewed == len(ids):
+        return
+    for process_id, role in beats:  # first beats, or rows pruned meanwhile
+        beat(session=session, process_id=process_id, role=role, host=host, pid=pid, now=now)
 
 
 def fresh_heartbeat(

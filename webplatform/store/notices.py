@@ -53,6 +53,30 @@ def claim_reminders(*, session: Session, now: datetime) -> list[Job]:
     return _claim(session, due, column="reminded_at", now=now)
 
 
+def next_notice_due(*, session: Session, now: datetime) -> datetime | None:
+    """When a notice is next due: `now` while a pending job is unannounced, else when the
+    first announced one reaches its reminder; None when no notice will be due."""
+    unannounced = select(Job.id).where(
+        Job.state == JobState.pending_approval, col(Job.notified_at).is_(None)
+    )
+    if session.exec(unannounced.limit(1)).first() is not None:
+        return now
+    stmt = select(Job.created_at, Job.expires_at).where(
+        Job.state == JobState.pending_approval,
+        col(Job.notified_at).is_not(None),
+        col(Job.reminded_at).is_(None),
+        col(Job.expires_at) > now,
+    )
+    return min(
+        (
+            expires - (expires - created) * REMIND_WHEN_LEFT
+            for created, expires in session.exec(stmt).all()
+            if expires is not None
+        ),
+        default=None,
+    )
+
+
 def _claim(session: Session, ids: list[int | None], *, column: str, now: datetime) -> list[Job]:
     claimed: list[Job] = []
     for job_id in ids:
