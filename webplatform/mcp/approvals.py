@@ -5,7 +5,8 @@ anyone is subscribed, a watcher re-reads the queue every second and, when it cha
 decided, expired or added), tells subscribers: modern clients through `subscriptions/listen`,
 legacy ones that sent `resources/subscribe` through `notifications/resources/updated`.
 Notifications are hints: a client that misses one loses nothing, the next read shows the
-truth. With nobody subscribed the queue is not read.
+truth. With nobody subscribed the queue is not read, and the watcher sleeps until someone
+subscribes.
 """
 
 from __future__ import annotations
@@ -56,15 +57,17 @@ def _connection_key(session: ServerSession) -> int:
 
 
 class _CountingBus(InMemorySubscriptionBus):
-    """The SDK's in-memory bus, counting its listeners."""
+    """The SDK's in-memory bus, counting its listeners; `on_subscribe` runs for each new one."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_subscribe: Callable[[], None]) -> None:
         super().__init__()
         self.listeners = 0
+        self._on_subscribe = on_subscribe
 
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
         unsubscribe = super().subscribe(listener)
         self.listeners += 1
+        self._on_subscribe()
         gone = False
 
         def counted() -> None:
@@ -83,13 +86,20 @@ class ApprovalWatcher:
     def __init__(self, platform: Platform, surface: Surface) -> None:
         self.platform = platform
         self.surface = surface
-        self.bus = _CountingBus()
+        self.bus = _CountingBus(on_subscribe=self._someone_listens)
         # Legacy `resources/subscribe` sessions; a session that fails to send is dropped.
         self._legacy: dict[int, ServerSession] = {}
+        # Set by the first subscriber while the watcher sleeps for want of one.
+        self._listener_came: anyio.Event | None = None
+
+    def _someone_listens(self) -> None:
+        if self._listener_came is not None:
+            self._listener_came.set()
 
     def subscribe_legacy(self, session: ServerSession) -> None:
         """Remember a handshake-era session that subscribed to the resource."""
         self._legacy[_connection_key(session)] = session
+        self._someone_listens()
 
     def unsubscribe_legacy(self, session: ServerSession) -> None:
         """Forget a handshake-era subscriber."""
@@ -117,15 +127,17 @@ class ApprovalWatcher:
     async def watch(self) -> None:
         """Read the queue every second while anyone listens; notify on every change.
 
-        Nobody listening, nothing is read. The first read for a new listener sends a hint
-        too: the queue went unread, so a change may have been missed (a spare hint costs the
-        listener one read of the resource).
+        Nobody listening, nothing is read: it sleeps until someone subscribes. The first read
+        for a new listener sends a hint too: the queue went unread, so a change may have been
+        missed (a spare hint costs the listener one read of the resource).
         """
         seen: frozenset[int] | None = None
         while True:
             if not self.wanted:
                 seen = None
-                await anyio.sleep(WATCH_EVERY_S)
+                self._listener_came = anyio.Event()
+                await self._listener_came.wait()
+                self._listener_came = None
                 continue
             now: frozenset[int] | None
             try:
