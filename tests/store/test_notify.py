@@ -78,6 +78,34 @@ def test_a_committed_move_wakes_a_listener_and_a_rolled_back_one_does_not(
         wakeups.close()
 
 
+def test_a_move_while_nobody_waits_ends_the_next_wait_at_once(engine: Engine, backend: str) -> None:
+    """A worker looks for work, then waits: a move committed between the two is not lost."""
+    wakeups = JobNotifications(engine)
+    try:
+        assert wakeups.listening
+        transact(engine, _pending)
+        time.sleep(0.3)  # every signal of that move has arrived: none comes during the wait
+        started = time.monotonic()
+        assert wakeups.wait(2, threading.Event()) is True
+        assert time.monotonic() - started < 1
+    finally:
+        wakeups.close()
+
+
+def test_a_stop_event_ends_a_wait_at_once(engine: Engine, backend: str) -> None:
+    """A LISTEN wait too: stopping `aat serve` does not wait out a housekeeper's long sleep."""
+    wakeups = JobNotifications(engine)
+    stop = StopEvent()
+    try:
+        assert wakeups.listening
+        threading.Timer(0.2, stop.set).start()
+        started = time.monotonic()
+        assert wakeups.wait(30, stop) is False
+        assert time.monotonic() - started < 2
+    finally:
+        wakeups.close()
+
+
 def test_an_idle_worker_on_postgresql_runs_an_approval_at_once(pg_settings: Settings) -> None:
     engine = make_engine(pg_settings)
     worker = Worker(
@@ -140,15 +168,15 @@ def test_an_idle_worker_on_sqlite_is_woken_by_another_process_committing(
     after an hour: it runs the job because the commit to the database file woke it."""
     settings = Settings(home=aat_home_beside(tmp_path), workspaces=str(tmp_path))
     engine = make_engine(settings)
+    # Only the file can wake it: an hour between looks, and no housekeeping of its own.
     worker = Worker(
         engine=engine,
-        settings=settings.model_copy(update={"heartbeat_s": 3600.0}),
+        settings=settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,
         resolve_secrets=resolve_secrets,
+        housekeeping=False,
     )
-    # Only the file can wake it: an hour between looks, no housekeeping due in between.
-    worker._last_housekeeping = time.monotonic()  # noqa: SLF001
     job_id = transact(engine, _pending)
     signing.signer_for(settings.home)  # the key exists before either side reads it
     stop = StopEvent()
