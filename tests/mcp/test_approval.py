@@ -235,6 +235,20 @@ async def test_modern_listener_is_told_when_a_job_is_decided(platform: Platform)
     assert isinstance(event, ResourceUpdated) and event.uri == PENDING_APPROVALS_URI
 
 
+async def test_a_new_listener_wakes_the_sleeping_watcher_at_once(
+    platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nobody subscribed the watcher sleeps on no timer: the subscription itself wakes
+    it (a minute between looks here, so no look of its own can answer in time)."""
+    monkeypatch.setattr(approvals, "WATCH_EVERY_S", 60.0)
+    async with connect(platform, "2026-07-28") as client:
+        await anyio.sleep(0.2)  # the watcher is asleep
+        async with client.listen(resource_subscriptions=[PENDING_APPROVALS_URI]) as sub:
+            with anyio.fail_after(5):
+                first = await sub.__anext__()
+    assert isinstance(first, ResourceUpdated)
+
+
 async def test_nobody_listening_leaves_the_queue_unread(
     platform: Platform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
