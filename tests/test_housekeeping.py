@@ -260,7 +260,7 @@ def test_heartbeats_stay_fresh_for_the_no_dashboard_warning(
     ):
         assert _heartbeats(engine) == ["dash-1", "worker-1"]
         ages = []
-        for _ in range(20):
+        for _ in range(50):  # 2.5 s and more: a heartbeat that stopped would be that old
             seen = _seen_at(engine, "dash-1")
             assert seen is not None
             ages.append((utcnow() - seen).total_seconds())
@@ -270,7 +270,8 @@ def test_heartbeats_stay_fresh_for_the_no_dashboard_warning(
                 )
             time.sleep(0.05)
         assert _seen_at(engine, "worker-1") is not None
-    assert max(ages) < beat_s + 0.5, f"a heartbeat {max(ages):.2f} s old (beats every {beat_s})"
+    # A margin for a loaded machine (a pass may be late), well under the test's 2.5 s.
+    assert max(ages) < beat_s + 1.2, f"a heartbeat {max(ages):.2f} s old (beats every {beat_s})"
     assert _heartbeats(engine) == [], "a stopped housekeeper leaves its heartbeats"
 
 
