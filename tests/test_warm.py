@@ -155,7 +155,23 @@ def test_a_timeout_kills_the_group_with_a_grandchild_that_ignores_sigterm(home: 
 # --- confinement (SPEC §14): the same refusals ---------------------------------------------------
 
 
-def test_landlock_refuses_a_warm_tool_exactly_as_a_plain_one(home: Path) -> None:
+@pytest.mark.parametrize(
+    ("walls", "refusals"),
+    [
+        # A folder that is not there gets a file planted at its path: in a read-only folder.
+        ("namespaces", ("No such file or directory", "Read-only file system")),
+        ("landlock alone", ("Permission denied",)),
+    ],
+)
+def test_confinement_refuses_a_warm_tool_exactly_as_a_plain_one(
+    home: Path, walls: str, refusals: tuple[str, ...]
+) -> None:
+    """In namespaces, aat's files are not there at all (SPEC §17); without them, Landlock
+    refuses them (SPEC §14): the second wall holds on its own."""
+    alone = walls == "landlock alone"
+    fence = confine.Fence(
+        home=home, registry_roots=(TESTS,), landlock_alone=alone, pretend_no_namespaces=alone
+    )
     targets = [
         (home / "aat.db", "read"),
         (home / "aat.db", "write"),
@@ -166,10 +182,11 @@ def test_landlock_refuses_a_warm_tool_exactly_as_a_plain_one(home: Path) -> None
     ]
     for target, mode in targets:
         args = {"target": str(target), "mode": mode}
-        plain, warm_ = both("escape", "probe", home=home, args=args)
+        plain, warm_ = both("escape", "probe", home=home, args=args, fence=fence)
         same(plain, warm_)
-        assert warm_.error is not None and "Permission denied" in warm_.error, (target, mode)
-    plain, warm_ = both("escape", "approve-all", home=home)
+        assert warm_.error is not None, (target, mode)
+        assert any(refusal in warm_.error for refusal in refusals), (target, mode, warm_.error)
+    plain, warm_ = both("escape", "approve-all", home=home, fence=fence)
     same(plain, warm_)
     assert warm_.error is not None and "unable to open database file" in warm_.error
     assert not (home / "escape-probe").exists()

@@ -125,9 +125,11 @@ def _start(
     the child before exec: a `preexec_fn` here would fork aat's whole process for each call.
     """
     if tool.warm and tool.runtime == "python" and warm.supported():
-        return warm.start(tool, argv, env, jail.rules, timeout_s=limit, admit=admit)
-    if jail.rules is not None and warm.supported():
-        return warm.spawn(argv, env, tool.folder, jail.rules, timeout_s=limit, admit=admit)
+        view = jail.view(tool.folder.resolve())
+        return warm.start(tool, argv, env, jail.request(), view=view, timeout_s=limit, admit=admit)
+    if jail.paths is not None and warm.supported():
+        request, view = jail.request(), jail.view()
+        return warm.spawn(argv, env, tool.folder, request, view=view, timeout_s=limit, admit=admit)
     try:
         confine_child = jail.preexec()
     except OSError as exc:

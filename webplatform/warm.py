@@ -41,10 +41,13 @@ EXEC_SLOT = "exec:"
 _INTERPRETER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONIOENCODING", "PYTHONUNBUFFERED")
 # The child's go-ahead (zygote.GO): its job row is written, it may start the tool.
 GO = b"g"
+# The static view of a zygote's namespaces (see `confine.Jail.view`); None: no namespaces.
+View = dict[str, Any] | None
 # How long the last word of a killed call may take: the zygote reaps and reports at once.
 _WAIT_BOUND_S = 10.0
 
-Key = tuple[str, str, int, int]
+# (slot, interpreter, manifest mtime, entrypoint mtime, the namespaces' static view as JSON)
+Key = tuple[str, str, int, int, str]
 
 
 def supported() -> bool:
@@ -139,9 +142,10 @@ class _Zygote:
     def __init__(self, key: Key, folder: Path, args: list[str], env: dict[str, str]) -> None:
         self.key = key
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        view = [key[4]] if key[4] else []
         with theirs:
             self.proc = subprocess.Popen(
-                [key[1], *args, str(theirs.fileno())],
+                [key[1], *args, str(theirs.fileno()), *view],
                 cwd=folder,
                 env={k: v for k, v in env.items() if k in _INTERPRETER_ENV},
                 stdin=subprocess.DEVNULL,
@@ -167,19 +171,21 @@ class _Pool:
         self._zygotes: dict[str, _Zygote] = {}
         self._retired: list[_Zygote] = []
 
-    def get(self, tool: ToolSpec, interpreter: str, env: dict[str, str]) -> _Zygote:
+    def get(self, tool: ToolSpec, interpreter: str, env: dict[str, str], view: View) -> _Zygote:
         entry = tool.entrypoint_path
         key: Key = (
             str(tool.folder),
             interpreter,
             tool.manifest_path.stat().st_mtime_ns if tool.manifest_path.exists() else 0,
             entry.stat().st_mtime_ns,
+            _json(view),
         )
         return self._get(key, tool.folder, [str(ZYGOTE), str(entry)], env)
 
-    def spawner(self, interpreter: str, env: dict[str, str]) -> _Zygote:
-        """The exec-mode zygote that spawns plain calls (one per interpreter)."""
-        key: Key = (f"{EXEC_SLOT}{interpreter}", interpreter, 0, 0)
+    def spawner(self, interpreter: str, env: dict[str, str], view: View) -> _Zygote:
+        """The exec-mode zygote that spawns plain calls (one per interpreter and network)."""
+        net = view["net"] if view else "none"
+        key: Key = (f"{EXEC_SLOT}{interpreter}:{net}", interpreter, 0, 0, _json(view))
         return self._get(key, Path("/"), ["-S", str(ZYGOTE), EXEC_MODE], env)
 
     def _get(self, key: Key, folder: Path, args: list[str], env: dict[str, str]) -> _Zygote:
@@ -236,23 +242,25 @@ def start(
     tool: ToolSpec,
     argv: list[str],
     env: dict[str, str],
-    rules: dict[str, list[str]] | None,
+    confinement: dict[str, Any],
     *,
+    view: View,
     timeout_s: float,
     admit: Callable[[], None] | None = None,
 ) -> WarmProcess | str:
     """Start one call of `tool` in its warm interpreter; the call's process or a one-line reason.
 
     `argv` is the plain call's (`python ENTRYPOINT ACTION ...`), `env` its whole environment,
-    `rules` its Landlock rules (None: unconfined, as the operator accepted). `admit()` runs
+    `confinement` how its child confines itself (`Jail.request()`), `view` the static view of
+    the namespaces the warm interpreter enters (`Jail.view()`; None: none). `admit()` runs
     while the child is forked and prepared, before it runs anything of the tool (see
     `runner.run`).
     """
-    request = {"argv": argv, "env": env, "cwd": str(tool.folder), "rules": rules}
+    request = {"argv": argv, "env": env, "cwd": str(tool.folder), **confinement}
     line = json.dumps(request, ensure_ascii=False).encode() + b"\n"
     admit = _once(admit)
     for _ in range(2):  # a zygote found dead is replaced once
-        zygote = _POOL.get(tool, argv[0], env)
+        zygote = _POOL.get(tool, argv[0], env, view)
         try:
             return _fork(zygote, line, timeout_s, f"the warm interpreter of {tool.name}", admit)
         except ZygoteGone:
@@ -267,22 +275,23 @@ def spawn(
     argv: list[str],
     env: dict[str, str],
     cwd: Path,
-    rules: dict[str, list[str]] | None,
+    confinement: dict[str, Any],
     *,
+    view: View,
     timeout_s: float,
     admit: Callable[[], None] | None = None,
 ) -> WarmProcess | str:
     """Start a plain call's program through the exec-mode zygote; its process or a reason.
 
     What the program starts with is what `subprocess.Popen` gives it (see zygote.py); a
-    program that cannot be executed shows as the process's `exec_error`. `admit` as for
-    `start`.
+    program that cannot be executed shows as the process's `exec_error`. `confinement`,
+    `view` and `admit` as for `start`.
     """
-    request = {"argv": argv, "env": env, "cwd": str(cwd), "rules": rules}
+    request = {"argv": argv, "env": env, "cwd": str(cwd), **confinement}
     line = json.dumps(request, ensure_ascii=False).encode() + b"\n"
     admit = _once(admit)
     for _ in range(2):  # a spawner found dead is replaced once
-        zygote = _POOL.spawner(sys.executable, env)
+        zygote = _POOL.spawner(sys.executable, env, view)
         try:
             return _fork(zygote, line, timeout_s, "aat's spawner process", admit)
         except ZygoteGone:
@@ -339,6 +348,10 @@ def _fork(
         return f"{who} could not start the call ({why})"
     stdout, stderr = os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0)
     return WarmProcess(int(message["pid"]), stdout, stderr, ours, rest)
+
+
+def _json(view: View) -> str:
+    return "" if view is None else json.dumps(view, sort_keys=True)
 
 
 def _once(admit: Callable[[], None] | None) -> Callable[[], None]:

@@ -11,17 +11,21 @@ as before, cost about 20 ms a call for the same rules.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-from webplatform.confine import landlock
+from webplatform.confine import landlock, namespaces
 from webplatform.confine.fence import Fence, workspaces_for
+from webplatform.confine.landlock import Net
 from webplatform.registry.model import ToolSpec
 from webplatform.registry.paths import expand, interpreter_prefixes, write_problem
 
@@ -68,31 +72,60 @@ UNAVAILABLE = (
     "tools are not run: this kernel has no Landlock to confine them (needs Linux 5.13+ with "
     "Landlock enabled); to run them unconfined anyway, the operator sets AAT_UNCONFINED=1"
 )
+NO_NAMESPACES = (
+    "tools are not run: this system cannot give them namespaces of their own ({why}); to run "
+    "them with Landlock alone, the operator sets AAT_UNCONFINED=namespaces"
+)
+NAMESPACES_PY = Path(namespaces.__file__).resolve()
 
 
 @dataclass
 class Jail:
-    """How one run is confined: its rules, environment additions, and its scratch folder.
+    """How one run is confined: what it may read and write, how, and its scratch folder.
 
-    Use it as a context manager: leaving it removes the scratch folder (and the ruleset).
+    `paths` (`{"read": [...], "write": [...]}`) is what the tool may reach, None when it runs
+    unconfined (as the operator accepted). `landlock` says Landlock enforces `paths`, and
+    `net` its TCP rules (`{"connect": [...], "bind": [...]}`; None: TCP left alone).
+    `netns` is the network of the namespaces the tool runs in: `own` (no network but its
+    loopback) or `host`; None when it runs without namespaces. Use it as a context manager:
+    leaving it removes the scratch folder (and the ruleset).
     """
 
     scratch: Path
-    rules: dict[str, list[str]] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    paths: dict[str, list[str]] | None = None
+    landlock: bool = False
+    net: Net | None = None
+    netns: str | None = None
     _ruleset: int | None = None
 
+    def request(self) -> dict[str, Any]:
+        """What a zygote's child needs to confine the call (see zygote.py)."""
+        return {"paths": self.paths, "landlock": self.landlock, "net": self.net}
+
+    def view(self, *reads: Path) -> dict[str, Any] | None:
+        """The static view a zygote's namespaces hold for every call (None: no namespaces):
+        the system and interpreter paths, and `reads` (a warm tool's own folder)."""
+        if self.netns is None:
+            return None
+        return {
+            "net": self.netns,
+            "read": [*SYSTEM_READS, *_interpreter_reads(), *(str(p) for p in reads)],
+            "write": list(DEVICE_WRITES),
+        }
+
     def preexec(self) -> Callable[[], None] | None:
-        """What the child runs between fork and exec to confine itself (None: unconfined).
+        """What the child runs between fork and exec to confine itself (None: no Landlock).
 
         Builds the Landlock ruleset here, in the parent; raises OSError when the kernel
         refuses a rule, and then the tool must not run.
         """
-        if self.rules is None:
+        if not self.landlock or self.paths is None:
             return None
+        read, write = self.paths["read"], self.paths["write"]
         if self._ruleset is None:
-            self._ruleset = landlock.ruleset(self.rules["read"], self.rules["write"])
-        return landlock.confiner(self._ruleset, self.rules["read"], self.rules["write"])
+            self._ruleset = landlock.ruleset(read, write, net=self.net)
+        return landlock.confiner(self._ruleset, read, write)
 
     def __enter__(self) -> Jail:
         return self
@@ -107,8 +140,34 @@ class Jail:
 
 
 def available(fence: Fence) -> bool:
-    """Whether tools can be confined here."""
+    """Whether tools can be confined by Landlock here."""
     return not fence.pretend_unavailable and landlock.abi_version() >= 1
+
+
+def namespaces_problem(fence: Fence) -> str | None:
+    """None when tools can run in namespaces of their own here; else why not (a few words)."""
+    if fence.pretend_no_namespaces:
+        return "AAT_CONFINE_PRETEND_NO_NAMESPACES is set"
+    return _probe()
+
+
+@functools.cache
+def _probe() -> str | None:
+    """Enter the namespaces once in a throwaway process (this one must stay as it is)."""
+    if not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open"):
+        return f"not supported on {sys.platform}"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-S", str(NAMESPACES_PY)],
+            capture_output=True,
+            timeout=30,
+            check=False,
+            env={"PATH": "/usr/bin:/bin"},
+        )
+        problem = json.loads(done.stdout or b"{}").get("problem", "the probe failed")
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        problem = f"the probe failed: {exc}"
+    return None if problem is None else str(problem)
 
 
 def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
@@ -116,32 +175,67 @@ def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
     confined = available(fence)
     if not confined and not fence.unconfined:
         return UNAVAILABLE
+    problem = namespaces_problem(fence)
+    if problem is not None and not (fence.unconfined or fence.landlock_alone):
+        return NO_NAMESPACES.format(why=problem)
+    net = _tcp_rules(tool, confined)
+    if isinstance(net, str):
+        return net
     workspaces = workspaces_for(fence, caller_cwd)
     if isinstance(workspaces, str):
         return workspaces
     declared = _declared(tool, fence)
     if isinstance(declared, str):
         return declared
-    reads, writes = declared
-    scratch = Path(tempfile.mkdtemp(prefix=f"aat-{tool.name}-"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"aat-{tool.name}-")).resolve()
     # Tools learn their workspaces so they can say where they may write before they try.
     env = {"TMPDIR": str(scratch), "AAT_WORKSPACES": ":".join(str(w) for w in workspaces)}
-    jail = Jail(scratch, env=env)
-    if confined:
-        jail.rules = {
-            "read": [
-                *SYSTEM_READS,
-                *_interpreter_reads(),
-                str(tool.folder.resolve()),
-                *(str(p) for p in reads),
-            ],
-            "write": [str(scratch), *(str(p) for p in [*workspaces, *writes]), *DEVICE_WRITES],
-        }
-        exposed = _exposed(jail.rules, fence)
+    # `network: none` runs in a network of its own; any other reach, in the host's.
+    netns = None if problem else "own" if tool.network.none else "host"
+    jail = Jail(scratch, env=env, landlock=confined, net=net, netns=netns)
+    if confined or netns:
+        jail.paths = _paths(tool, scratch, workspaces, *declared)
+        exposed = _exposed(jail.paths, fence)
         if exposed:
             jail.__exit__(None, None, None)
             return exposed
     return jail
+
+
+def _paths(
+    tool: ToolSpec, scratch: Path, workspaces: list[Path], reads: list[Path], writes: list[Path]
+) -> dict[str, list[str]]:
+    """What one run may read and write; its own paths resolved, as the namespaces bind them."""
+    return {
+        "read": [
+            *SYSTEM_READS,
+            *_interpreter_reads(),
+            str(tool.folder.resolve()),
+            *(str(p.resolve()) for p in reads),
+        ],
+        "write": [
+            str(scratch),
+            *(str(p.resolve()) for p in [*workspaces, *writes]),
+            *DEVICE_WRITES,
+        ],
+    }
+
+
+def _tcp_rules(tool: ToolSpec, confined: bool) -> Net | str | None:
+    """Landlock's TCP rules for the tool's `network:` (None: TCP left alone), or a refusal."""
+    reach = tool.network
+    if reach.any or not confined:
+        return None
+    abi = landlock.abi_version()
+    if reach.none:  # a second wall behind the network namespace, where the kernel has one
+        return {"connect": [], "bind": []} if abi >= landlock.NET_ABI else None
+    if abi < landlock.NET_ABI:
+        return (
+            f"{tool.name} declares `network: {reach}`, which needs Landlock's TCP rules "
+            f"(Linux 6.7+, ABI {landlock.NET_ABI}; this kernel has ABI {abi}); to let it "
+            "reach any port, declare `network: any`"
+        )
+    return {"connect": list(reach.connect), "bind": list(reach.bind)}
 
 
 def _exposed(rules: dict[str, list[str]], fence: Fence) -> str | None:

@@ -58,14 +58,17 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from webplatform.confine import landlock
-else:  # run as a script: the sibling file, without importing aat
+    from webplatform.confine import landlock, namespaces
+else:  # run as a script: the sibling files, without importing aat
     import landlock
+    import namespaces
 
     # A tool may have its own `landlock.py`: keep ours out of the module table it will see.
-    del sys.modules["landlock"]
+    del sys.modules["landlock"], sys.modules["namespaces"]
 
 EXIT_NOT_CONFINED = landlock.EXIT_NOT_CONFINED
+# The static view of the namespaces this zygote entered (None: it entered none).
+Static = list[tuple[str, str, str]] | None
 # A child whose call the runner dropped before its start exits with this, having run nothing.
 EXIT_DROPPED = 125
 _MAX_REQUEST = 64 * 1024 * 1024
@@ -106,8 +109,14 @@ def preimport(entry: str, folder: str) -> None:
             del sys.modules[name]
 
 
-def serve(control: socket.socket) -> tuple[socket.socket, list[int]] | None:
-    """Fork a child per call until the control socket closes; in a child, return its call."""
+def serve(
+    control: socket.socket, refusal: str | None = None
+) -> tuple[socket.socket, list[int]] | None:
+    """Fork a child per call until the control socket closes; in a child, return its call.
+
+    With a `refusal` (the namespaces could not be entered), each call is answered with it
+    and nothing is forked.
+    """
     sel = selectors.DefaultSelector()
     sel.register(control, selectors.EVENT_READ, None)
     accepting, running = True, 0
@@ -127,12 +136,13 @@ def serve(control: socket.socket) -> tuple[socket.socket, list[int]] | None:
                     continue
                 channel = socket.socket(fileno=fds[3])
                 try:
+                    if refusal is not None:
+                        raise OSError(0, refusal)
                     pid = os.fork()
                 except OSError as exc:
+                    why = refusal or f"fork: {exc.strerror}"
                     with contextlib.suppress(OSError):
-                        channel.sendall(
-                            json.dumps({"error": f"fork: {exc.strerror}"}).encode() + b"\n"
-                        )
+                        channel.sendall(json.dumps({"error": why}).encode() + b"\n")
                     pid = -1
                 if pid == 0:  # the child keeps nothing of the zygote's or of other calls
                     for other in sel.get_map().values():
@@ -163,14 +173,14 @@ def serve(control: socket.socket) -> tuple[socket.socket, list[int]] | None:
     return None
 
 
-def become(channel: socket.socket, stdio: list[int]) -> str:
+def become(channel: socket.socket, stdio: list[int], static: Static) -> str:
     """In the forked child: take on the call (session, stdio, env, confinement); the entrypoint."""
     request = _read_request(channel)
     os.environ.clear()
     os.environ.update(request["env"])
-    _take_on(channel, stdio, request)
+    _take_on(channel, stdio)
     _close_all_but(channel)
-    _confine(request["rules"])
+    _confine(request, static)
     _await_go(channel)
     channel.close()
     argv = request["argv"]
@@ -181,7 +191,7 @@ def become(channel: socket.socket, stdio: list[int]) -> str:
     return str(argv[1])
 
 
-def execute(channel: socket.socket, stdio: list[int]) -> None:
+def execute(channel: socket.socket, stdio: list[int], static: Static) -> None:
     """In the forked child of an exec-mode zygote: take on the call, then exec its argv.
 
     What the new program starts with is what `subprocess.Popen(argv, env=..., cwd=...,
@@ -189,10 +199,10 @@ def execute(channel: socket.socket, stdio: list[int]) -> None:
     channel stays open until the exec (close-on-exec), to report an exec that fails.
     """
     request = _read_request(channel)
-    _take_on(channel, stdio, request)
+    _take_on(channel, stdio)
     os.set_inheritable(channel.fileno(), False)
     _close_all_but(channel)
-    _confine(request["rules"])
+    _confine(request, static)
     for name in ("SIGPIPE", "SIGXFSZ"):  # what the interpreter ignores, as Popen restores
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
@@ -206,13 +216,12 @@ def execute(channel: socket.socket, stdio: list[int]) -> None:
     os._exit(127)
 
 
-def _take_on(channel: socket.socket, stdio: list[int], request: dict[str, Any]) -> None:
-    """Its own session, the call's stdio and working folder; then tell the runner its pid."""
+def _take_on(channel: socket.socket, stdio: list[int]) -> None:
+    """Its own session and the call's stdio; then tell the runner its pid."""
     os.setsid()
     for target, fd in enumerate(stdio):
         os.dup2(fd, target)
         os.close(fd)
-    os.chdir(request["cwd"])
     channel.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
 
 
@@ -236,14 +245,21 @@ def _await_go(channel: socket.socket) -> None:
         os._exit(EXIT_DROPPED)
 
 
-def _confine(rules: dict[str, list[str]] | None) -> None:
-    if rules is not None:
-        try:
-            landlock.restrict(list(rules["read"]), list(rules["write"]))
-        except OSError as exc:
-            sys.stderr.write(f"aat: the tool was not run: confinement failed ({exc.strerror})\n")
-            sys.stderr.flush()
-            os._exit(EXIT_NOT_CONFINED)
+def _confine(request: dict[str, Any], static: Static) -> None:
+    """The call's own view of the files (in namespaces), its working folder, its Landlock
+    rules; a child that cannot have them all exits 126, having run nothing of the tool."""
+    paths = request["paths"] or {"read": [], "write": []}
+    read, write = list(paths["read"]), list(paths["write"])
+    try:
+        if static is not None:
+            namespaces.narrow(static, read, write)
+        os.chdir(request["cwd"])
+        if request["landlock"]:
+            landlock.restrict(read, write, request["net"])
+    except OSError as exc:
+        sys.stderr.write(f"aat: the tool was not run: confinement failed ({exc.strerror})\n")
+        sys.stderr.flush()
+        os._exit(EXIT_NOT_CONFINED)
 
 
 def _read_request(channel: socket.socket) -> dict[str, Any]:
@@ -257,22 +273,37 @@ def _read_request(channel: socket.socket) -> dict[str, Any]:
     return value
 
 
+def enter(view: dict[str, Any] | None) -> tuple[Static, str | None]:
+    """Enter the namespaces `view` asks for (None: none); the static view, or why not."""
+    if view is None:
+        return None, None
+    try:
+        return namespaces.enter(view), None
+    except OSError as exc:
+        return None, f"namespaces for tools could not be made ({exc.strerror or exc})"
+
+
 def main() -> None:
     entry, control_fd = sys.argv[1], int(sys.argv[2])
+    static, refusal = enter(json.loads(sys.argv[3]) if len(sys.argv) > 3 else None)
+    control = socket.socket(fileno=control_fd)
     if entry == EXEC_MODE:
-        call = serve(socket.socket(fileno=control_fd))
+        call = serve(control, refusal)
         if call is None:
             sys.exit(0)
-        execute(*call)
+        execute(*call, static)
     folder = os.path.dirname(entry)
     sys.path[0] = folder  # as for `python ENTRYPOINT`, not this file's folder
-    preimport(entry, folder)
+    if static is not None:
+        os.chdir(folder)  # the namespaces moved the root away from the one it started in
+    if refusal is None:  # the tool's imports run in the namespaces, never without them
+        preimport(entry, folder)
     gc.collect()
     gc.freeze()  # children then share the pre-imported objects' pages longer
-    call = serve(socket.socket(fileno=control_fd))
+    call = serve(control, refusal)
     if call is None:
         sys.exit(0)
-    code = run(become(*call))
+    code = run(become(*call, static))
     if code < 0:  # an uncaught KeyboardInterrupt ends the interpreter by SIGINT
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
