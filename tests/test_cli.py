@@ -156,3 +156,20 @@ def test_check_rejects_writes_that_reach_aat_home(
     error_lines = [line for line in done.stdout.splitlines() if line.startswith("error")]
     assert len(error_lines) == 1, done.stdout
     assert "tool.yaml:7" in error_lines[0] and "is or contains AAT_HOME" in error_lines[0]
+
+
+def test_check_rejects_a_network_it_does_not_know(env: dict[str, str], tmp_path: Path) -> None:
+    tool = tmp_path / "reg" / "tools" / "online"
+    tool.mkdir(parents=True)
+    (tool / "main.py").write_text("print('{}')\n")
+    (tool / "tool.yaml").write_text(
+        "name: online\ndescription: x\nversion: 0.1.0\nruntime: python\nentrypoint: main.py\n"
+        "network: {connect: [443, https]}\nactions:\n  - name: go\n"
+    )
+    done = aat(env, "check", "--registry", str(tmp_path / "reg"))
+    assert done.returncode == 1
+    error_lines = [line for line in done.stdout.splitlines() if line.startswith("error")]
+    assert error_lines == [
+        f"error  tool  {tool / 'tool.yaml'}:6: `network.connect` entry 'https' is not a TCP "
+        "port (1 to 65535)"
+    ], done.stdout

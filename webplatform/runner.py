@@ -94,8 +94,9 @@ def run(
             proc.wait()
             close_pipes(proc)
             raise
-        result = classify(
-            capture, proc, limit, time.monotonic() - started, max_output_bytes, redact
+        result = _explained(
+            tool,
+            classify(capture, proc, limit, time.monotonic() - started, max_output_bytes, redact),
         )
         if isinstance(proc, warm.WarmProcess) and proc.exec_error is not None:
             return _not_started(_cannot_start(argv[0], proc.exec_error))
@@ -108,6 +109,15 @@ def run(
             )
             return replace(result, outcome="failed", exit_code=None, result=None, error=error)
         return result
+
+
+def _explained(tool: ToolSpec, result: RunResult) -> RunResult:
+    """`result`, its error followed by why when the tool failed on a connection its manifest
+    does not allow (SPEC §17)."""
+    if result.outcome != "failed" or not result.error:
+        return result
+    why = confine.explain_network(tool.network, result.error)
+    return replace(result, error=f"{result.error}; {why}") if why else result
 
 
 def _start(

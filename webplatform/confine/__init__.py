@@ -16,6 +16,7 @@ from webplatform.confine.jail import (
     lock,
     namespaces_problem,
 )
+from webplatform.confine.reach import explain as explain_network
 
 __all__ = [
     "NO_NAMESPACES",
@@ -23,6 +24,7 @@ __all__ = [
     "Fence",
     "Jail",
     "available",
+    "explain_network",
     "lock",
     "namespaces_problem",
     "workspace_problem",

@@ -24,7 +24,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # 2: ToolSpec gained `warm`
+FORMAT = 3  # 2: ToolSpec gained `warm`; 3: `network`
 # (size, mtime_ns) of a file; None when it is missing.
 FileKey = tuple[int, int] | None
 
