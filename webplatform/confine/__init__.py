@@ -15,6 +15,7 @@ from webplatform.confine.jail import (
     available,
     lock,
     namespaces_problem,
+    startup_note,
 )
 from webplatform.confine.reach import explain as explain_network
 
@@ -27,6 +28,7 @@ __all__ = [
     "explain_network",
     "lock",
     "namespaces_problem",
+    "startup_note",
     "workspace_problem",
     "workspaces_for",
 ]

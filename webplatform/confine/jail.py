@@ -170,6 +170,26 @@ def _probe() -> str | None:
     return None if problem is None else str(problem)
 
 
+def startup_note(fence: Fence) -> str | None:
+    """One line for aat's start when tools cannot run fully confined here; None when they can.
+
+    Starts a short-lived process (the namespaces probe) the first time.
+    """
+    problem = namespaces_problem(fence)
+    if not available(fence):
+        if fence.unconfined:
+            return "this kernel has no Landlock: tools run unconfined, as AAT_UNCONFINED=1 accepts"
+        return UNAVAILABLE
+    if problem is None:
+        return None
+    if fence.unconfined or fence.landlock_alone:
+        return (
+            f"tools run without namespaces of their own ({problem}), with Landlock alone, as "
+            f"AAT_UNCONFINED={'1' if fence.unconfined else 'namespaces'} accepts"
+        )
+    return NO_NAMESPACES.format(why=problem)
+
+
 def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
     """The jail for one run of `tool`, or a one-line reason it must not run at all."""
     confined = available(fence)
