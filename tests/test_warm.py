@@ -19,7 +19,6 @@ import pytest
 from test_runner import TOOLS, load_tool, wait_dead
 
 from webplatform import confine, runner, warm
-from webplatform.confine import landlock
 from webplatform.outcome import RunResult
 
 TESTS = TOOLS.parent
@@ -220,15 +219,16 @@ def test_leaked_descriptors_and_threads_stay_with_the_call(home: Path) -> None:
     assert zygote_of("observe") == zygote
 
 
-def test_a_warm_tool_cannot_kill_its_warm_interpreter(home: Path) -> None:
-    run("observe", "version", warmly=True, home=home)
-    zygote = zygote_of("observe")
-    res = run("observe", "kill-parent", warmly=True, home=home)
-    if landlock.abi_version() >= 6:  # Landlock scopes signals to the tool's own domain
-        assert res.result == {"kill": "Operation not permitted"}
-    assert observed(run("observe", "version", warmly=True, home=home)) == {"version": 1}
-    if res.result == {"kill": "Operation not permitted"}:
-        assert zygote_of("observe") == zygote
+@pytest.mark.parametrize("warmly", [True, False], ids=["warm", "plain"])
+def test_a_tool_cannot_kill_the_process_that_forked_it(home: Path, warmly: bool) -> None:
+    """Landlock scopes signals to the tool's own domain (ABI 6): its warm interpreter, or the
+    spawner of plain calls, lives on for the calls after it."""
+    run("observe", "version", warmly=warmly, home=home)
+    parent = zygote_of("observe") if warmly else warm.spawner_pid()
+    res = run("observe", "kill-parent", warmly=warmly, home=home)
+    assert res.result == {"kill": "Operation not permitted"}, res
+    assert observed(run("observe", "version", warmly=warmly, home=home)) == {"version": 1}
+    assert (zygote_of("observe") if warmly else warm.spawner_pid()) == parent
 
 
 def test_a_warm_interpreter_that_dies_mid_call_fails_the_call_clearly(home: Path) -> None:

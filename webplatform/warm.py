@@ -238,6 +238,12 @@ def zygote_pid(tool: ToolSpec) -> int | None:
     return _POOL.pid(str(tool.folder))
 
 
+def spawner_pid(network: str = "own") -> int | None:
+    """The pid of the spawner of plain calls in namespaces with `network` (`own`, `host`, or
+    `none` without namespaces), while one runs (for tests and diagnostics)."""
+    return _POOL.pid(f"{EXEC_SLOT}{sys.executable}:{network}")
+
+
 def start(
     tool: ToolSpec,
     argv: list[str],
