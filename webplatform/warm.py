@@ -1,19 +1,22 @@
 """Warm calls (SPEC §12): a `warm: true` python tool runs in a child forked from a warm interpreter.
 
 One warm interpreter (`confine/zygote.py`) per tool, keyed by the tool's folder, the
-interpreter and the mtimes of its manifest and entrypoint, so an edited tool gets a new one on
-its next call (the old one finishes its calls in flight, then exits). It is started on the
-first call, replaced when it has died, and never holds aat's secrets or database handles: it
-is spawned with the interpreter's environment variables only and no other descriptor than
-its control socket. Each call hands it the call's stdin, stdout and stderr and a channel
-(`socket.send_fds`); what the tool can observe is what a plain spawn gives it (see zygote.py).
+interpreter, the mtimes of its manifest and entrypoint and the namespaces it runs in, so an
+edited tool gets a new one on its next call (the old one finishes its calls in flight, then
+exits). It is started on the first call, replaced when it has died, and never holds aat's
+secrets or database handles: it is spawned with the interpreter's environment variables only
+and no other descriptor than its control socket. It enters the tool's namespaces once, as it
+starts (SPEC §17, `confine/namespaces.py`); each call's child only narrows them to the call.
+Each call hands it the call's stdin, stdout and stderr and a channel (`socket.send_fds`); what
+the tool can observe is what a plain spawn gives it (see zygote.py).
 
 `start()` gives a `WarmProcess` that `supervise` watches like a `Popen`: its pid leads its own
 session and process group, its exit status comes from the zygote over the channel.
 
 `spawn()` starts a plain (`warm: false`) confined call the same way, through one zygote in
-exec mode that preloads nothing and execs the call's argv: forking aat's own large,
-multi-threaded process for the Landlock step before exec cost several milliseconds a call.
+exec mode (per interpreter and namespaces' network) that preloads nothing and execs the
+call's argv: forking aat's own large, multi-threaded process for the Landlock step before
+exec cost several milliseconds a call, and namespaces made per call cost more again.
 """
 
 from __future__ import annotations
@@ -174,7 +177,7 @@ class _Pool:
     def get(self, tool: ToolSpec, interpreter: str, env: dict[str, str], view: View) -> _Zygote:
         entry = tool.entrypoint_path
         key: Key = (
-            str(tool.folder),
+            _slot(tool, view),
             interpreter,
             tool.manifest_path.stat().st_mtime_ns if tool.manifest_path.exists() else 0,
             entry.stat().st_mtime_ns,
@@ -233,9 +236,17 @@ _POOL = _Pool()
 atexit.register(_POOL.shutdown)
 
 
-def zygote_pid(tool: ToolSpec) -> int | None:
-    """The pid of `tool`'s warm interpreter while one runs (for tests and diagnostics)."""
-    return _POOL.pid(str(tool.folder))
+def _slot(tool: ToolSpec, view: View) -> str:
+    """A warm interpreter's place in the pool: its tool's folder, and its namespaces' network
+    (`own`, `host`; `none` without namespaces)."""
+    return f"{tool.folder}:{view['net'] if view else 'none'}"
+
+
+def zygote_pid(tool: ToolSpec, network: str | None = None) -> int | None:
+    """The pid of `tool`'s warm interpreter while one runs (for tests and diagnostics), in
+    namespaces with `network` (by default the one its `network:` gets)."""
+    net = network or ("own" if tool.network.none else "host")
+    return _POOL.pid(f"{tool.folder}:{net}")
 
 
 def spawner_pid(network: str = "own") -> int | None:

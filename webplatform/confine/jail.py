@@ -100,8 +100,13 @@ class Jail:
     _ruleset: int | None = None
 
     def request(self) -> dict[str, Any]:
-        """What a zygote's child needs to confine the call (see zygote.py)."""
-        return {"paths": self.paths, "landlock": self.landlock, "net": self.net}
+        """What a zygote's child needs to confine the call (see zygote.py): `paths` for
+        Landlock, `own` (the call's own paths, past the static view) for its namespaces."""
+        own = None
+        if self.paths is not None:
+            static = _static_paths()
+            own = {key: [p for p in paths if p not in static] for key, paths in self.paths.items()}
+        return {"paths": self.paths, "own": own, "landlock": self.landlock, "net": self.net}
 
     def view(self, *reads: Path) -> dict[str, Any] | None:
         """The static view a zygote's namespaces hold for every call (None: no namespaces):
@@ -279,6 +284,12 @@ def _fixed_rules() -> dict[str, Path]:
     """The rules every run has (system and interpreter paths), resolved once per process."""
     fixed = [*SYSTEM_READS, *DEVICE_WRITES, *(str(p) for p in interpreter_prefixes())]
     return {rule: Path(rule).resolve() for rule in fixed}
+
+
+@functools.cache
+def _static_paths() -> frozenset[str]:
+    """The paths every call has, which a zygote's namespaces hold from their start."""
+    return frozenset((*SYSTEM_READS, *DEVICE_WRITES, *_interpreter_reads()))
 
 
 @functools.cache

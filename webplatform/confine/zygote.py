@@ -248,14 +248,14 @@ def _await_go(channel: socket.socket) -> None:
 def _confine(request: dict[str, Any], static: Static) -> None:
     """The call's own view of the files (in namespaces), its working folder, its Landlock
     rules; a child that cannot have them all exits 126, having run nothing of the tool."""
-    paths = request["paths"] or {"read": [], "write": []}
-    read, write = list(paths["read"]), list(paths["write"])
+    none: dict[str, list[str]] = {"read": [], "write": []}
+    paths, own = request["paths"] or none, request["own"] or none
     try:
         if static is not None:
-            namespaces.narrow(static, read, write)
+            namespaces.narrow(static, list(own["read"]), list(own["write"]))
         os.chdir(request["cwd"])
         if request["landlock"]:
-            landlock.restrict(read, write, request["net"])
+            landlock.restrict(list(paths["read"]), list(paths["write"]), request["net"])
     except OSError as exc:
         sys.stderr.write(f"aat: the tool was not run: confinement failed ({exc.strerror})\n")
         sys.stderr.flush()
