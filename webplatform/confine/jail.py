@@ -1,4 +1,4 @@
-"""A jail for one tool run: its scratch folder, its Landlock rules, what confines the child.
+"""A jail for one tool run: its scratch folder, its paths, its network, what confines the child.
 
 The rules become a Landlock ruleset in aat's own process (every path opened and checked
 there); the spawned child, between fork and exec, only enforces it with two system calls
@@ -6,6 +6,12 @@ through function pointers resolved beforehand (`landlock.confiner`). The server 
 multi-threaded, which is why the child does nothing else there: no Python import, no dlopen,
 no lock another thread could have held at fork. A separate launcher interpreter per call,
 as before, cost about 20 ms a call for the same rules.
+
+Where the kernel lets it, a run also gets namespaces of its own (SPEC §17): `view()` is what
+a zygote's namespaces hold for every call, `request()` what a call's child binds and enforces
+on top. `network: none` runs in a network of its own; declared ports or `any`, in the host's.
+Where namespaces are missing, tools are refused unless the operator accepted Landlock alone
+(`AAT_UNCONFINED=namespaces`).
 """
 
 from __future__ import annotations

@@ -8,8 +8,10 @@ opened and added there, so a refusal is an ordinary error before anything is sta
 forked child, between fork and exec, only calls `confiner(fd)`: `PR_SET_NO_NEW_PRIVS` and
 `landlock_restrict_self`, two system calls through function pointers resolved beforehand (no
 import, no dlopen, no lock in the child). Read rules allow execute, reading files and listing
-folders; write rules add create, change and remove. Landlock domains are inherited and can
-never be lifted, so nothing the tool starts escapes them.
+folders; write rules add create, change and remove. TCP rules (ABI 4) allow connecting to, and
+listening on, the ports a manifest's `network:` lists and no other (SPEC §17). Scopes (ABI 6)
+keep signals and abstract Unix sockets within the tool's own processes. Landlock domains are
+inherited and can never be lifted, so nothing the tool starts escapes them.
 
 A child that cannot be confined exits 126 with one line on stderr instead of running the tool
 unconfined.

@@ -1,43 +1,50 @@
 """The warm interpreter of one `warm: true` tool (SPEC §12): it forks a fresh child per call.
 
-This file imports only the standard library and `landlock.py` beside it. The runner
-(`webplatform.warm`) starts it with the interpreter and environment variables a plain call
-starts the tool with, minus everything that belongs to one call (no secrets, no `AAT_*`):
+This file imports only the standard library and `landlock.py` and `namespaces.py` beside it.
+The runner (`webplatform.warm`) starts it with the interpreter and environment variables a
+plain call starts the tool with, minus everything that belongs to one call (no secrets, no
+`AAT_*`):
 
-    python zygote.py ENTRYPOINT CONTROL_FD
+    python zygote.py ENTRYPOINT CONTROL_FD [VIEW]
 
-It holds nothing of aat's (no database, no keys, no settings: its only open descriptor is
-the control socket) and is not confined itself, because Landlock can only ever narrow: each
-call's child gets the call's own rules, which differ call by call (scratch folder, caller's
-workspace). It pre-imports the standard-library and third-party modules the entrypoint
-imports, never the tool's own modules, and then serves calls on one thread (fork safety).
+It holds nothing of aat's (no database, no keys, no settings: its only open descriptor is the
+control socket) and is not confined by Landlock itself, because Landlock can only ever narrow:
+each call's child gets the call's own rules, which differ call by call (scratch folder,
+caller's workspace). Given a VIEW (JSON: the static paths, and the network), it first enters
+the tools' namespaces (`namespaces.enter`: user, mount and, for `network: none`, network; SPEC
+§17), once, so no call pays for making them; it then pre-imports, inside them, the
+standard-library and third-party modules the entrypoint imports (never the tool's own modules),
+and serves calls on one thread (fork safety). Namespaces it could not enter make it answer
+every call with why, and fork nothing.
 
 One call: the runner sends one message on CONTROL_FD (a SOCK_SEQPACKET socket) carrying four
 descriptors: the call's stdin, stdout, stderr and a channel (a stream socket). The zygote
-forks. The child reads the request `{"argv", "env", "cwd", "rules"}` (one JSON line) from the
-channel, starts its own session (so its process group is its own and is killed on timeout),
-wires the three descriptors to 0/1/2, takes the call's environment, answers `{"pid": N}`,
-closes every other descriptor (the control socket, other calls' channels) and confines itself
-with the call's Landlock rules. It then waits for the runner's go-ahead (`GO`, one byte on
-the channel), which the runner sends once the call's job row is written: that write and the
-fork overlap, and a call whose row was not written ends here having run nothing. Then it
-runs the entrypoint with `runpy.run_path` as `__main__`, so module globals start fresh every
-call; exceptions, `sys.exit` and interpreter shutdown (non-daemon threads joined, atexit
-handlers) are the interpreter's own.
+forks. The child reads the request `{"argv", "env", "cwd", "paths", "own", "landlock", "net"}`
+(one JSON line) from the channel, starts its own session (so its process group is its own and
+is killed on timeout), wires the three descriptors to 0/1/2, takes the call's environment,
+answers `{"pid": N}`, closes every other descriptor (the control socket, other calls' channels)
+and confines itself: in namespaces, a mount namespace of its own with the call's `own` paths
+bound (`namespaces.narrow`), then the call's working folder, then Landlock's rules for `paths`
+(and `net`, its TCP ports) when `landlock` says so. It then waits for the runner's go-ahead
+(`GO`, one byte on the channel), which the runner sends once the call's job row is written:
+that write and the fork overlap, and a call whose row was not written ends here having run
+nothing. Then it runs the entrypoint with `runpy.run_path` as `__main__`, so module globals
+start fresh every call; exceptions, `sys.exit` and interpreter shutdown (non-daemon threads
+joined, atexit handlers) are the interpreter's own.
 
 The zygote waits on each child with a pidfd; when it exits it kills the child's process group
-(while the child is an unreaped zombie, so the group id cannot be reused), reaps it and
-writes `{"status": WAIT_STATUS}` on the channel. The zygote reports the status, not the
-runner through a pidfd of its own, because only a process's parent can read its wait status.
-When the control socket closes, the zygote finishes its calls in flight and exits.
+(while the child is an unreaped zombie, so the group id cannot be reused), reaps it and writes
+`{"status": WAIT_STATUS}` on the channel. The zygote reports the status, not the runner through
+a pidfd of its own, because only a process's parent can read its wait status. When the control
+socket closes, the zygote finishes its calls in flight and exits.
 
 Plain calls (`warm: false`) go through one zygote in exec mode (`python -S zygote.py --exec
-CONTROL_FD`): it preloads nothing, and each child, once it has taken on the call as above,
-confined itself and had the go-ahead, execs the call's argv with the call's environment, as
-`subprocess.Popen` would have. aat's own process is large and multi-threaded, so forking it
-per call (which a Landlock step before exec needs) cost several milliseconds; this small
-single-threaded process forks in a fraction of one. An exec that fails is reported as
-`{"exec_error": ...}`.
+CONTROL_FD [VIEW]`, one per namespaces' network): it preloads nothing, and each child, once it
+has taken on the call as above, confined itself and had the go-ahead, execs the call's argv
+with the call's environment, as `subprocess.Popen` would have. aat's own process is large and
+multi-threaded, so forking it per call (which a Landlock step before exec needs) cost several
+milliseconds; this small single-threaded process forks in a fraction of one. An exec that fails
+is reported as `{"exec_error": ...}`.
 """
 
 from __future__ import annotations
