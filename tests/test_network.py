@@ -21,12 +21,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from workspaces import aat_home_beside
 
 from webplatform import confine, runner
+from webplatform.answers import Status
+from webplatform.config import Settings
 from webplatform.confine import landlock
 from webplatform.outcome import RunResult
+from webplatform.platform import Actor, Platform
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import ToolSpec
+from webplatform.services import Consent, request_run
+from webplatform.store.models import Surface
 
 NET = Path(__file__).parent / "tools" / "net"
 NO_NETWORK = "its manifest allows no network connection (`network: none`, the default)"
@@ -148,9 +154,10 @@ def user_sockets(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) ->
     agent = Path(f"/tmp/ssh-{uuid.uuid4().hex[:8]}")
     agent.mkdir(mode=0o700)
     (home / "run").mkdir(mode=0o700)
+    bus = runtime / "bus"  # a session's own D-Bus socket, when there is none already
     paths = {
         "ssh-agent": agent / "agent.1234",
-        "D-Bus": runtime / f"bus-{uuid.uuid4().hex[:6]}",
+        "D-Bus": runtime / f"bus-{uuid.uuid4().hex[:6]}" if bus.exists() else bus,
         "aat's relay": home / "run" / "mcp.sock",
     }
     monkeypatch.setenv("SSH_AUTH_SOCK", str(paths["ssh-agent"]))
@@ -193,6 +200,30 @@ def test_an_abstract_socket_of_this_user_is_out_of_reach(
     # In a network of its own the name is unknown; in the host's, Landlock (ABI 6) scopes it.
     why = "Connection refused" if network is None else "Operation not permitted"
     refused(result, f"connect @{name}: {why}")
+
+
+def test_the_jobs_error_says_the_manifest_allows_no_such_connection(tmp_path: Path) -> None:
+    settings = Settings(home=aat_home_beside(tmp_path), registry=str(NET.parents[1]))
+    platform = Platform(settings)
+    try:
+        with listening(socket.AF_INET, ("127.0.0.1", 0)) as dashboard:
+            answer = request_run(
+                platform=platform,
+                kind="tool",
+                name="net",
+                action="connect",
+                args={"target": dashboard.port},
+                actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
+                consent=Consent.NONE,
+            )
+            assert not dashboard.reached()
+    finally:
+        platform.engine.dispose()
+    assert answer.status is Status.failed and answer.error is not None
+    assert answer.error.endswith(
+        "its manifest allows no network connection (`network: none`, the default); declare "
+        "the ports it needs, e.g. `network: {connect: [443]}`, or `network: any`"
+    ), answer.error
 
 
 # --- network: {connect: [...]}, {bind: [...]}, any ------------------------------------------------
