@@ -182,8 +182,10 @@ def test_check_rejects_a_network_it_does_not_know(env: dict[str, str], tmp_path:
         (
             "",
             "aat worker: tools are not run: this system cannot give them namespaces of their own "
-            "(AAT_CONFINE_PRETEND_NO_NAMESPACES is set); to run them with Landlock alone, the "
-            "operator sets AAT_UNCONFINED=namespaces",
+            "(AAT_CONFINE_PRETEND_NO_NAMESPACES is set); allow unprivileged user namespaces "
+            "(sysctl user.max_user_namespaces, and on Ubuntu "
+            "kernel.apparmor_restrict_unprivileged_userns=0), or to run them with Landlock "
+            "alone, the operator sets AAT_UNCONFINED=namespaces",
         ),
         (
             "namespaces",

@@ -79,8 +79,10 @@ UNAVAILABLE = (
     "Landlock enabled); to run them unconfined anyway, the operator sets AAT_UNCONFINED=1"
 )
 NO_NAMESPACES = (
-    "tools are not run: this system cannot give them namespaces of their own ({why}); to run "
-    "them with Landlock alone, the operator sets AAT_UNCONFINED=namespaces"
+    "tools are not run: this system cannot give them namespaces of their own ({why}); allow "
+    "unprivileged user namespaces (sysctl user.max_user_namespaces, and on Ubuntu "
+    "kernel.apparmor_restrict_unprivileged_userns=0), or to run them with Landlock alone, the "
+    "operator sets AAT_UNCONFINED=namespaces"
 )
 NAMESPACES_PY = Path(namespaces.__file__).resolve()
 
