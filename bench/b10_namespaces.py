@@ -3,7 +3,7 @@
 Six sides through aat's runner in this process, alternating call by call in one run: the
 example hello-world spawned plain, the same forked warm, and a tiny `exec` tool (a shell
 script, the nearest to `/bin/true` a tool can be), each in namespaces (user, mount and
-network, entered once per spawner or warm interpreter; each call's child binds its own
+network, entered once per spawner or warm interpreter; each call's child attaches its own
 paths) and with Landlock alone (`AAT_UNCONFINED=namespaces` where namespaces are missing).
 Medians over ROUNDS calls each; the ratio is namespaces over Landlock alone.
 """
@@ -97,9 +97,10 @@ def measure(report: Report) -> None:
         "medians (ms): "
         + ", ".join(f"{name} {value:.2f}" for name, value in medians.items())
         + ". plain and warm run the example hello-world; exec is a shell script that prints "
-        "{}. A call in namespaces pays, in its forked child, for a mount namespace of its own, "
-        "the binds of its own paths and the unmount of the host's tree; the user and network "
-        "namespaces are entered once per spawner or warm interpreter."
+        "{}. A call in namespaces pays, in its forked child, for clones of its own paths, a "
+        "copy of the tools' mount namespace to attach them in (and its teardown at exit); the "
+        "user and network namespaces, and the static view, are made once per spawner or warm "
+        "interpreter."
     )
 
 

@@ -16,13 +16,16 @@ only adds what differs call by call (`narrow`). What the zygote sets up:
   `HOST` for the zygote's children to bind their own paths from; nothing else of the host
   (aat's home, /run with its sockets, /tmp, the home folders) is there.
 
-A call's child (`narrow`) takes a mount namespace of its own, binds the call's own paths
-(its tool folder, workspaces, scratch folder, declared `reads:` and `writes:`; read-only
-unless written) from `HOST` at the same paths, unmounts `HOST`, and drops every capability:
-it then runs as aat's user with no privilege in any namespace. A path under a host
+The zygote keeps two mount namespaces: its own, where the host's tree stays at `HOST` for the
+calls to clone their paths from, and the tools' one, the same view without `HOST`, which it
+made once (`Views`). A call's child (`narrow`) clones its own paths (its tool folder,
+workspaces, scratch folder, declared `reads:` and `writes:`; read-only unless written) from
+`HOST` as detached mounts, moves into a copy of the tools' namespace and attaches them there
+at the same paths, then drops every capability: it runs as aat's user with no privilege in
+any namespace, and never had the host's tree in its namespace at all. A path under a host
 top-level folder that holds no static path (say /tmp or /home) is made on a fresh tmpfs
 mounted over that folder for this call alone, so no call leaves a trace another call could
-see; the static paths under such a folder (an interpreter in /home) are bound again there.
+see; the static paths under such a folder (an interpreter in /home) are attached again there.
 Landlock (`landlock.py`) stays the second wall and also forbids the tool any mount.
 """
 
@@ -41,9 +44,11 @@ import sys
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 1 << 12, 1 << 14, 1 << 18
 _MNT_DETACH = 2
-_AT_FDCWD, _AT_RECURSIVE = -100, 0x8000
+_AT_FDCWD, _AT_RECURSIVE, _AT_EMPTY_PATH = -100, 0x8000, 0x1000
 _MOUNT_ATTR_RDONLY = 1
-_SYS_MOUNT_SETATTR = 442  # the generic number, the same on x86_64 and aarch64
+_OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _MOVE_MOUNT_F_EMPTY_PATH = 1, os.O_CLOEXEC, 4
+# The generic numbers, the same on x86_64 and aarch64 (Linux 5.2 and 5.12).
+_SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR = 428, 429, 442
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine(), -1)
 _PR_CAPBSET_DROP, _PR_SET_DUMPABLE = 24, 4
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
@@ -61,6 +66,9 @@ _DEV_LINKS = {
 }
 
 Entry = tuple[str, str, str]  # ("bind", view path, mode) or ("link", view path, target)
+# What a zygote holds for its calls: the static view's entries, and a descriptor of the tools'
+# mount namespace (the static view without the host's tree).
+Views = tuple[list[Entry], int]
 
 
 class _Lib:
@@ -98,19 +106,53 @@ class _Lib:
             f"mount {target}",
         )
 
-    def read_only(self, target: str, *, recursive: bool = True) -> None:
-        """Make the mount at `target` read-only (and, `recursive`, every mount under it)."""
+    def read_only(self, target: str | int, *, recursive: bool = True) -> None:
+        """Make the mount at `target` (a path, or a detached mount's descriptor) read-only,
+        and, `recursive`, every mount under it."""
         attr = struct.pack("QQQQ", _MOUNT_ATTR_RDONLY, 0, 0, 0)
         buf = ctypes.create_string_buffer(attr, len(attr))
+        flags = _AT_RECURSIVE if recursive else 0
+        if isinstance(target, int):
+            at, path, flags = target, b"", flags | _AT_EMPTY_PATH
+        else:
+            at, path = _AT_FDCWD, os.fsencode(target)
         result = self.libc.syscall(
             ctypes.c_long(_SYS_MOUNT_SETATTR),
-            ctypes.c_int(_AT_FDCWD),
-            os.fsencode(target),
-            ctypes.c_uint(_AT_RECURSIVE if recursive else 0),
+            ctypes.c_int(at),
+            path,
+            ctypes.c_uint(flags),
             buf,
             ctypes.c_size_t(len(attr)),
         )
         self.check(result, f"mount_setattr {target}")
+
+    def clone(self, source: str) -> int:
+        """A detached copy of the mount tree at `source` (`open_tree`); a descriptor to close."""
+        flags = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_RECURSIVE
+        fd = self.libc.syscall(
+            ctypes.c_long(_SYS_OPEN_TREE),
+            ctypes.c_int(_AT_FDCWD),
+            os.fsencode(source),
+            ctypes.c_uint(flags),
+        )
+        self.check(fd, f"open_tree {source}")
+        return int(fd)
+
+    def attach(self, tree: int, target: str) -> None:
+        """Attach the detached mount tree `tree` at `target` (`move_mount`)."""
+        result = self.libc.syscall(
+            ctypes.c_long(_SYS_MOVE_MOUNT),
+            ctypes.c_int(tree),
+            b"",
+            ctypes.c_int(_AT_FDCWD),
+            os.fsencode(target),
+            ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH),
+        )
+        self.check(result, f"move_mount {target}")
+
+    def setns(self, fd: int) -> None:
+        """Move into the mount namespace `fd` names."""
+        self.check(self.libc.setns(ctypes.c_int(fd), ctypes.c_int(CLONE_NEWNS)), "setns")
 
     def umount(self, target: str) -> None:
         self.check(self.libc.umount2(os.fsencode(target), _MNT_DETACH), f"umount {target}")
@@ -147,8 +189,9 @@ def _c() -> _Lib:
     return _lib
 
 
-def enter(view: dict[str, object]) -> list[Entry]:
-    """Move this process into namespaces of its own and build the static view; its entries.
+def enter(view: dict[str, object]) -> Views:
+    """Move this process into namespaces of its own and build the static view; what its calls
+    need of it (see `Views`).
 
     `view` is `{"net": "own" | "host", "read": [...], "write": [...]}`: the paths every call
     reads or writes (paths that do not exist are left out). Raises OSError (its text one
@@ -185,53 +228,101 @@ def enter(view: dict[str, object]) -> list[Entry]:
     c.read_only("/", recursive=False)  # the view's own folders; binds keep their mode
     c.drop_bounding_set(last_cap)
     # Through /proc/PID/root, a process of aat's user could otherwise reach the host's tree
-    # this one keeps at HOST; a call's child is made dumpable again once it has let go of it.
+    # this one keeps at HOST; a call's child is made dumpable again once it has left it.
     c.dumpable(False)
-    return entries
+    return entries, _tools_namespace()
 
 
-def narrow(static: list[Entry], read: list[str], write: list[str]) -> None:
-    """In a call's child: a mount namespace with the call's own paths, no host, no privilege.
+def _tools_namespace() -> int:
+    """A mount namespace like this one without the host's tree; a descriptor of it (kept open
+    for good, inherited by every call's child, which closes it)."""
+    c = _c()
+    ours = os.open(HOST + "/proc/self/ns/mnt", os.O_RDONLY)
+    try:
+        c.unshare(CLONE_NEWNS)
+        tools = os.open(HOST + "/proc/self/ns/mnt", os.O_RDONLY)
+        c.umount(HOST)
+        c.setns(ours)
+    finally:
+        os.close(ours)
+    return tools
+
+
+def narrow(views: Views, read: list[str], write: list[str]) -> None:
+    """In a call's child: a copy of the tools' mount namespace with the call's own paths in
+    it, and no privilege left.
 
     `read` and `write` are the call's resolved paths (those already in the static view are
     skipped, as are those that do not exist). Raises OSError when the kernel refuses.
     """
     c = _c()
+    static, tools = views
+    tops, links, trees = _clone_own(static, read, write)
+    c.setns(tools)
+    os.close(tools)
     c.unshare(CLONE_NEWNS)
-    covered = {path: mode for kind, path, mode in static if kind == "bind"}
-    wanted = [(path, WRITE) for path in write] + [(path, READ) for path in read]
-    own: dict[str, str] = {}
-    for path, mode in wanted:
-        if path.startswith(("/proc/", "/dev/")) or path in own or _within(path, mode, covered):
-            continue
-        if os.path.lexists(HOST + path):
-            own[path] = mode
-    fresh: set[str] = set()
-    for path in sorted(own, key=_depth):
-        top = "/" + path.split("/")[1]
-        if not os.path.lexists(path) and top not in fresh:
-            _cover(top, static)
-            fresh.add(top)
-        _bind(path, own[path])
-    for top in fresh:  # as read-only as the static view's own folders
+    for top in tops:
+        c.mount("tmpfs", top, "tmpfs", _MS_NOSUID | _MS_NODEV, _TMPFS)
+    for path, target in links:
+        _parents(path)
+        os.symlink(target, path)
+    for path, is_dir, tree in sorted(trees, key=lambda t: _depth(t[0])):
+        _mountpoint(path, is_dir)
+        c.attach(tree, path)
+        os.close(tree)
+    for top in tops:  # as read-only as the static view's own folders
         c.read_only(top, recursive=False)
-    c.umount(HOST)
     c.drop_capabilities()
     c.dumpable(True)
 
 
-def _cover(top: str, static: list[Entry]) -> None:
-    """A fresh tmpfs over the host top-level folder `top`, with its static entries again."""
-    if not os.path.isdir(top) or os.path.islink(top):
-        raise OSError(0, f"{top} is not in the tools' view; restart aat to pick it up")
-    _c().mount("tmpfs", top, "tmpfs", _MS_NOSUID | _MS_NODEV, _TMPFS)
-    for kind, path, how in static:
-        if path.startswith(top + "/"):
-            if kind == "link":
-                _parents(path)
-                os.symlink(how, path)
-            else:
-                _bind(path, how)
+Tree = tuple[str, bool, int]  # (view path, a folder?, a detached mount tree's descriptor)
+
+
+def _clone_own(
+    static: list[Entry], read: list[str], write: list[str]
+) -> tuple[list[str], list[tuple[str, str]], list[Tree]]:
+    """In the zygote's namespace (which has `HOST`): the call's own paths as detached mount
+    trees, the host top-level folders to cover with a fresh tmpfs for it, and the static links
+    and trees to put back under those."""
+    c = _c()
+    covered = {path: mode for kind, path, mode in static if kind == "bind"}
+    own: dict[str, str] = {}
+    for path, mode in [(p, WRITE) for p in write] + [(p, READ) for p in read]:
+        if path.startswith(("/proc/", "/dev/")) or path in own or _within(path, mode, covered):
+            continue
+        if os.path.lexists(HOST + path):
+            own[path] = mode
+    tops: list[str] = []
+    links: list[tuple[str, str]] = []
+    trees: list[Tree] = []
+    for path in sorted(own, key=_depth):
+        top = "/" + path.split("/")[1]
+        if not os.path.lexists(path) and top not in tops:
+            if not os.path.isdir(top) or os.path.islink(top):
+                raise OSError(0, f"{top} is not in the tools' view; restart aat to pick it up")
+            tops.append(top)
+            for kind, spath, how in static:
+                if spath.startswith(top + "/"):
+                    if kind == "link":
+                        links.append((spath, how))
+                    else:  # a copy of the static view's own mount keeps its mode
+                        trees.append((spath, os.path.isdir(spath), c.clone(spath)))
+        tree = c.clone(HOST + path)
+        trees.append((path, os.path.isdir(HOST + path), tree))
+        if own[path] != WRITE:
+            c.read_only(tree)
+    return tops, links, trees
+
+
+def _mountpoint(path: str, is_dir: bool) -> None:
+    if os.path.lexists(path):
+        return
+    _parents(path)
+    if is_dir:
+        os.mkdir(path, 0o755)
+    else:
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
 
 
 def _bind(path: str, mode: str) -> None:
@@ -337,11 +428,11 @@ def probe() -> str | None:
         return f"namespaces are not supported here ({platform.machine()})"
     try:
         here = os.path.dirname(os.path.realpath(__file__))
-        entries = enter({"net": "own", "read": ["/usr"], "write": []})
+        views = enter({"net": "own", "read": ["/usr"], "write": []})
         pid = os.fork()
         if pid == 0:
             try:
-                narrow(entries, [here], [])
+                narrow(views, [here], [])
             except OSError:
                 os._exit(1)
             os._exit(0)

@@ -74,8 +74,8 @@ else:  # run as a script: the sibling files, without importing aat
     del sys.modules["landlock"], sys.modules["namespaces"]
 
 EXIT_NOT_CONFINED = landlock.EXIT_NOT_CONFINED
-# The static view of the namespaces this zygote entered (None: it entered none).
-Static = list[tuple[str, str, str]] | None
+# What this zygote's namespaces hold for its calls (`namespaces.Views`; None: it entered none).
+Static = tuple[list[tuple[str, str, str]], int] | None
 # A child whose call the runner dropped before its start exits with this, having run nothing.
 EXIT_DROPPED = 125
 _MAX_REQUEST = 64 * 1024 * 1024
@@ -186,7 +186,7 @@ def become(channel: socket.socket, stdio: list[int], static: Static) -> str:
     os.environ.clear()
     os.environ.update(request["env"])
     _take_on(channel, stdio)
-    _close_all_but(channel)
+    _close_all_but(channel, static)
     _confine(request, static)
     _await_go(channel)
     channel.close()
@@ -208,7 +208,7 @@ def execute(channel: socket.socket, stdio: list[int], static: Static) -> None:
     request = _read_request(channel)
     _take_on(channel, stdio)
     os.set_inheritable(channel.fileno(), False)
-    _close_all_but(channel)
+    _close_all_but(channel, static)
     _confine(request, static)
     for name in ("SIGPIPE", "SIGXFSZ"):  # what the interpreter ignores, as Popen restores
         if hasattr(signal, name):
@@ -232,10 +232,15 @@ def _take_on(channel: socket.socket, stdio: list[int]) -> None:
     channel.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
 
 
-def _close_all_but(channel: socket.socket) -> None:
-    kept = channel.fileno()
-    os.closerange(3, kept)
-    os.closerange(kept + 1, os.sysconf("SC_OPEN_MAX"))
+def _close_all_but(channel: socket.socket, static: Static) -> None:
+    """Close every descriptor but stdio, the channel and the tools' namespace (which
+    `namespaces.narrow` closes once it has moved into it)."""
+    kept = sorted({channel.fileno(), *([static[1]] if static is not None else [])})
+    low = 3
+    for fd in kept:
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
 def _await_go(channel: socket.socket) -> None:
