@@ -74,13 +74,12 @@ def measure(report: Report) -> None:
             ),
         }
         sides = {
-            (kind, wall): (lambda t=tool, f=fence: call(t, home, f))
+            f"{kind} / {wall}": (lambda t=tool, f=fence: call(t, home, f))
             for kind, tool in tools(root).items()
             for wall, fence in walls.items()
         }
-        names = {f"{kind} / {wall}": side for (kind, wall), side in sides.items()}
-        alternate(names, WARMUP)
-        samples = alternate(names, ROUNDS)
+        alternate(sides, WARMUP)
+        samples = alternate(sides, ROUNDS)
     medians = {name: median_ms(values) for name, values in samples.items()}
     for kind in ("plain", "warm", "exec"):
         ns, alone = medians[f"{kind} / namespaces"], medians[f"{kind} / Landlock alone"]

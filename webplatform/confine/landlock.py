@@ -157,23 +157,8 @@ def ruleset(
     if net is not None and abi < NET_ABI:
         raise OSError(0, f"Landlock ABI {abi} has no TCP rules (ABI {NET_ABI}, Linux 6.7)")
     handled = _handled(abi)
-    attr = _RulesetAttr(
-        handled,
-        0 if net is None else BIND_TCP | CONNECT_TCP,
-        _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL,
-    )
-    # Older kernels reject fields they lack: ABI 4 added the network field, ABI 6 the scopes.
-    size = ctypes.sizeof(attr) if abi >= 6 else 16 if abi >= NET_ABI else 8
     libc = _libc()
-    fd = _check(
-        libc.syscall(
-            ctypes.c_long(_SYS_CREATE_RULESET),
-            ctypes.byref(attr),
-            ctypes.c_size_t(size),
-            ctypes.c_uint32(0),
-        ),
-        "landlock_create_ruleset",
-    )
+    fd = _create(libc, abi, handled, net is not None)
     try:
         for paths, rights in ((read, READ), (write, WRITE)):
             for path in paths:
@@ -236,6 +221,26 @@ def confiner(fd: int, read: Sequence[str] = (), write: Sequence[str] = ()) -> Ca
 
 def _per_process(path: str) -> bool:
     return path == "/proc/self" or path.startswith(("/proc/self/", "/proc/thread-self"))
+
+
+def _create(libc: ctypes.CDLL, abi: int, handled: int, tcp: bool) -> int:
+    """An empty ruleset handling `handled` file rights (and TCP, when `tcp`), with scopes."""
+    attr = _RulesetAttr(
+        handled,
+        BIND_TCP | CONNECT_TCP if tcp else 0,
+        _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL,
+    )
+    # Older kernels reject fields they lack: ABI 4 added the network field, ABI 6 the scopes.
+    size = ctypes.sizeof(attr) if abi >= 6 else 16 if abi >= NET_ABI else 8
+    return _check(
+        libc.syscall(
+            ctypes.c_long(_SYS_CREATE_RULESET),
+            ctypes.byref(attr),
+            ctypes.c_size_t(size),
+            ctypes.c_uint32(0),
+        ),
+        "landlock_create_ruleset",
+    )
 
 
 def _add_port(libc: ctypes.CDLL, ruleset: int, port: int, right: int) -> None:

@@ -12,8 +12,7 @@ only adds what differs call by call (`narrow`). What the zygote sets up:
   up here); abstract Unix sockets live in the network namespace, so the host's are gone too;
 - a mount namespace whose root is a fresh, read-only tmpfs holding only the static view:
   the system and interpreter paths every tool reads, the few device files, `/proc`, and each
-  host top-level folder as an empty folder or the same symlink. The host's tree stays at
-  `HOST` for the zygote's children to bind their own paths from; nothing else of the host
+  host top-level folder as an empty folder or the same symlink; nothing else of the host
   (aat's home, /run with its sockets, /tmp, the home folders) is there.
 
 The zygote keeps two mount namespaces: its own, where the host's tree stays at `HOST` for the
@@ -209,6 +208,18 @@ def enter(view: dict[str, object]) -> Views:
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     if view.get("net") == "own":
         _loopback_up()
+    entries = _static_root(tops, planned)
+    c.drop_bounding_set(last_cap)
+    # Through /proc/PID/root, a process of aat's user could otherwise reach the host's tree
+    # this one keeps at HOST; a call's child is made dumpable again once it has left it.
+    c.dumpable(False)
+    return entries, _tools_namespace()
+
+
+def _static_root(tops: list[tuple[str, str | None]], planned: list[tuple[str, str]]) -> list[Entry]:
+    """Make a fresh tmpfs this mount namespace's root, the host's tree moving to `HOST`, with
+    the host's top-level names and the `planned` binds in it; its entries."""
+    c = _c()
     c.mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     c.mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, _TMPFS)
     os.mkdir("/tmp" + HOST)
@@ -219,18 +230,14 @@ def enter(view: dict[str, object]) -> Views:
             os.mkdir("/" + name, 0o755)
         else:
             os.symlink(link, "/" + name)
-    entries = [("link", path, target) for path, target in _DEV_LINKS.items()]
+    entries: list[Entry] = [("link", path, target) for path, target in _DEV_LINKS.items()]
     for path, mode in planned:
         _bind(path, mode)
         entries.append(("bind", path, mode))
     for path, target in _DEV_LINKS.items():
         os.symlink(target, path)
     c.read_only("/", recursive=False)  # the view's own folders; binds keep their mode
-    c.drop_bounding_set(last_cap)
-    # Through /proc/PID/root, a process of aat's user could otherwise reach the host's tree
-    # this one keeps at HOST; a call's child is made dumpable again once it has left it.
-    c.dumpable(False)
-    return entries, _tools_namespace()
+    return entries
 
 
 def _tools_namespace() -> int:
