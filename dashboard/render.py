@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -53,24 +54,55 @@ def _pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
 
 
-# Characters that change how text reads without being seen: bidi controls (an argument
-# "\u202ekcatta@live.example" reads as "elpmaxe.evil@attack"), zero-width characters, and
-# line/paragraph separators, and control characters other than tab and line breaks (a
-# terminal escape or a NUL in an agent's text).
-_INVISIBLE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
-    "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u2028\u2029]"
+# Characters that change how text reads without being seen (SPEC §15, §19): every character
+# of the categories Cc (controls: a terminal escape, a NUL), Cf (format: bidi controls, as in
+# "\u202ekcatta@live.example", which reads as "elpmaxe.evil@attack"; zero-width characters,
+# the soft hyphen, tag characters), Co (private use), Cn (unassigned) and Cs (lone
+# surrogates), the line and paragraph separators, and the letters and marks that draw as
+# nothing (Hangul fillers, the blank Braille pattern, variation selectors). Tab and line
+# breaks stay as they are.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"})
+_BLANK = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]"
 )
+_ASCII_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_NON_ASCII = re.compile("[^\x00-\x7f]+")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def _reveal_run(match: re.Match[str]) -> str:
+    run = match.group()
+    # Most non-ASCII text (accents, CJK, emoji) is printable and has no blank letter: kept
+    # whole, checked at C speed; only a run with something suspect is looked at by character.
+    if run.isprintable() and not _BLANK.search(run):
+        return run
+    return "".join(
+        _escape(c) if unicodedata.category(c) in _HIDDEN_CATEGORIES or _BLANK.match(c) else c
+        for c in run
+    )
 
 
 def reveal(text: Any) -> str:
-    """`text` with every invisible or direction-changing character written as `\\uXXXX`."""
-    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", "" if text is None else str(text))
+    """`text` with every invisible, direction-changing or blank-looking character written as
+    `\\uXXXX` (`\\UXXXXXXXX` beyond the BMP)."""
+    value = "" if text is None else str(text)
+    value = _ASCII_CONTROL.sub(lambda m: _escape(m.group()), value)
+    return value if value.isascii() else _NON_ASCII.sub(_reveal_run, value)
 
 
 def hides_characters(text: Any) -> bool:
     """True when `text` contains a character `reveal` would write out."""
-    return text is not None and _INVISIBLE.search(str(text)) is not None
+    return text is not None and reveal(text) != str(text)
+
+
+def self_reported(job: Any) -> bool:
+    """True when nothing vouched for who asked for `job` (no agent token, no operator signed
+    in): its requester's name is the client's own word (SPEC §19)."""
+    return not getattr(job, "requester_proof", None)
 
 
 def build_environment() -> Environment:
@@ -90,6 +122,7 @@ def build_environment() -> Environment:
     env.globals["url_for"] = _url_for
     env.filters["reveal"] = reveal
     env.tests["hiding_characters"] = hides_characters
+    env.tests["self_reported"] = self_reported
     env.globals["UNFINISHED_STATES"] = UNFINISHED_STATES
     return env
 

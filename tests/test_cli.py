@@ -159,6 +159,33 @@ def test_check_rejects_writes_that_reach_aat_home(
     assert "tool.yaml:7" in error_lines[0] and "is or contains AAT_HOME" in error_lines[0]
 
 
+@pytest.mark.parametrize("key", ["reads", "writes"])
+@pytest.mark.parametrize(
+    "path", ["$AAT_HOME/cache", "$AAT_HOME/run", "$AAT_HOME/decision-key.pem", "$AAT_HOME/data"]
+)
+def test_check_refuses_aats_own_folders_and_files_in_aat_home(
+    env: dict[str, str], tmp_path: Path, key: str, path: str
+) -> None:
+    """Only tools' data folders in AAT_HOME may be named (SPEC §19): its cache is loaded by
+    every new aat process, its run/ holds the relay socket and its secret."""
+    tool = tmp_path / "reg" / "tools" / "greedy"
+    tool.mkdir(parents=True)
+    (tool / "main.py").write_text("print('{}')\n")
+    (tool / "tool.yaml").write_text(
+        "name: greedy\ndescription: x\nversion: 0.1.0\nruntime: python\nentrypoint: main.py\n"
+        f"{key}:\n  - {path}\n  - $AAT_HOME/data/greedy\nactions:\n  - name: go\n"
+    )
+    done = aat(env, "check", "--registry", str(tmp_path / "reg"))
+    assert done.returncode == 1
+    error_lines = [line for line in done.stdout.splitlines() if line.startswith("error")]
+    assert len(error_lines) == 1, done.stdout
+    assert error_lines[0].endswith(
+        f"tool.yaml:7: `{key}: {path}` is in AAT_HOME but in no data folder of tools (AAT_HOME "
+        "holds aat's cache, keys, database and sockets); name $AAT_HOME/outbox or "
+        "$AAT_HOME/data/<tool> instead"
+    ), error_lines[0]
+
+
 def test_check_rejects_a_network_it_does_not_know(env: dict[str, str], tmp_path: Path) -> None:
     tool = tmp_path / "reg" / "tools" / "online"
     tool.mkdir(parents=True)

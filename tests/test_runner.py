@@ -214,7 +214,7 @@ def test_hanging_tool_times_out_fast(home: Path) -> None:
 def test_grandchild_ignoring_sigterm_dies_with_the_timeout(home: Path) -> None:
     res = call("misbehave", "grandchild", home=home, timeout_s=1.0)
     assert res.outcome == "timed_out"
-    grandchild = int((home / "pids" / "grandchild.pid").read_text())
+    grandchild = int((home / "data" / "misbehave" / "grandchild.pid").read_text())
     assert wait_dead(grandchild), f"grandchild {grandchild} survived the timeout"
 
 
@@ -224,7 +224,7 @@ def test_child_left_behind_does_not_hang_the_run_and_is_killed(home: Path) -> No
     assert time.monotonic() - started < 5
     assert res.outcome == "succeeded", res.error
     assert res.result == {"ok": True}
-    assert wait_dead(int((home / "pids" / "stray.pid").read_text()))
+    assert wait_dead(int((home / "data" / "misbehave" / "stray.pid").read_text()))
 
 
 def test_crash_is_a_failure_with_the_stderr_tail(home: Path) -> None:

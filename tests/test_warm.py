@@ -29,7 +29,7 @@ PER_CALL = ("pid", "pgid", "sid", "tempfile")
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     path = tmp_path / "home"
-    (path / "pids").mkdir(parents=True)
+    (path / "data" / "misbehave").mkdir(parents=True)
     (path / "aat.db").write_text("not for tools")
     return path
 
@@ -143,7 +143,7 @@ def test_a_timeout_kills_the_group_with_a_grandchild_that_ignores_sigterm(home: 
         started = time.monotonic()
         res = run("misbehave", "grandchild", warmly=warmly, home=home, timeout_s=1.0)
         assert time.monotonic() - started < 5
-        grandchild = int((home / "pids" / "grandchild.pid").read_text())
+        grandchild = int((home / "data" / "misbehave" / "grandchild.pid").read_text())
         assert wait_dead(grandchild), f"grandchild {grandchild} survived (warm={warmly})"
         assert res.pid is not None and wait_dead(res.pid)
         results.append(res)

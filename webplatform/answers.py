@@ -73,6 +73,8 @@ class Answer:
     args: dict[str, Any] | None = None
     next: str | None = None
     warning: str | None = None
+    # Why the caller's folder was not offered to the tool as a workspace (SPEC §17).
+    note: str | None = None
     use: str | None = None
     schema: Any = None
     did_you_mean: list[str] | dict[str, list[str]] | None = None

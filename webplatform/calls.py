@@ -38,6 +38,8 @@ class Call:
     surface: Surface
     client: str | None = None
     requested_by: str | None = None
+    # What vouched for `requested_by` ("token", "login"); None: the client's own word.
+    requester_proof: str | None = None
     address: str | None = None
     rerun_of: int | None = None
     # The pending job this call replaces, edited by an operator (its args are the edit).
@@ -111,6 +113,7 @@ def create_job(*, session: Session, call: Call, start: Start) -> Job:
         "surface": surface,
         "client": call.client,
         "requested_by": call.requested_by,
+        "requester_proof": call.requester_proof,
         "created_at": now,
         "updated_at": now,
         "rerun_of": call.rerun_of,

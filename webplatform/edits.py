@@ -141,6 +141,7 @@ def approve_edited(
             surface=original.surface,
             client=original.client,
             requested_by=original.requested_by,
+            requester_proof=original.requester_proof,
             address=address,
             edited_from=edit.job_id,
             approvals_required=edit.approvals_required,

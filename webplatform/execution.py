@@ -117,6 +117,7 @@ def execute(
         stdout=mask(outcome.stdout),
         stderr=mask(outcome.stderr),
         error=None if outcome.error is None else mask(outcome.error),
+        note=outcome.note,
     )
 
 

@@ -10,15 +10,19 @@ transport (`webplatform.mcp.local`); nothing here reads a JSON-RPC message.
 
 The exchange before the MCP stream, one JSON line each way:
 
-- the relay's hello: `{"aat_handoff": VERSION, "env": {...}, "cwd": ..., "surface": ...}`,
-  where `env` holds this process's `AAT_*` variables with `--registry`/`--db` applied, paths
-  (a SQLite file's too) made absolute, secret values replaced by their sha256 and tokens
-  left out;
-- the server's answer: `{"ok": true}`, or `{"ok": false, "reason": ...}` and a hang-up.
+- the relay's hello: `{"aat_handoff": VERSION, "secret": ..., "env": {...}, "cwd": ...,
+  "surface": ...}`, where `secret` is what the server wrote to `AAT_HOME/run/mcp.secret`
+  when it started (proof that the sender may read AAT_HOME, which no tool may), `cwd` is
+  this process's working folder (the server checks it against `/proc/PID/cwd`), and `env`
+  holds this process's `AAT_*` variables with `--registry`/`--db` applied, paths (a SQLite
+  file's too) made absolute, secret values replaced by their sha256 and tokens left out;
+- the server's answer: `{"ok": true}`, or `{"ok": false, "reason": ...}` and a hang-up; a
+  hello without the secret or with a folder not its sender's own gets a hang-up alone.
 
-Anything else (no socket, a stale socket, another OS user's server, a server for another
-home, registry or database, a refusal, a server too slow to answer) and `relay()` returns
-None: the caller serves in-process, exactly as before.
+Anything else (no socket or no secret, a stale socket, another OS user's server, a server
+for another home, registry or database, a refusal, a server too slow to answer) and
+`relay()` returns None: the caller serves in-process, exactly as before (where a confined
+tool has no access to aat's database, so it gets nothing either way).
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ from typing import Any
 
 from webplatform import __version__
 
-HANDOFF_VERSION = 1
+HANDOFF_VERSION = 2  # 2: the hello carries the secret from `run/mcp.secret`
 SOCKET_DIR = "run"
 SOCKET_NAME = "mcp.sock"
+SECRET_NAME = "mcp.secret"
 # A Unix socket path longer than this cannot be bound or reached by name (sun_path).
 MAX_SOCKET_PATH = 100
 # The server answers the hello in milliseconds; one that does not within this is sick, and
@@ -179,6 +184,18 @@ def _connect(home: str) -> socket.socket | None:
     return sock
 
 
+def read_secret(home: str) -> str | None:
+    """The running server's hello secret (`run/mcp.secret`, this OS user's), or None."""
+    path = os.path.join(socket_dir(home), SECRET_NAME)
+    try:
+        with open(path, encoding="ascii") as handle:
+            if os.fstat(handle.fileno()).st_uid != os.getuid():
+                return None
+            return handle.read().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
 def _handshake(sock: socket.socket, hello: dict[str, Any]) -> bytes | None:
     """Send the hello, read the answer; the bytes after it (MCP already), or None if refused."""
     sock.settimeout(HELLO_TIMEOUT_S)
@@ -238,11 +255,14 @@ def relay(args: Sequence[str], environ: Mapping[str, str] | None = None) -> int 
     options = parse_mcp_args(args)
     if options is None or options["url"] or environ.get("AAT_MCP_URL"):
         return None
-    sock = _connect(home_of(environ))
+    home = home_of(environ)
+    secret = read_secret(home)
+    sock = _connect(home) if secret is not None else None
     if sock is None:
         return None
     hello = {
         "aat_handoff": HANDOFF_VERSION,
+        "secret": secret,
         "version": __version__,
         "env": hello_env(environ, options),
         "cwd": os.getcwd(),

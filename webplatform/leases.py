@@ -82,8 +82,10 @@ def finish(
     stdout: str | None = None,
     stderr: str | None = None,
     error: str | None = None,
+    note: str | None = None,
 ) -> Job:
-    """Record how a run ended (`succeeded`, `failed` or `timed_out`).
+    """Record how a run ended (`succeeded`, `failed` or `timed_out`), and the run's `note`
+    (why the caller's folder was not offered to the tool) when there is one.
 
     Only while the job is still `running` on `worker_id`; otherwise StaleState (it was
     cancelled or reaped as lost, and that verdict stands).
@@ -98,6 +100,7 @@ def finish(
         "stdout": stdout,
         "stderr": stderr,
         "error": error,
+        "note": note,
     }
     try:
         return compare_and_set(

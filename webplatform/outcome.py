@@ -39,6 +39,8 @@ class RunResult:
     pid: int | None
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    # Why the caller's folder was not offered to the tool (one line), when it was not.
+    note: str | None = None
 
     @property
     def ok(self) -> bool:

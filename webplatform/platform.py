@@ -43,6 +43,14 @@ class Actor:
         """The name shown in history and audit events."""
         return self.operator or self.agent or self.client or self.surface.value
 
+    @property
+    def proof(self) -> str | None:
+        """What vouches for `name`: "login" (a signed-in operator), "token" (an agent
+        token), or None (the client's own word: shown as self-reported, SPEC §19)."""
+        if self.operator:
+            return "login"
+        return "token" if self.agent else None
+
 
 class Platform:
     """One process's handle on settings, database and registry, built once and passed around."""

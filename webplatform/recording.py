@@ -126,6 +126,7 @@ def record_job(
         surface=actor.surface,
         client=actor.client,
         requested_by=actor.operator or actor.agent or actor.client,
+        requester_proof=actor.proof,
         address=actor.address,
     )
 

@@ -18,6 +18,8 @@ A `warm: true` python tool runs in a child forked from its warm interpreter inst
 leaves its session (its own `setsid`) escapes the group kill; containing that needs cgroups.
 """
 
+from __future__ import annotations
+
 import os
 import shutil
 import subprocess
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from webplatform import confine, warm
+from webplatform.confine import denials
 from webplatform.launch import build_argv, build_env
 from webplatform.outcome import RunResult, classify
 from webplatform.redaction import NO_SECRETS, Redactor
@@ -75,49 +78,76 @@ def run(
     env = build_env(tool, action, home=home, secrets=secrets, caller_cwd=caller_cwd)
     limit = action.timeout_s or timeout_s or DEFAULT_TIMEOUT_S
     problem = _missing_program(tool, argv[0], env["PATH"])
-    jail = problem or confine.lock(tool, fence or confine.Fence(home=home), caller_cwd)
+    fence = fence or confine.Fence(home=home)
+    jail = problem or confine.lock(tool, fence, caller_cwd)
     if isinstance(jail, str):
         return _not_started(jail)
+    if jail.note is not None:
+        # The caller's folder was left out (jail.note says why): the tool runs as if it
+        # had been called without one.
+        env.pop("AAT_CALLER_CWD", None)
+    watch = _Watch(limit, on_tick, tick_s, max_output_bytes)
     with jail:
-        env = {**env, **jail.env}
-        started = time.monotonic()
-        proc = _start(tool, jail, argv, env, limit, admit)
-        if isinstance(proc, str):
-            return _not_started(proc)
-        watch = _Watch(limit, on_tick, tick_s, max_output_bytes)
-        try:
-            if on_start:
-                on_start(proc.pid)
-            capture = watch.supervise(proc)
-        except BaseException:
-            kill_group(proc.pid)
-            proc.wait()
-            close_pipes(proc)
-            raise
-        result = _explained(
-            tool,
-            classify(capture, proc, limit, time.monotonic() - started, max_output_bytes, redact),
+        result = _run_jailed(tool, jail, argv, {**env, **jail.env}, watch, on_start, redact, admit)
+    result = _explain_refusal(result, tool, jail, fence)
+    return result if jail.note is None else replace(result, note=jail.note)
+
+
+def _explain_refusal(
+    result: RunResult, tool: ToolSpec, jail: confine.Jail, fence: confine.Fence
+) -> RunResult:
+    """`result` with its error saying why, when the tool failed on its confinement: the path
+    it was refused and how to allow it (`confine.denials`), else the connection its manifest
+    does not allow and how to declare one (SPEC §17)."""
+    if result.outcome not in ("failed", "usage_error") or not result.error:
+        return result
+    extra = None
+    if jail.paths is not None:
+        text, namespaces = f"{result.stderr}\n{result.error}", jail.netns is not None
+        extra = denials.hint(text, jail.paths, fence, namespaces=namespaces)
+    # A named path is the surer sign; the network's words are the fallback.
+    if extra is None and result.outcome == "failed":
+        extra = confine.explain_network(tool.network, result.error)
+    return result if extra is None else replace(result, error=f"{result.error}; {extra}")
+
+
+def _run_jailed(
+    tool: ToolSpec,
+    jail: confine.Jail,
+    argv: list[str],
+    env: dict[str, str],
+    watch: _Watch,
+    on_start: Callable[[int], None] | None,
+    redact: Redactor,
+    admit: Callable[[], None] | None,
+) -> RunResult:
+    """`run()` inside its jail: start, supervise and classify the process."""
+    started = time.monotonic()
+    proc = _start(tool, jail, argv, env, watch.limit, admit)
+    if isinstance(proc, str):
+        return _not_started(proc)
+    try:
+        if on_start:
+            on_start(proc.pid)
+        capture = watch.supervise(proc)
+    except BaseException:
+        kill_group(proc.pid)
+        proc.wait()
+        close_pipes(proc)
+        raise
+    elapsed = time.monotonic() - started
+    result = classify(capture, proc, watch.limit, elapsed, watch.cap, redact)
+    if isinstance(proc, warm.WarmProcess) and proc.exec_error is not None:
+        return _not_started(_cannot_start(argv[0], proc.exec_error))
+    if isinstance(proc, warm.WarmProcess) and proc.lost:
+        error = (
+            f"the warm interpreter of {tool.name} died during the call, which was stopped; "
+            "call again (a new one starts), or set `warm: false` in its manifest"
+            if tool.warm
+            else "aat's spawner process died during the call, which was stopped; call again"
         )
-        if isinstance(proc, warm.WarmProcess) and proc.exec_error is not None:
-            return _not_started(_cannot_start(argv[0], proc.exec_error))
-        if isinstance(proc, warm.WarmProcess) and proc.lost:
-            error = (
-                f"the warm interpreter of {tool.name} died during the call, which was stopped; "
-                "call again (a new one starts), or set `warm: false` in its manifest"
-                if tool.warm
-                else "aat's spawner process died during the call, which was stopped; call again"
-            )
-            return replace(result, outcome="failed", exit_code=None, result=None, error=error)
-        return result
-
-
-def _explained(tool: ToolSpec, result: RunResult) -> RunResult:
-    """`result`, its error followed by why when the tool failed on a connection its manifest
-    does not allow (SPEC §17)."""
-    if result.outcome != "failed" or not result.error:
-        return result
-    why = confine.explain_network(tool.network, result.error)
-    return replace(result, error=f"{result.error}; {why}") if why else result
+        return replace(result, outcome="failed", exit_code=None, result=None, error=error)
+    return result
 
 
 def _start(

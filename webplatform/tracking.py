@@ -32,6 +32,7 @@ def answer_for(
     operators approved a pending job so far)."""
     state = JobState(job.state)
     base = Answer(Status(state.value), job=job.id, tool=job.name, action=job.action)
+    base.note = job.note
     if job.edited_from is not None:
         base.edited_from = job.edited_from
         base.args = json.loads(job.args_json)

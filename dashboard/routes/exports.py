@@ -28,6 +28,7 @@ COLUMNS = (
     "surface",
     "client",
     "requested_by",
+    "requester_proof",
     "decided_by",
     "started_at",
     "finished_at",
@@ -45,8 +46,11 @@ def _cells(row: JobSummary) -> list[object]:
             value = value.isoformat()
         elif hasattr(value, "value"):
             value = value.value
-        elif column == "agent_reason" and value is not None:
-            # The agent's own words: invisible and direction-changing characters written out.
+        elif column == "requester_proof":
+            # What vouched for requested_by: "token", "login", or nothing (SPEC §19).
+            value = value or "self-reported"
+        elif column in ("agent_reason", "client", "requested_by") and value is not None:
+            # Words a client chose: invisible and direction-changing characters written out.
             value = reveal(value)
         out.append(value)
     return out

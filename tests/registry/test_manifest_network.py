@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from webplatform.registry import RegistryLoader
+from webplatform.registry.cache import ManifestCache
 from webplatform.registry.model import NetworkReach
 
 if TYPE_CHECKING:
@@ -73,3 +76,22 @@ def test_a_wrong_network_is_one_line_on_its_own_line(
     assert "\n" not in error.message
     for word in words:
         assert word in error.message, error.message
+
+
+@pytest.mark.parametrize(
+    ("network", "reach"),
+    [
+        ("any", NetworkReach(any=True)),
+        ("{connect: [443], bind: [8080]}", NetworkReach(connect=(443,), bind=(8080,))),
+    ],
+)
+def test_network_is_read_back_from_the_registry_cache(
+    reg: RegistryDir, tmp_path: Path, network: str, reach: NetworkReach
+) -> None:
+    """A cold start takes the tool's reach from the signed JSON cache as it was declared."""
+    reg.tool("t", manifest(network))
+    cache = tmp_path / "cache"
+    RegistryLoader([reg.root], cache_dir=cache).load()
+    [entry] = ManifestCache(cache, [reg.root]).read().values()
+    assert entry.tool is not None and entry.tool.network == reach
+    assert RegistryLoader([reg.root], cache_dir=cache).load().tools["t"].network == reach

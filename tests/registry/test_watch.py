@@ -143,7 +143,7 @@ def test_before_the_watcher_is_ready_reads_scan(reg: RegistryDir, tmp_path: Path
 
 
 def _cache_file(folder: Path) -> Path:
-    files = list(folder.glob("registry-*.pickle"))
+    files = list(folder.glob("registry-*.json"))
     assert len(files) == 1, files
     return files[0]
 
@@ -184,24 +184,26 @@ def test_a_cold_start_reuses_the_disk_cache(
 
 @pytest.mark.parametrize(
     "content",
-    [b"not a pickle at all", b"", None],
+    [b"not a cache at all", b"", None],
     ids=["corrupt", "empty", "other-version"],
 )
 def test_a_bad_cache_file_is_ignored_and_rebuilt(
     reg: RegistryDir, tmp_path: Path, content: bytes | None
 ) -> None:
-    import pickle
-
     reg.tool("alpha")
     cache = tmp_path / "cache"
     RegistryLoader([reg.root], cache_dir=cache).load()
     path = _cache_file(cache)
-    bad = pickle.dumps({"format": -1, "entries": {}}) if content is None else content
+    good = path.read_bytes()
+    fmt = cache_module.FORMAT
+    this, older = f'"schema":"{fmt}:'.encode(), f'"schema":"{fmt - 1}:'.encode()
+    assert this in good
+    bad = good.replace(this, older) if content is None else content
     path.write_bytes(bad)
     loaded = RegistryLoader([reg.root], cache_dir=cache).load()
     assert sorted(loaded.tools) == ["alpha"] and not loaded.errors
-    assert path.read_bytes() != bad
-    assert pickle.loads(path.read_bytes())["format"] == cache_module.FORMAT
+    assert path.read_bytes() not in (bad, b"")
+    assert path.read_bytes().startswith(cache_module.MAGIC)
 
 
 def test_a_file_edited_again_and_again_is_never_read_stale(

@@ -31,6 +31,8 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
         conn.execute(text("DROP TABLE webauthn_challenge"))
         conn.execute(text("DROP TABLE job_approval"))
         conn.execute(text("ALTER TABLE operator DROP COLUMN role"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN note"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN requester_proof"))
         conn.execute(text("DROP INDEX ix_job_edited_from"))
         conn.execute(text("ALTER TABLE job DROP COLUMN edited_from"))
         for column in ("approvals_required", "self_approval", "asked_by_operator", "agent_reason"):
@@ -52,8 +54,44 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
             for row in conn.execute(text("SELECT name FROM sqlite_master WHERE type='table'"))
         }
         columns = {row[1] for row in conn.execute(text("PRAGMA table_info('audit_event')"))}
+        job_columns = {row[1] for row in conn.execute(text("PRAGMA table_info('job')"))}
     engine.dispose()
     assert version == head_revision()
     assert {"ix_job_irreversible_updated_at", "ix_job_edited_from"} <= indexes
     assert {"agent_token", "passkey", "webauthn_challenge", "job_approval"} <= tables
     assert {"prev_hash", "event_hash"} <= columns
+    assert {"note", "requester_proof"} <= job_columns
+
+
+def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path) -> None:
+    """0009 backfills `requester_proof`: the dashboard's jobs had a signed-in operator, an
+    HTTP job named otherwise than its client had a token; the rest stays self-reported."""
+    settings = Settings(home=tmp_path)
+    engine = make_engine(settings)
+    rows = {
+        "dashboard": ("dashboard", "ada", None),
+        "token": ("mcp-http", "build-bot", "claude-code"),
+        "same name": ("mcp-http", "build-bot", "build-bot"),
+        "stdio": ("mcp-stdio", "claude-code", "claude-code"),
+    }
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE job DROP COLUMN note"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN requester_proof"))
+        for i, (surface, requested_by, client) in enumerate(rows.values(), start=1):
+            conn.execute(
+                text(
+                    "INSERT INTO job (id, kind, name, action, args_json, args_digest, "
+                    "irreversible, state, surface, client, requested_by, created_at, "
+                    "updated_at, approvals_required, self_approval) VALUES (:id, 'tool', 'x', "
+                    "'y', '{}', 'd', 0, 'succeeded', :surface, :client, :by, "
+                    "'2025-01-01 00:00:00', '2025-01-01 00:00:00', 1, 1)"
+                ),
+                {"id": i, "surface": surface, "client": client, "by": requested_by},
+            )
+        conn.execute(text("UPDATE alembic_version SET version_num = '0008'"))
+    engine.dispose()
+    engine = make_engine(settings)
+    with engine.connect() as conn:
+        found = dict(conn.execute(text("SELECT id, requester_proof FROM job ORDER BY id")).all())
+    engine.dispose()
+    assert found == {1: "login", 2: "token", 3: None, 4: None}

@@ -7,7 +7,7 @@ not to run. `namespaces.py` builds the tools' view of the files and their networ
 spawner, `landlock.py` the rules each call's child enforces.
 """
 
-from webplatform.confine.fence import Fence, workspace_problem, workspaces_for
+from webplatform.confine.fence import Fence, Workspaces, workspace_problem, workspaces_for
 from webplatform.confine.jail import (
     NO_NAMESPACES,
     UNAVAILABLE,
@@ -24,6 +24,7 @@ __all__ = [
     "UNAVAILABLE",
     "Fence",
     "Jail",
+    "Workspaces",
     "available",
     "explain_network",
     "lock",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pwd
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,8 +66,36 @@ def _real(path: Path) -> Path:
     return path.expanduser().resolve()
 
 
-def workspaces_for(fence: Fence, caller_cwd: Path | None) -> list[Path] | str:
-    """The call's workspaces: `AAT_WORKSPACES` plus the caller's folder; or a one-line refusal."""
+# Folders of the system: never a workspace, nor anything in them (a tool that may write a
+# workspace could change /etc/cron.d or /var/lib), nor a folder that holds one of them.
+SYSTEM_FOLDERS = tuple(
+    Path(p)
+    for p in (
+        "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot",
+        "/dev", "/proc", "/sys", "/run", "/var", "/snap",
+    )
+)  # fmt: skip
+# Folders that hold other people's or programs' folders: never a workspace themselves, but a
+# project inside one is (`/home/alice/project`, `/var/tmp/build`).
+HOLDERS = tuple(Path(p) for p in ("/home", "/root", "/tmp", "/var/tmp", "/srv", "/mnt", "/media"))
+_FIX = "work from a project folder, or set AAT_WORKSPACES to folders outside it"
+
+
+@dataclass(frozen=True)
+class Workspaces:
+    """The folders a call may work in, and why the caller's own folder is not among them
+    (`note`, one line for the caller; None when it is, or when there is none)."""
+
+    paths: list[Path]
+    note: str | None = None
+
+
+def workspaces_for(fence: Fence, caller_cwd: Path | None) -> Workspaces | str:
+    """The call's workspaces: `AAT_WORKSPACES` plus the caller's folder; or a one-line refusal.
+
+    An `AAT_WORKSPACES` entry that cannot be a workspace refuses the call (the operator must
+    fix it); a caller's folder that cannot be one is left out, and the note says why.
+    """
     found: list[Path] = []
     for raw in fence.workspaces:
         path = Path(raw).expanduser()
@@ -73,28 +104,71 @@ def workspaces_for(fence: Fence, caller_cwd: Path | None) -> list[Path] | str:
         if not path.is_dir():
             return f"AAT_WORKSPACES entry {raw!r} is not a folder; create it or remove it"
         found.append(path.resolve())
-    if caller_cwd is not None:
-        found.append(caller_cwd.resolve())
     for path in found:
         problem = workspace_problem(fence, path)
         if problem:
             return problem
-    return list(dict.fromkeys(found))
+    note = None
+    if caller_cwd is not None:
+        caller = caller_cwd.resolve()
+        problem = workspace_problem(fence, caller)
+        if problem is None:
+            found.append(caller)
+        else:
+            note = f"your folder was not offered to the tool: {problem}"
+    return Workspaces(list(dict.fromkeys(found)), note)
 
 
 def workspace_problem(fence: Fence, path: Path) -> str | None:
-    """Why `path` cannot be a workspace (it holds or is held by something of aat's), or None."""
-    fix = "work from a project folder, or set AAT_WORKSPACES to folders outside it"
+    """Why `path` cannot be a workspace (it holds or is held by something of aat's, the
+    system's or the home folder's settings), or None."""
     for secret in fence.secret_paths:
         if overlaps(path, secret):
-            return f"workspace {path} contains AAT_HOME or aat's database ({secret}); {fix}"
+            return f"workspace {path} contains AAT_HOME or aat's database ({secret}); {_FIX}"
     for root in fence.registry_roots:
         if overlaps(path, _real(root)):
-            return f"workspace {path} overlaps the registry folder {_real(root)}; {fix}"
+            return f"workspace {path} overlaps the registry folder {_real(root)}; {_FIX}"
     for installed in (INSTALLATION, *interpreter_prefixes()):
         if overlaps(path, installed):
-            return f"workspace {path} overlaps aat's installation ({installed}); {fix}"
-    user_home = Path("~").expanduser().resolve()
-    if user_home.is_relative_to(path):
-        return f"workspace {path} contains your home folder ({user_home}); {fix}"
+            return f"workspace {path} overlaps aat's installation ({installed}); {_FIX}"
+    return _home_problem(path) or _system_problem(path)
+
+
+def _home_problem(path: Path) -> str | None:
+    """The home folder, a folder holding it, or one of its dot-folders (~/.ssh, ~/.config)."""
+    for home in user_homes():
+        if home.is_relative_to(path):
+            return f"workspace {path} contains your home folder ({home}); {_FIX}"
+        if path.is_relative_to(home) and path != home:
+            first = path.relative_to(home).parts[0]
+            if first.startswith("."):
+                return (
+                    f"workspace {path} is in {home / first}, a settings folder of your home "
+                    f"(keys and credentials live in dot-folders); {_FIX}"
+                )
     return None
+
+
+def _system_problem(path: Path) -> str | None:
+    """A system folder, a folder holding one or a folder of many users, or a path in a
+    system folder that is not a project in one of those (`/var/tmp/build` is fine)."""
+    for system in SYSTEM_FOLDERS:
+        if system.is_relative_to(path):
+            return f"workspace {path} is or holds the system folder {system}; {_FIX}"
+    for holder in HOLDERS:
+        if holder.is_relative_to(path):
+            return f"workspace {path} is or holds {holder}, a folder of many users; {_FIX}"
+    if any(path.is_relative_to(holder) for holder in HOLDERS):
+        return None
+    for system in SYSTEM_FOLDERS:
+        if path.is_relative_to(system):
+            return f"workspace {path} is in the system folder {system}; {_FIX}"
+    return None
+
+
+def user_homes() -> list[Path]:
+    """The home folder: HOME of aat's environment and the user's from the password database."""
+    found = [Path("~").expanduser()]
+    with contextlib.suppress(KeyError):
+        found.append(Path(pwd.getpwuid(os.getuid()).pw_dir))
+    return list(dict.fromkeys(_real(h) for h in found))

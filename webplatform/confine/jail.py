@@ -33,7 +33,12 @@ from webplatform.confine import landlock, namespaces
 from webplatform.confine.fence import Fence, workspaces_for
 from webplatform.confine.landlock import Net
 from webplatform.registry.model import ToolSpec
-from webplatform.registry.paths import expand, interpreter_prefixes, write_problem
+from webplatform.registry.paths import (
+    expand,
+    home_problem,
+    interpreter_prefixes,
+    write_problem,
+)
 
 # Read-only system paths a runtime needs. /etc is listed file by file: it can hold secrets.
 SYSTEM_READS = (
@@ -95,7 +100,8 @@ class Jail:
     unconfined (as the operator accepted). `landlock` says Landlock enforces `paths`, and
     `net` its TCP rules (`{"connect": [...], "bind": [...]}`; None: TCP left alone).
     `netns` is the network of the namespaces the tool runs in: `own` (no network but its
-    loopback) or `host`; None when it runs without namespaces. Use it as a context manager:
+    loopback) or `host`; None when it runs without namespaces. `note` says why the caller's
+    folder is not among its workspaces (see `workspaces_for`). Use it as a context manager:
     leaving it removes the scratch folder (and the ruleset).
     """
 
@@ -105,6 +111,7 @@ class Jail:
     landlock: bool = False
     net: Net | None = None
     netns: str | None = None
+    note: str | None = None
     _ruleset: int | None = None
 
     def request(self) -> dict[str, Any]:
@@ -222,12 +229,12 @@ def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
         return declared
     scratch = Path(tempfile.mkdtemp(prefix=f"aat-{tool.name}-")).resolve()
     # Tools learn their workspaces so they can say where they may write before they try.
-    env = {"TMPDIR": str(scratch), "AAT_WORKSPACES": ":".join(str(w) for w in workspaces)}
+    env = {"TMPDIR": str(scratch), "AAT_WORKSPACES": ":".join(str(w) for w in workspaces.paths)}
     # `network: none` runs in a network of its own; any other reach, in the host's.
     netns = None if problem else "own" if tool.network.none else "host"
-    jail = Jail(scratch, env=env, landlock=confined, net=net, netns=netns)
+    jail = Jail(scratch, env=env, landlock=confined, net=net, netns=netns, note=workspaces.note)
     if confined or netns:
-        jail.paths = _paths(tool, scratch, workspaces, *declared)
+        jail.paths = _paths(tool, scratch, workspaces.paths, *declared)
         exposed = _exposed(jail.paths, fence)
         if exposed:
             jail.__exit__(None, None, None)
@@ -334,8 +341,14 @@ def _declared_problem(path: Path, key: str, raw: str, fence: Fence, home: Path) 
     for secret in fence.secret_paths:
         if secret.is_relative_to(path):
             return f"{what} is or contains aat's own state ({secret})"
-    if path.is_relative_to(home) and path.exists() and not path.is_dir():
-        return f"{what} is one of aat's own files in AAT_HOME; name a folder of its own there"
-    if key == "writes":
-        return write_problem(path, home=home, registry_roots=fence.registry_roots, what=what)
+    # The rule is opened through symlinks: what it names and where it leads must both be
+    # allowed (a data folder that is a link to AAT_HOME/cache would grant the cache).
+    for candidate in dict.fromkeys((path, path.resolve())):
+        if key == "writes":
+            roots = fence.registry_roots
+            problem = write_problem(candidate, home=home, registry_roots=roots, what=what)
+        else:
+            problem = home_problem(candidate, home=home, what=what)
+        if problem:
+            return problem
     return None

@@ -9,6 +9,13 @@ same tools, outcomes and native waiting, jobs recorded from the `mcp-stdio` surf
 relay's folder as the caller's folder and its OS user as the address. Otherwise the server
 says why and hangs up, and the relay serves in-process.
 
+A tool runs as the same OS user and Landlock does not stop it connecting to the socket, so
+the user check proves little (SPEC §19). Two more come first: the hello must carry the
+secret this server wrote to `AAT_HOME/run/mcp.secret` when it started (0600; no tool is ever
+granted `AAT_HOME/run`), and the folder it claims must be the connecting process's own
+working folder (`/proc/PID/cwd`, the PID from `SO_PEERCRED`). A hello that fails either
+gets no answer at all, and the server log one line.
+
 One `aat serve` per `AAT_HOME` holds the socket (a lock file decides); a socket left by a
 killed server is replaced by the next one.
 """
@@ -17,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hmac
 import json
 import logging
 import os
 import pwd
+import secrets
 import socket
 import struct
 from collections.abc import AsyncIterator, Mapping
@@ -34,7 +43,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import SecretStr, ValidationError
 
 import webplatform
-from webplatform import handoff
+from webplatform import handoff, keyfiles
 from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store.models import Surface
@@ -174,10 +183,31 @@ async def _read_hello(stream: ByteStream) -> tuple[Any, bytes]:
         return None, b""
 
 
-def _peer_uid(stream: ByteStream) -> int:
+def _peer(stream: ByteStream) -> tuple[int, int]:
+    """The connecting process's (pid, uid), as the kernel recorded them at connect()."""
     raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
     creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return int(struct.unpack("3i", creds)[1])
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return int(pid), int(uid)
+
+
+def forgery(hello: Any, *, secret: str, pid: int) -> str | None:
+    """Why `hello` is not from an `aat mcp` this server may trust, or None.
+
+    It must carry `secret` (the contents of `run/mcp.secret`), and its `cwd` must be the
+    working folder of process `pid`, the one that connected.
+    """
+    claimed = hello.get("secret") if isinstance(hello, dict) else None
+    if not isinstance(claimed, str) or not hmac.compare_digest(claimed, secret):
+        return "the hello does not carry the secret in AAT_HOME/run"
+    cwd = hello.get("cwd")
+    try:
+        actual = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return f"the working folder of process {pid} cannot be read"
+    if cwd != actual:
+        return f"the hello claims a working folder that is not process {pid}'s own"
+    return None
 
 
 def _user_name(uid: int) -> str:
@@ -198,16 +228,21 @@ async def _answer(stream: ByteStream, reason: str | None) -> None:
     await stream.send(json.dumps(body).encode() + b"\n")
 
 
-async def serve_connection(platform: Platform, stream: ByteStream) -> None:
+async def serve_connection(platform: Platform, stream: ByteStream, *, secret: str) -> None:
     """Serve one relayed `aat mcp` session on `stream`, or refuse it (see the module doc)."""
     async with stream:
-        uid = _peer_uid(stream)
+        pid, uid = _peer(stream)
         if uid != os.getuid():
             logger.warning("refused a local MCP connection from uid %s", uid)
             return
         try:
             hello, rest = await _read_hello(stream)
         except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError):
+            return
+        forged = forgery(hello, secret=secret, pid=pid)
+        if forged is not None:
+            # Nothing to the peer (not even why): it may be a tool trying its luck.
+            logger.warning("refused a relayed aat mcp session from process %s: %s", pid, forged)
             return
         reason = refusal(platform.settings, hello)
         server = None
@@ -253,6 +288,14 @@ def _socket_folder(home: Path) -> Path:
     return folder
 
 
+def _new_secret(folder: Path) -> str:
+    """A fresh secret for this server's hellos, in `folder/mcp.secret` (0600) before the
+    socket exists, so a relay that finds the socket finds the secret that goes with it."""
+    secret = secrets.token_hex(32)
+    keyfiles.write(folder / handoff.SECRET_NAME, secret.encode(), mode=0o600)
+    return secret
+
+
 @asynccontextmanager
 async def local_sessions(platform: Platform) -> AsyncIterator[Path | None]:
     """Listen on the local socket while the context is open; yields its path (None: not
@@ -265,6 +308,7 @@ async def local_sessions(platform: Platform) -> AsyncIterator[Path | None]:
         return
     path = folder / handoff.SOCKET_NAME
     try:
+        secret = _new_secret(folder)
         with handoff.reachable_path(str(folder), handoff.SOCKET_NAME) as address:
             # Under the lock, a socket already there belongs to a server that is gone.
             listener = await anyio.create_unix_listener(address, mode=0o600)
@@ -272,7 +316,7 @@ async def local_sessions(platform: Platform) -> AsyncIterator[Path | None]:
 
         async def handle(stream: ByteStream) -> None:
             try:
-                await serve_connection(platform, stream)
+                await serve_connection(platform, stream, secret=secret)
             except Exception:
                 logger.exception("a local MCP session failed")
 

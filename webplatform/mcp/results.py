@@ -120,6 +120,8 @@ def cap_answer(
     if original <= max_bytes:
         return body
     note = _note(action, original, max_bytes)
+    if body.get("note"):  # the answer's own note (a folder left out) stays first
+        note = f"{body['note']}; {note}"
     body = dict(body)
     body["truncated"] = True
     body["note"] = note

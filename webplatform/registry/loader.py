@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from webplatform.registry.cache import Entry, ManifestCache, content_hash, file_key
+from webplatform.registry.cache import (
+    Entry,
+    FileKey,
+    ManifestCache,
+    content_hash,
+    file_key,
+)
 from webplatform.registry.manifest import load_manifest
 from webplatform.registry.model import Kind, ManifestError, Registry, SkillSpec, ToolSpec
 from webplatform.registry.skills import load_skill
@@ -271,18 +277,16 @@ class RegistryLoader:
         if self._stored is None:
             self._stored = self._disk.read()
         entry = self._stored.get(item.manifest)
-        if entry is None or not isinstance(entry.value, _Parsed):
+        if entry is None or entry.manifest != (stamps[0][1], stamps[0][0]):
             return None
-        if entry.manifest != (stamps[0][1], stamps[0][0]):
-            return None
-        entrypoint = entry.value.entrypoint
+        entrypoint = entry.entrypoint_path
         if entry.entrypoint != file_key(entrypoint):
             return None
         if entry.digest != content_hash(item.manifest):
             return None
         # The stored result with today's stamps (inodes differ in a copied registry).
-        value = entry.value
-        return _Parsed((stamps[0], _stamp(entrypoint)), entrypoint, value.spec, value.errors)
+        spec = entry.tool or entry.skill
+        return _Parsed((stamps[0], _stamp(entrypoint)), entrypoint, spec, entry.errors)
 
     def _save_soon(self) -> None:
         if self._save_timer is not None:
@@ -311,9 +315,22 @@ class RegistryLoader:
                 continue
             digest = content_hash(path)
             if digest is not None:
-                entries[path] = Entry(key, digest, entry_key, parsed)
+                entries[path] = _entry(key, digest, entry_key, parsed)
         self._stored = entries
         self._disk.write(entries)
+
+
+def _entry(key: FileKey, digest: str, entrypoint: FileKey, parsed: _Parsed) -> Entry:
+    spec = parsed.spec
+    return Entry(
+        manifest=key,
+        digest=digest,
+        entrypoint=entrypoint,
+        entrypoint_path=parsed.entrypoint,
+        tool=spec if isinstance(spec, ToolSpec) else None,
+        skill=spec if isinstance(spec, SkillSpec) else None,
+        errors=parsed.errors,
+    )
 
 
 def _root_error(path: Path, problem: str) -> ManifestError:

@@ -12,7 +12,7 @@ from webplatform.registry.actions import ActionCheck
 from webplatform.registry.checks import Collector, Where, did_you_mean
 from webplatform.registry.model import RUNTIMES, ManifestError, RunnableKind, Runtime, ToolSpec
 from webplatform.registry.network import network_reach
-from webplatform.registry.paths import expand, write_problem
+from webplatform.registry.paths import expand, home_problem, write_problem
 from webplatform.registry.yamldoc import YamlProblem, parse_yaml
 
 MANIFEST_KEYS = (
@@ -208,7 +208,8 @@ class _ManifestCheck(ActionCheck):
         return tuple(names)
 
     def paths(self, data: dict[Any, Any], key: str, folder: Path) -> tuple[str, ...]:
-        """`reads:` or `writes:`, absolute once expanded; `writes:` keeps clear of aat itself."""
+        """`reads:` or `writes:`, absolute once expanded, naming nothing of aat's own in
+        AAT_HOME; `writes:` keeps clear of the registry and installations too."""
         raw = data.get(key)
         if raw is None:
             return ()
@@ -227,8 +228,10 @@ class _ManifestCheck(ActionCheck):
                 continue
             # The folder holding tools/NAME is this tool's registry root.
             roots = [folder.resolve().parent.parent]
-            problem = key == "writes" and write_problem(
-                path, home=_SOME_HOME, registry_roots=roots, what=f"`{key}: {item}`"
+            what = f"`{key}: {item}`"
+            problem = home_problem(path, home=_SOME_HOME, what=what) or (
+                key == "writes"
+                and write_problem(path, home=_SOME_HOME, registry_roots=roots, what=what)
             )
             if problem:
                 self.fail(problem, (key, i))

@@ -3,6 +3,11 @@
 `$AAT_HOME` (or `${AAT_HOME}`) and a leading `~` are expanded; nothing else is, so a manifest
 means the same on every machine that has the same AAT_HOME. aat's own state (AAT_HOME and its
 database), the registry folders and aat's installation are never a tool's to write.
+
+Inside AAT_HOME a tool may name only the folders kept for tools' data (`DATA_FOLDERS`): the
+rest of AAT_HOME is aat's own (its database, keys, the registry cache every new aat process
+loads, the relay socket and its secret), and a tool that could read or write it could act
+as aat (SPEC §19).
 """
 
 from __future__ import annotations
@@ -19,6 +24,11 @@ INSTALLATION = Path(__file__).resolve().parents[2]
 
 _HOME_VAR = re.compile(r"\$\{AAT_HOME\}|\$AAT_HOME(?![A-Za-z0-9_])")
 _OTHER_VAR = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+# What a manifest may name inside AAT_HOME: the example outbox, and one folder per tool under
+# `data/` (never `data/` itself, which holds every tool's).
+OUTBOX = "outbox"
+DATA = "data"
+DATA_FOLDERS = f"$AAT_HOME/{OUTBOX} or $AAT_HOME/{DATA}/<tool>"
 
 
 def expand(raw: str, *, home: Path) -> Path:
@@ -47,20 +57,40 @@ def interpreter_prefixes() -> list[Path]:
     return sorted({Path(p).resolve() for p in found})
 
 
+def home_problem(path: Path, *, home: Path, what: str) -> str | None:
+    """Why `path` (absolute, normalised) is aat's own and no tool's to read or write, or None.
+
+    Outside AAT_HOME: None. Inside it, only a data folder of tools (or a path in one) is
+    allowed; AAT_HOME itself and a folder that contains it never are.
+    """
+    if home.is_relative_to(path):
+        return (
+            f"{what} is or contains AAT_HOME, where aat keeps its database and keys; "
+            f"name a folder of its own inside it ({DATA_FOLDERS})"
+        )
+    if not path.is_relative_to(home):
+        return None
+    parts = path.relative_to(home).parts
+    if parts[0] == OUTBOX or (parts[0] == DATA and len(parts) >= 2):
+        return None
+    return (
+        f"{what} is in AAT_HOME but in no data folder of tools (AAT_HOME holds aat's cache, "
+        f"keys, database and sockets); name {DATA_FOLDERS} instead"
+    )
+
+
 def write_problem(
     path: Path, *, home: Path, registry_roots: Iterable[Path], what: str
 ) -> str | None:
     """Why `path` may not be written by a tool, or None; `what` names it in the message.
 
     `path` is absolute and normalised.
-    A folder strictly inside AAT_HOME (the example outbox) is allowed; AAT_HOME itself, a
-    folder that contains it, a registry folder or aat's or Python's installation is not.
+    A data folder of tools inside AAT_HOME (`home_problem`) is allowed; the rest of AAT_HOME,
+    a folder that contains it, a registry folder or aat's or Python's installation is not.
     """
-    if path == home or home.is_relative_to(path):
-        return (
-            f"{what} is or contains AAT_HOME, where aat keeps its database and keys; "
-            "name a folder of its own inside it (e.g. $AAT_HOME/outbox)"
-        )
+    problem = home_problem(path, home=home, what=what)
+    if problem:
+        return problem
     for root in registry_roots:
         if overlaps(path, root):
             return (

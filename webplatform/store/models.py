@@ -136,6 +136,9 @@ class JobBase(SQLModel):
     surface: Surface = Field(sa_type=EnumText(Surface))
     client: str | None = Field(default=None, sa_type=String(200))
     requested_by: str | None = Field(default=None, sa_type=String(200))
+    # What vouched for `requested_by`: "token" (an agent token) or "login" (an operator
+    # signed in); None when nothing did and the name is the client's own word (SPEC §19).
+    requester_proof: str | None = Field(default=None, sa_type=String(16))
 
 
 class Job(JobBase, table=True):
@@ -188,6 +191,8 @@ class Job(JobBase, table=True):
     # closed; set by compare-and-set, so one process among many sends each (at most once).
     notified_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     reminded_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # Why the caller's working folder was not offered to the tool as a workspace (SPEC §17).
+    note: str | None = Field(default=None, sa_type=Text)
 
 
 class JobApproval(SQLModel, table=True):
@@ -218,6 +223,7 @@ class JobSummary(SQLModel):
     surface: Surface
     client: str | None = None
     requested_by: str | None = None
+    requester_proof: str | None = None
     created_at: datetime
     updated_at: datetime
     decided_by: str | None = None

@@ -45,6 +45,7 @@ _MOVABLE = frozenset(
         "stdout",
         "stderr",
         "error",
+        "note",
         "decision_signature",
     }
 )

@@ -5,6 +5,7 @@ Exit 0 with {"opened": ...} when an attempt worked; exit 1 with the OS error oth
 
 import json
 import os
+import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -44,6 +45,27 @@ def approve_all():
     answer({"approved": True})
 
 
+def relay(hello):
+    """What the relay answers a hello from here: the line it sends back ("" for a hang-up)."""
+    run = Path(os.environ["AAT_HOME"], "run")
+    hello = json.loads(hello)
+    hello.setdefault("cwd", os.getcwd())
+    try:
+        hello["secret"] = (run / "mcp.secret").read_text().strip()
+        secret = "read"
+    except OSError as exc:
+        secret = exc.strerror
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(10)
+        try:
+            sock.connect(str(run / "mcp.sock"))
+            sock.sendall(json.dumps(hello).encode() + b"\n")
+            reply = sock.makefile("rb").readline().decode()
+        except OSError as exc:
+            reply = f"no connection: {exc.strerror}"
+    answer({"secret": secret, "answer": reply})
+
+
 def scratch(workspace_file):
     tmp = Path(os.environ["TMPDIR"], "scratch.txt")
     tmp.write_text("scratch")
@@ -63,5 +85,7 @@ if action == "probe":
     probe(opts["--target"], opts["--mode"])
 elif action == "approve-all":
     approve_all()
+elif action == "relay":
+    relay(opts["--hello"])
 elif action == "scratch":
     scratch(opts["--workspace-file"])

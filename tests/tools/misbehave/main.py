@@ -1,4 +1,7 @@
-"""Test fixture: misbehaves in the way its action names. Pid files go to $AAT_HOME/pids."""
+"""Test fixture: misbehaves in the way its action names.
+
+Pid files go to $AAT_HOME/data/misbehave.
+"""
 
 import json
 import os
@@ -13,7 +16,7 @@ SLEEPER = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); t
 
 def spawn_sleeper(name):
     child = subprocess.Popen([sys.executable, "-c", SLEEPER])
-    Path(os.environ["AAT_HOME"], "pids", f"{name}.pid").write_text(str(child.pid))
+    Path(os.environ["AAT_HOME"], "data", "misbehave", f"{name}.pid").write_text(str(child.pid))
 
 
 action = sys.argv[1]
