@@ -21,6 +21,7 @@ BENCHES = {
     "B6": "bench.b6_memory",
     "B7": "bench.b7_idle",
     "B9": "bench.b9_bridge_start",
+    "B10": "bench.b10_namespaces",
 }
 
 

@@ -89,7 +89,7 @@ def create_app(
         pending_count=lambda: pending_count(platform),
         role_of=lambda name: operator_role(platform, name),
     )
-    # Every page warns while the operator lets tools run unconfined (SPEC §14).
+    # Every page warns while the operator lets tools run unconfined (SPEC §14, §17).
     app.state.pages.env.globals["unconfined"] = settings.unconfined
     app.state.login_limiter = auth.LoginLimiter()
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -16,6 +16,7 @@ from sqlmodel import Session
 from webplatform import jobs
 from webplatform.ledger import REFUSAL_EVENTS
 from webplatform.platform import Platform
+from webplatform.registry.model import Registry
 from webplatform.store import approvals, dashboard_queries, operators, queries
 from webplatform.store.models import AuditEvent, Job, JobState, JobSummary, Surface
 
@@ -199,6 +200,9 @@ class Card:
     args_chars: int
     clipped: bool
     approvals: Approvals = field(default_factory=Approvals)
+    # What the tool may reach on the network (`none`, `connect 443`; SPEC §17); None when it
+    # is no longer in the registry.
+    network: str | None = None
 
 
 @dataclass
@@ -219,12 +223,14 @@ class Queue:
         return (self.page - 1) * CARDS_PER_PAGE + 1
 
 
-def _card(job: Job, head: str, size: int, policy: Approvals) -> Card:
+def _card(job: Job, head: str, size: int, policy: Approvals, registry: Registry) -> Card:
     if size > ARGS_SHOWN_CHARS:
         text, clipped = head[:ARGS_SHOWN_CHARS], True
     else:
         text, clipped = _pretty(head), False
-    return Card(job=job, args_text=text, args_chars=size, clipped=clipped, approvals=policy)
+    spec = registry.runnable("agent" if job.kind == "agent" else "tool", job.name)
+    network = str(spec.network) if spec is not None else None
+    return Card(job, text, size, clipped, approvals=policy, network=network)
 
 
 def _pretty(text: str) -> str:
@@ -260,8 +266,9 @@ def approval_queue(
 
     total, page, rows, newest, decided, policy = platform.transact(read, write=False)
     pages = max(1, -(-total // CARDS_PER_PAGE))
+    registry = platform.registry()
     return Queue(
-        pending=[_card(job, head, size, policy[job.id or 0]) for job, head, size in rows],
+        pending=[_card(job, head, size, policy[job.id or 0], registry) for job, head, size in rows],
         history=decided,
         total=total,
         newest_id=newest,

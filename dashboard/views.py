@@ -34,6 +34,8 @@ class SearchHit:
     description: str
     action: str | None = None
     badge: str | None = None
+    # A tool's or agent's network reach (SPEC §17), on its own hit (not on its actions').
+    network: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,14 @@ def search(registry: Registry, query: str) -> list[SearchHit]:
         for name in sorted(specs):
             spec = specs[name]
             if _matches(words, spec.name, spec.description):
-                hits.append(SearchHit(kind=kind, name=name, description=spec.description))
+                hits.append(
+                    SearchHit(
+                        kind=kind,
+                        name=name,
+                        description=spec.description,
+                        network=str(spec.network),
+                    )
+                )
             if not words:
                 continue
             for action in spec.actions:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,75 @@ def test_check_refuses_aats_own_folders_and_files_in_aat_home(
         "holds aat's cache, keys, database and sockets); name $AAT_HOME/outbox or "
         "$AAT_HOME/data/<tool> instead"
     ), error_lines[0]
+
+
+def test_check_rejects_a_network_it_does_not_know(env: dict[str, str], tmp_path: Path) -> None:
+    tool = tmp_path / "reg" / "tools" / "online"
+    tool.mkdir(parents=True)
+    (tool / "main.py").write_text("print('{}')\n")
+    (tool / "tool.yaml").write_text(
+        "name: online\ndescription: x\nversion: 0.1.0\nruntime: python\nentrypoint: main.py\n"
+        "network: {connect: [443, https]}\nactions:\n  - name: go\n"
+    )
+    done = aat(env, "check", "--registry", str(tmp_path / "reg"))
+    assert done.returncode == 1
+    error_lines = [line for line in done.stdout.splitlines() if line.startswith("error")]
+    assert error_lines == [
+        f"error  tool  {tool / 'tool.yaml'}:6: `network.connect` entry 'https' is not a TCP "
+        "port (1 to 65535)"
+    ], done.stdout
+
+
+@pytest.mark.parametrize(
+    ("accepted", "line"),
+    [
+        (
+            "",
+            "aat worker: tools are not run: this system cannot give them namespaces of their own "
+            "(AAT_CONFINE_PRETEND_NO_NAMESPACES is set); allow unprivileged user namespaces "
+            "(sysctl user.max_user_namespaces, and on Ubuntu "
+            "kernel.apparmor_restrict_unprivileged_userns=0), or to run them with Landlock "
+            "alone, the operator sets AAT_UNCONFINED=namespaces",
+        ),
+        (
+            "namespaces",
+            "aat worker: tools run without namespaces of their own "
+            "(AAT_CONFINE_PRETEND_NO_NAMESPACES is set), with Landlock alone, as "
+            "AAT_UNCONFINED=namespaces accepts",
+        ),
+    ],
+)
+def test_a_worker_says_at_start_when_tools_get_no_namespaces(
+    env: dict[str, str], accepted: str, line: str
+) -> None:
+    env = {**env, "AAT_CONFINE_PRETEND_NO_NAMESPACES": "1", "AAT_UNCONFINED": accepted}
+    proc = subprocess.Popen(
+        [*AAT, "worker"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(env["AAT_HOME"]).parent,
+    )
+    try:
+        assert proc.stderr is not None
+        said = [proc.stderr.readline().rstrip("\n") for _ in range(4)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert line in said, said
+
+
+def test_a_worker_says_nothing_of_confinement_where_tools_get_it_all(env: dict[str, str]) -> None:
+    proc = subprocess.Popen(
+        [*AAT, "worker"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(env["AAT_HOME"]).parent,
+    )
+    try:
+        time.sleep(3)  # the check takes well under a second
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=10)
+    assert "namespaces" not in stderr and "Landlock" not in stderr, stderr

@@ -53,25 +53,35 @@ def escape(platform: Platform, action: str, **args: str) -> Answer:
     )
 
 
-def targets(platform: Platform) -> dict[str, Path]:
+# What the operating system answers a tool that reaches for something not its own: the path
+# is not there at all in its namespaces (SPEC §17); what is there for reading only is
+# read-only, and Landlock refuses it too (SPEC §14).
+NOT_THERE = ("No such file or directory",)
+READ_ONLY = ("Read-only file system", "Permission denied")
+# A folder that is not there: reading finds nothing, and planting a file in it makes one at
+# its path instead, in a folder the tool may not write (read-only, or refused by Landlock).
+FOLDER_NOT_THERE = (*NOT_THERE, *READ_ONLY)
+
+
+def targets(platform: Platform) -> dict[str, tuple[Path, tuple[str, ...]]]:
     home = platform.settings.home
     ssh = USER_HOME / ".ssh"
     ssh.mkdir(mode=0o700, exist_ok=True)  # the folder must exist for the refusal to be the OS's
     return {
-        "database": home / "aat.db",
-        "key": home / "signing.key",
-        "settings": home / "settings.toml",
-        "registry file": TESTS / "tools" / "echo" / "tool.yaml",
-        "AAT_HOME itself": home,
-        "~/.ssh": ssh,
-        "~/.ssh/authorized_keys": ssh / "authorized_keys",
-        "a .pth in site-packages": SITE_PACKAGES / "aat-escape-probe.pth",
+        "database": (home / "aat.db", NOT_THERE),
+        "key": (home / "signing.key", NOT_THERE),
+        "settings": (home / "settings.toml", NOT_THERE),
+        "registry file": (TESTS / "tools" / "echo" / "tool.yaml", NOT_THERE),
+        "AAT_HOME itself": (home, FOLDER_NOT_THERE),
+        "~/.ssh": (ssh, FOLDER_NOT_THERE),
+        "~/.ssh/authorized_keys": (ssh / "authorized_keys", NOT_THERE),
+        "a .pth in site-packages": (SITE_PACKAGES / "aat-escape-probe.pth", READ_ONLY),
     }
 
 
 @pytest.mark.parametrize("mode", ["read", "write"])
 def test_a_tool_gets_the_os_refusal_for_everything_of_aats(platform: Platform, mode: str) -> None:
-    for what, asked in targets(platform).items():
+    for what, (asked, refusals) in targets(platform).items():
         # A folder is written by planting a new file in it.
         target = asked / "escape-probe" if mode == "write" and asked.is_dir() else asked
         existed = target.exists()
@@ -85,8 +95,9 @@ def test_a_tool_gets_the_os_refusal_for_everything_of_aats(platform: Platform, m
             continue  # nothing to read: the write probe is the one that matters
         assert answer.status is Status.failed, f"{what}: {answer}"
         # The job records the operating system's refusal, not a message of the tool's own.
-        assert answer.error is not None and "Permission denied" in answer.error, what
-        assert str(target) in answer.error, what
+        assert answer.error is not None, what
+        assert any(refusal in answer.error for refusal in refusals), (what, answer.error)
+        assert str(asked) in answer.error, what
         assert target.exists() == existed, what
         if before is not None:
             assert target.read_bytes() == before, what
@@ -121,7 +132,7 @@ def test_a_folder_outside_every_workspace_is_refused(platform: Platform, tmp_pat
     elsewhere.mkdir()
     answer = escape(platform, "scratch", **{"workspace-file": str(elsewhere / "out.txt")})
     assert answer.status is Status.failed
-    assert answer.error is not None and "Permission denied" in answer.error
+    assert answer.error is not None and "No such file or directory" in answer.error
     assert not (elsewhere / "out.txt").exists()
 
 
@@ -159,17 +170,51 @@ def test_without_landlock_tools_are_refused_unless_the_operator_accepts(tmp_path
         confine_pretend_unavailable=True,
     )
     plat = Platform(settings)
+    database = str(settings.home / "aat.db")
     try:
         refused = escape(plat, "scratch", **{"workspace-file": str(tmp_path / "a.txt")})
-        plat.settings = settings.model_copy(update={"unconfined": True})
-        accepted = escape(plat, "probe", target=str(settings.home / "aat.db"), mode="read")
+        plat.settings = settings.model_copy(update={"unconfined": "1"})
+        in_namespaces = escape(plat, "probe", target=database, mode="read")
+        plat.settings = plat.settings.model_copy(update={"confine_pretend_no_namespaces": True})
+        accepted = escape(plat, "probe", target=database, mode="read")
     finally:
         plat.engine.dispose()
     assert refused.status is Status.failed and refused.error == confine.UNAVAILABLE
     assert not (tmp_path / "a.txt").exists()
-    # Unconfined, the same probe that is refused above reads aat's database: what the operator
-    # accepted with AAT_UNCONFINED=1.
+    # Without Landlock the namespaces still keep AAT_HOME out of the tool's sight...
+    assert in_namespaces.error is not None and "No such file or directory" in in_namespaces.error
+    # ...and without either, the same probe reads aat's database: what the operator accepted
+    # with AAT_UNCONFINED=1.
     assert accepted.status is Status.succeeded, accepted
+
+
+def test_without_namespaces_tools_are_refused_unless_landlock_alone_is_accepted(
+    tmp_path: Path,
+) -> None:
+    settings = Settings(
+        home=aat_home_beside(tmp_path),
+        registry=str(TESTS),
+        workspaces=str(tmp_path),
+        confine_pretend_no_namespaces=True,
+    )
+    plat = Platform(settings)
+    database = str(settings.home / "aat.db")
+    try:
+        refused = escape(plat, "scratch", **{"workspace-file": str(tmp_path / "a.txt")})
+        plat.settings = settings.model_copy(update={"unconfined": "namespaces"})
+        alone = escape(plat, "probe", target=database, mode="read")
+        works = escape(plat, "scratch", **{"workspace-file": str(tmp_path / "b.txt")})
+    finally:
+        plat.engine.dispose()
+    assert refused.status is Status.failed
+    assert refused.error == confine.NO_NAMESPACES.format(
+        why="AAT_CONFINE_PRETEND_NO_NAMESPACES is set"
+    )
+    assert not (tmp_path / "a.txt").exists()
+    # With Landlock alone (AAT_UNCONFINED=namespaces), aat's database is there to see, and
+    # Landlock refuses it.
+    assert alone.error is not None and "Permission denied" in alone.error, alone
+    assert works.status is Status.succeeded, works
 
 
 def test_a_child_the_kernel_will_not_confine_never_runs_the_tool(tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ import pytest
 from test_runner import TOOLS, load_tool, wait_dead
 
 from webplatform import confine, runner, warm
-from webplatform.confine import landlock
 from webplatform.outcome import RunResult
 
 TESTS = TOOLS.parent
@@ -155,7 +154,23 @@ def test_a_timeout_kills_the_group_with_a_grandchild_that_ignores_sigterm(home: 
 # --- confinement (SPEC §14): the same refusals ---------------------------------------------------
 
 
-def test_landlock_refuses_a_warm_tool_exactly_as_a_plain_one(home: Path) -> None:
+@pytest.mark.parametrize(
+    ("walls", "refusals"),
+    [
+        # A folder that is not there gets a file planted at its path: in a read-only folder.
+        ("namespaces", ("No such file or directory", "Read-only file system")),
+        ("landlock alone", ("Permission denied",)),
+    ],
+)
+def test_confinement_refuses_a_warm_tool_exactly_as_a_plain_one(
+    home: Path, walls: str, refusals: tuple[str, ...]
+) -> None:
+    """In namespaces, aat's files are not there at all (SPEC §17); without them, Landlock
+    refuses them (SPEC §14): the second wall holds on its own."""
+    alone = walls == "landlock alone"
+    fence = confine.Fence(
+        home=home, registry_roots=(TESTS,), landlock_alone=alone, pretend_no_namespaces=alone
+    )
     targets = [
         (home / "aat.db", "read"),
         (home / "aat.db", "write"),
@@ -166,10 +181,11 @@ def test_landlock_refuses_a_warm_tool_exactly_as_a_plain_one(home: Path) -> None
     ]
     for target, mode in targets:
         args = {"target": str(target), "mode": mode}
-        plain, warm_ = both("escape", "probe", home=home, args=args)
+        plain, warm_ = both("escape", "probe", home=home, args=args, fence=fence)
         same(plain, warm_)
-        assert warm_.error is not None and "Permission denied" in warm_.error, (target, mode)
-    plain, warm_ = both("escape", "approve-all", home=home)
+        assert warm_.error is not None, (target, mode)
+        assert any(refusal in warm_.error for refusal in refusals), (target, mode, warm_.error)
+    plain, warm_ = both("escape", "approve-all", home=home, fence=fence)
     same(plain, warm_)
     assert warm_.error is not None and "unable to open database file" in warm_.error
     assert not (home / "escape-probe").exists()
@@ -203,15 +219,16 @@ def test_leaked_descriptors_and_threads_stay_with_the_call(home: Path) -> None:
     assert zygote_of("observe") == zygote
 
 
-def test_a_warm_tool_cannot_kill_its_warm_interpreter(home: Path) -> None:
-    run("observe", "version", warmly=True, home=home)
-    zygote = zygote_of("observe")
-    res = run("observe", "kill-parent", warmly=True, home=home)
-    if landlock.abi_version() >= 6:  # Landlock scopes signals to the tool's own domain
-        assert res.result == {"kill": "Operation not permitted"}
-    assert observed(run("observe", "version", warmly=True, home=home)) == {"version": 1}
-    if res.result == {"kill": "Operation not permitted"}:
-        assert zygote_of("observe") == zygote
+@pytest.mark.parametrize("warmly", [True, False], ids=["warm", "plain"])
+def test_a_tool_cannot_kill_the_process_that_forked_it(home: Path, warmly: bool) -> None:
+    """Landlock scopes signals to the tool's own domain (ABI 6): its warm interpreter, or the
+    spawner of plain calls, lives on for the calls after it."""
+    run("observe", "version", warmly=warmly, home=home)
+    parent = zygote_of("observe") if warmly else warm.spawner_pid()
+    res = run("observe", "kill-parent", warmly=warmly, home=home)
+    assert res.result == {"kill": "Operation not permitted"}, res
+    assert observed(run("observe", "version", warmly=warmly, home=home)) == {"version": 1}
+    assert (zygote_of("observe") if warmly else warm.spawner_pid()) == parent
 
 
 def test_a_warm_interpreter_that_dies_mid_call_fails_the_call_clearly(home: Path) -> None:

@@ -125,37 +125,76 @@ def test_a_call_from_a_project_folder_has_it_and_no_note(
     assert answer.result["env"]["AAT_CALLER_CWD"] == str(tmp_path)  # type: ignore[index]
 
 
+# What the operating system tells a tool refused a path: in its namespaces (SPEC §17) what
+# it was not given is not there and what it may only read is a read-only file system; with
+# Landlock alone (AAT_UNCONFINED=namespaces, where namespaces are missing) both are refused.
+CONFINEMENTS = {
+    "namespaces": ({}, "No such file or directory", "Read-only file system"),
+    "landlock-alone": (
+        {"unconfined": "namespaces", "confine_pretend_no_namespaces": True},
+        "Permission denied",
+        "Permission denied",
+    ),
+}
+
+
+@pytest.fixture(params=list(CONFINEMENTS))
+def confined(request: pytest.FixtureRequest, platform: Platform) -> tuple[Platform, str, str]:
+    """`platform` confining tools one way, and what the OS says of a path outside what a
+    tool was given and of one it may only read."""
+    update, outside, read_only = CONFINEMENTS[request.param]
+    platform.settings = platform.settings.model_copy(update=update)
+    return platform, outside, read_only
+
+
 def test_a_refused_path_outside_the_confinement_is_named_with_the_fix(
-    platform: Platform, tmp_path: Path
+    confined: tuple[Platform, str, str], tmp_path: Path
 ) -> None:
+    platform, outside, _ = confined
     elsewhere = aat_home_beside(tmp_path).parent / f"{tmp_path.name}-elsewhere"
     elsewhere.mkdir()
     target = elsewhere / "out.txt"
     answer = _run(platform, tmp_path, "escape", "probe", target=str(target), mode="write")
     assert answer.status is Status.failed
     assert answer.error == (
-        f"exit 1: write {target}: Permission denied; {target} is outside what this tool may "
+        f"exit 1: write {target}: {outside}; {target} is outside what this tool may "
         "reach: to allow it, add it to `reads:` or `writes:` in its manifest (add a folder "
         "holding it to AAT_WORKSPACES or call from there)"
     )
 
 
-def test_a_refused_path_of_aats_own_is_named_as_such(platform: Platform, tmp_path: Path) -> None:
+def test_a_refused_path_of_aats_own_is_named_as_such(
+    confined: tuple[Platform, str, str], tmp_path: Path
+) -> None:
+    platform, outside, _ = confined
     target = platform.settings.home / "aat.db"
     answer = _run(platform, tmp_path, "escape", "probe", target=str(target), mode="read")
     assert answer.status is Status.failed
-    assert answer.error is not None and answer.error.endswith(
-        f"; {target} is aat's own (in AAT_HOME): no tool may read or write it"
+    assert answer.error == (
+        f"exit 1: read {target}: {outside}; {target} is aat's own (in AAT_HOME): no tool may "
+        "read or write it"
     )
 
 
 def test_a_refused_path_the_tool_may_only_read_says_how_to_allow_writing(
-    platform: Platform, tmp_path: Path
+    confined: tuple[Platform, str, str], tmp_path: Path
 ) -> None:
+    platform, _, read_only = confined
     target = TESTS / "tools" / "escape" / "tool.yaml"  # its own folder: read, never written
     answer = _run(platform, tmp_path, "escape", "probe", target=str(target), mode="write")
     assert answer.status is Status.failed
-    assert answer.error is not None and answer.error.endswith(
-        f"; this tool may read {target} but not write it: to allow writing, add it to "
-        "`writes:` in its manifest, or add a folder holding it to AAT_WORKSPACES"
+    assert answer.error == (
+        f"exit 1: write {target}: {read_only}; this tool may read {target} but not write it: "
+        "to allow writing, add it to `writes:` in its manifest, or add a folder holding it to "
+        "AAT_WORKSPACES"
     )
+
+
+def test_a_file_really_missing_where_the_tool_may_look_gets_no_hint(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """In its namespaces a missing path is explained only when they hid it: one in the
+    tool's own folder, which it sees as the host has it, is just missing."""
+    target = TESTS / "tools" / "escape" / "no-such-file"
+    answer = _run(platform, tmp_path, "escape", "probe", target=str(target), mode="read")
+    assert answer.error == f"exit 1: read {target}: No such file or directory"

@@ -15,6 +15,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EXAMPLES_ROOT = Path(__file__).parent / "examples"
 
+# AAT_UNCONFINED's two values.
+UNCONFINED_ALL, UNCONFINED_NAMESPACES = "1", "namespaces"
 # A duration in seconds or a size cap that only makes sense above zero.
 Positive = Annotated[float, Field(gt=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -71,10 +73,14 @@ class Settings(BaseSettings):
     heartbeat_s: Positive = 2.0
     # `:`-separated folders tools may read and write (SPEC §14), besides the caller's folder.
     workspaces: str = ""
-    # The operator accepts running tools unconfined where Landlock is missing.
-    unconfined: bool = False
-    # Behave as if the kernel had no Landlock: only for testing the refusal above.
+    # What the operator accepts where confinement is missing (SPEC §14, §17): "1", tools run
+    # unconfined where Landlock is missing; "namespaces", tools run with Landlock alone where
+    # namespaces of their own are missing; "" (unset), neither: tools are refused.
+    unconfined: str = ""
+    # Behave as if the kernel had no Landlock, or could make no namespaces: only for testing
+    # the refusals above.
     confine_pretend_unavailable: bool = False
+    confine_pretend_no_namespaces: bool = False
     # Proxies (addresses, comma-separated) whose X-Forwarded-For the dashboard believes;
     # empty: none, so a client cannot forge the address audit events and login limits use.
     trusted_proxies: str = ""
@@ -91,6 +97,22 @@ class Settings(BaseSettings):
     # 0: the operator who asked for a run (or owns the agent token that asked) never
     # approves it, whatever the action says.
     self_approval: bool = True
+
+    @field_validator("unconfined", mode="before")
+    @classmethod
+    def _unconfined_value(cls, value: object) -> str:
+        text = str(value).strip().lower()
+        if value is True or text in ("1", "true", "yes", "on"):
+            return UNCONFINED_ALL
+        if value is False or text in ("", "0", "false", "no", "off"):
+            return ""
+        if text == UNCONFINED_NAMESPACES:
+            return UNCONFINED_NAMESPACES
+        raise ValueError(
+            f"AAT_UNCONFINED must be 1 (tools run unconfined where Landlock is missing) or "
+            f"namespaces (tools run with Landlock alone where namespaces are missing), "
+            f"not {str(value)!r}"
+        )
 
     @field_validator("root_path")
     @classmethod

@@ -89,16 +89,25 @@ def run(
     watch = _Watch(limit, on_tick, tick_s, max_output_bytes)
     with jail:
         result = _run_jailed(tool, jail, argv, {**env, **jail.env}, watch, on_start, redact, admit)
-    result = _explain_refusal(result, jail, fence)
+    result = _explain_refusal(result, tool, jail, fence)
     return result if jail.note is None else replace(result, note=jail.note)
 
 
-def _explain_refusal(result: RunResult, jail: confine.Jail, fence: confine.Fence) -> RunResult:
-    """`result` with its error naming the path the tool was refused and how to allow it,
-    when it failed on its confinement (`confine.denials`)."""
-    if jail.rules is None or result.outcome not in ("failed", "usage_error") or not result.error:
+def _explain_refusal(
+    result: RunResult, tool: ToolSpec, jail: confine.Jail, fence: confine.Fence
+) -> RunResult:
+    """`result` with its error saying why, when the tool failed on its confinement: the path
+    it was refused and how to allow it (`confine.denials`), else the connection its manifest
+    does not allow and how to declare one (SPEC §17)."""
+    if result.outcome not in ("failed", "usage_error") or not result.error:
         return result
-    extra = denials.hint(f"{result.stderr}\n{result.error}", jail.rules, fence)
+    extra = None
+    if jail.paths is not None:
+        text, namespaces = f"{result.stderr}\n{result.error}", jail.netns is not None
+        extra = denials.hint(text, jail.paths, fence, namespaces=namespaces)
+    # A named path is the surer sign; the network's words are the fallback.
+    if extra is None and result.outcome == "failed":
+        extra = confine.explain_network(tool.network, result.error)
     return result if extra is None else replace(result, error=f"{result.error}; {extra}")
 
 
@@ -156,9 +165,11 @@ def _start(
     the child before exec: a `preexec_fn` here would fork aat's whole process for each call.
     """
     if tool.warm and tool.runtime == "python" and warm.supported():
-        return warm.start(tool, argv, env, jail.rules, timeout_s=limit, admit=admit)
-    if jail.rules is not None and warm.supported():
-        return warm.spawn(argv, env, tool.folder, jail.rules, timeout_s=limit, admit=admit)
+        view = jail.view(tool.folder.resolve())
+        return warm.start(tool, argv, env, jail.request(), view=view, timeout_s=limit, admit=admit)
+    if jail.paths is not None and warm.supported():
+        request, view = jail.request(), jail.view()
+        return warm.spawn(argv, env, tool.folder, request, view=view, timeout_s=limit, admit=admit)
     try:
         confine_child = jail.preexec()
     except OSError as exc:

@@ -1,19 +1,22 @@
 """Warm calls (SPEC §12): a `warm: true` python tool runs in a child forked from a warm interpreter.
 
 One warm interpreter (`confine/zygote.py`) per tool, keyed by the tool's folder, the
-interpreter and the mtimes of its manifest and entrypoint, so an edited tool gets a new one on
-its next call (the old one finishes its calls in flight, then exits). It is started on the
-first call, replaced when it has died, and never holds aat's secrets or database handles: it
-is spawned with the interpreter's environment variables only and no other descriptor than
-its control socket. Each call hands it the call's stdin, stdout and stderr and a channel
-(`socket.send_fds`); what the tool can observe is what a plain spawn gives it (see zygote.py).
+interpreter, the mtimes of its manifest and entrypoint and the namespaces it runs in, so an
+edited tool gets a new one on its next call (the old one finishes its calls in flight, then
+exits). It is started on the first call, replaced when it has died, and never holds aat's
+secrets or database handles: it is spawned with the interpreter's environment variables only
+and no other descriptor than its control socket. It enters the tool's namespaces once, as it
+starts (SPEC §17, `confine/namespaces.py`); each call's child only narrows them to the call.
+Each call hands it the call's stdin, stdout and stderr and a channel (`socket.send_fds`); what
+the tool can observe is what a plain spawn gives it (see zygote.py).
 
 `start()` gives a `WarmProcess` that `supervise` watches like a `Popen`: its pid leads its own
 session and process group, its exit status comes from the zygote over the channel.
 
 `spawn()` starts a plain (`warm: false`) confined call the same way, through one zygote in
-exec mode that preloads nothing and execs the call's argv: forking aat's own large,
-multi-threaded process for the Landlock step before exec cost several milliseconds a call.
+exec mode (per interpreter and namespaces' network) that preloads nothing and execs the
+call's argv: forking aat's own large, multi-threaded process for the Landlock step before
+exec cost several milliseconds a call, and namespaces made per call cost more again.
 """
 
 from __future__ import annotations
@@ -41,10 +44,13 @@ EXEC_SLOT = "exec:"
 _INTERPRETER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONIOENCODING", "PYTHONUNBUFFERED")
 # The child's go-ahead (zygote.GO): its job row is written, it may start the tool.
 GO = b"g"
+# The static view of a zygote's namespaces (see `confine.Jail.view`); None: no namespaces.
+View = dict[str, Any] | None
 # How long the last word of a killed call may take: the zygote reaps and reports at once.
 _WAIT_BOUND_S = 10.0
 
-Key = tuple[str, str, int, int]
+# (slot, interpreter, manifest mtime, entrypoint mtime, the namespaces' static view as JSON)
+Key = tuple[str, str, int, int, str]
 
 
 def supported() -> bool:
@@ -139,9 +145,10 @@ class _Zygote:
     def __init__(self, key: Key, folder: Path, args: list[str], env: dict[str, str]) -> None:
         self.key = key
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        view = [key[4]] if key[4] else []
         with theirs:
             self.proc = subprocess.Popen(
-                [key[1], *args, str(theirs.fileno())],
+                [key[1], *args, str(theirs.fileno()), *view],
                 cwd=folder,
                 env={k: v for k, v in env.items() if k in _INTERPRETER_ENV},
                 stdin=subprocess.DEVNULL,
@@ -167,19 +174,21 @@ class _Pool:
         self._zygotes: dict[str, _Zygote] = {}
         self._retired: list[_Zygote] = []
 
-    def get(self, tool: ToolSpec, interpreter: str, env: dict[str, str]) -> _Zygote:
+    def get(self, tool: ToolSpec, interpreter: str, env: dict[str, str], view: View) -> _Zygote:
         entry = tool.entrypoint_path
         key: Key = (
-            str(tool.folder),
+            _slot(tool, view),
             interpreter,
             tool.manifest_path.stat().st_mtime_ns if tool.manifest_path.exists() else 0,
             entry.stat().st_mtime_ns,
+            _json(view),
         )
         return self._get(key, tool.folder, [str(ZYGOTE), str(entry)], env)
 
-    def spawner(self, interpreter: str, env: dict[str, str]) -> _Zygote:
-        """The exec-mode zygote that spawns plain calls (one per interpreter)."""
-        key: Key = (f"{EXEC_SLOT}{interpreter}", interpreter, 0, 0)
+    def spawner(self, interpreter: str, env: dict[str, str], view: View) -> _Zygote:
+        """The exec-mode zygote that spawns plain calls (one per interpreter and network)."""
+        net = view["net"] if view else "none"
+        key: Key = (f"{EXEC_SLOT}{interpreter}:{net}", interpreter, 0, 0, _json(view))
         return self._get(key, Path("/"), ["-S", str(ZYGOTE), EXEC_MODE], env)
 
     def _get(self, key: Key, folder: Path, args: list[str], env: dict[str, str]) -> _Zygote:
@@ -227,32 +236,48 @@ _POOL = _Pool()
 atexit.register(_POOL.shutdown)
 
 
-def zygote_pid(tool: ToolSpec) -> int | None:
-    """The pid of `tool`'s warm interpreter while one runs (for tests and diagnostics)."""
-    return _POOL.pid(str(tool.folder))
+def _slot(tool: ToolSpec, view: View) -> str:
+    """A warm interpreter's place in the pool: its tool's folder, and its namespaces' network
+    (`own`, `host`; `none` without namespaces)."""
+    return f"{tool.folder}:{view['net'] if view else 'none'}"
+
+
+def zygote_pid(tool: ToolSpec, network: str | None = None) -> int | None:
+    """The pid of `tool`'s warm interpreter while one runs (for tests and diagnostics), in
+    namespaces with `network` (by default the one its `network:` gets)."""
+    net = network or ("own" if tool.network.none else "host")
+    return _POOL.pid(f"{tool.folder}:{net}")
+
+
+def spawner_pid(network: str = "own") -> int | None:
+    """The pid of the spawner of plain calls in namespaces with `network` (`own`, `host`, or
+    `none` without namespaces), while one runs (for tests and diagnostics)."""
+    return _POOL.pid(f"{EXEC_SLOT}{sys.executable}:{network}")
 
 
 def start(
     tool: ToolSpec,
     argv: list[str],
     env: dict[str, str],
-    rules: dict[str, list[str]] | None,
+    confinement: dict[str, Any],
     *,
+    view: View,
     timeout_s: float,
     admit: Callable[[], None] | None = None,
 ) -> WarmProcess | str:
     """Start one call of `tool` in its warm interpreter; the call's process or a one-line reason.
 
     `argv` is the plain call's (`python ENTRYPOINT ACTION ...`), `env` its whole environment,
-    `rules` its Landlock rules (None: unconfined, as the operator accepted). `admit()` runs
+    `confinement` how its child confines itself (`Jail.request()`), `view` the static view of
+    the namespaces the warm interpreter enters (`Jail.view()`; None: none). `admit()` runs
     while the child is forked and prepared, before it runs anything of the tool (see
     `runner.run`).
     """
-    request = {"argv": argv, "env": env, "cwd": str(tool.folder), "rules": rules}
+    request = {"argv": argv, "env": env, "cwd": str(tool.folder), **confinement}
     line = json.dumps(request, ensure_ascii=False).encode() + b"\n"
     admit = _once(admit)
     for _ in range(2):  # a zygote found dead is replaced once
-        zygote = _POOL.get(tool, argv[0], env)
+        zygote = _POOL.get(tool, argv[0], env, view)
         try:
             return _fork(zygote, line, timeout_s, f"the warm interpreter of {tool.name}", admit)
         except ZygoteGone:
@@ -267,22 +292,23 @@ def spawn(
     argv: list[str],
     env: dict[str, str],
     cwd: Path,
-    rules: dict[str, list[str]] | None,
+    confinement: dict[str, Any],
     *,
+    view: View,
     timeout_s: float,
     admit: Callable[[], None] | None = None,
 ) -> WarmProcess | str:
     """Start a plain call's program through the exec-mode zygote; its process or a reason.
 
     What the program starts with is what `subprocess.Popen` gives it (see zygote.py); a
-    program that cannot be executed shows as the process's `exec_error`. `admit` as for
-    `start`.
+    program that cannot be executed shows as the process's `exec_error`. `confinement`,
+    `view` and `admit` as for `start`.
     """
-    request = {"argv": argv, "env": env, "cwd": str(cwd), "rules": rules}
+    request = {"argv": argv, "env": env, "cwd": str(cwd), **confinement}
     line = json.dumps(request, ensure_ascii=False).encode() + b"\n"
     admit = _once(admit)
     for _ in range(2):  # a spawner found dead is replaced once
-        zygote = _POOL.spawner(sys.executable, env)
+        zygote = _POOL.spawner(sys.executable, env, view)
         try:
             return _fork(zygote, line, timeout_s, "aat's spawner process", admit)
         except ZygoteGone:
@@ -339,6 +365,10 @@ def _fork(
         return f"{who} could not start the call ({why})"
     stdout, stderr = os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0)
     return WarmProcess(int(message["pid"]), stdout, stderr, ours, rest)
+
+
+def _json(view: View) -> str:
+    return "" if view is None else json.dumps(view, sort_keys=True)
 
 
 def _once(admit: Callable[[], None] | None) -> Callable[[], None]:

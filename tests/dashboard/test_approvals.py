@@ -45,6 +45,8 @@ def test_queue_card_shows_the_call(platform, alice):
     assert ">Approve</button>" in html and ">Deny</button>" in html
     assert 'name="reason"' in html
     assert "<title>(1) Approvals" in html
+    # What the tool may reach on the network (SPEC §17): the outbox, nothing.
+    assert '<dt>network</dt><dd><code class="network">none</code></dd>' in html
 
 
 def test_pending_count_in_every_title(platform, alice):

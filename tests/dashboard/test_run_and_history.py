@@ -105,6 +105,10 @@ def test_registry_search_and_schema(alice):
     assert "<code>delay-s</code>" in tool and "irreversible" in tool and "read-only" in tool
     assert "run_tool_confirmed" in tool
     assert "aat run outbox send-message --to TO --subject SUBJECT --body BODY" in tool
+    # What the tool may reach on the network (SPEC §17), on its page and its search hit.
+    assert 'network <code class="network">none</code>' in tool
+    listing = alice.get("/registry?q=outbox").text
+    assert "network <code>none</code>" in listing
     assert alice.get("/registry/tool/nope").status_code == 404
 
 

@@ -103,7 +103,7 @@ async def test_big_tool_degrades_to_action_index(big_platform: Platform, era: st
         result = await client.call_tool("capabilities", {"name": "bigcloud"})
         text = result.content[0].text  # type: ignore[union-attr]
         answer = body(result)
-        assert answer["degraded"] is True
+        assert answer["degraded"] is True and answer["network"] == "none"
         assert len(answer["actions"]) == ACTIONS
         assert "action=" in answer["note"] and "search=" in answer["note"]
         assert len(text.encode()) <= big_platform.settings.capabilities_max_bytes
@@ -125,6 +125,7 @@ async def test_full_schema_when_small(platform: Platform, era: str) -> None:
     async with connect(platform, era) as client:
         answer = body(await client.call_tool("capabilities", {"name": "xlsx"}))
     assert "degraded" not in answer
+    assert answer["network"] == "none"  # what it may reach (SPEC §17): nothing
     sheet = next(a for a in answer["actions"] if a["name"] == "read-sheet")
     assert "max-results" in [a["name"] for a in sheet["args"]]
 
@@ -223,3 +224,19 @@ async def test_a_large_registry_overview_fits_the_limit_and_says_how_to_narrow(
     assert f"showing {shown} of 120 tools" in answer["note"] and "search=" in answer["note"]
     # What was left out of the overview is still one search away.
     assert [m["name"] for m in last["matches"]] == ["svc-119"]
+
+
+async def test_a_tools_network_reach_is_in_its_schema(
+    mcp_settings: Settings, registry_root: Path, era: str
+) -> None:
+    folder = registry_root / "tools" / "fetcher"
+    folder.mkdir()
+    (folder / "main.py").write_text(SCRIPT)
+    (folder / "tool.yaml").write_text(
+        "name: fetcher\ndescription: Fetches pages.\nruntime: python\nentrypoint: main.py\n"
+        "network: {connect: [443, 5432]}\nactions:\n  - {name: fetch, read_only: true}\n"
+    )
+    plat = make_platform(mcp_settings, registry=str(registry_root))
+    async with connect(plat, era) as client:
+        answer = body(await client.call_tool("capabilities", {"name": "fetcher"}))
+    assert answer["network"] == "connect 443, 5432"

@@ -3,7 +3,9 @@
 
 A real `local_sessions` listener in this process, a real confined tool (tests/tools/escape)
 and real sockets; the hello is otherwise the one `aat mcp` would send, so only the secret or
-the folder stands between it and a session.
+the folder stands between it and a session. In its namespaces (SPEC §17) a tool does not see
+the socket at all; run with Landlock alone (`AAT_UNCONFINED=namespaces`) it reaches the
+socket by its path, and the secret is what refuses it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import json
 import logging
 import os
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -31,15 +35,11 @@ TESTS = Path(__file__).resolve().parents[1]
 TOOL = TESTS / "tools" / "escape"
 
 
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[Platform, Path]]:
+@asynccontextmanager
+async def _serving(tmp_path: Path, **confinement: Any) -> AsyncIterator[tuple[Platform, Path]]:
     """A platform on the test registry and its local relay socket, listening."""
-    env = {
-        "AAT_HOME": str(aat_home_beside(tmp_path)),
-        "AAT_REGISTRY": str(TESTS),
-        "AAT_WORKSPACES": str(tmp_path),
-    }
-    settings = Settings(home=Path(env["AAT_HOME"]), registry=str(TESTS), workspaces=str(tmp_path))
+    home = aat_home_beside(tmp_path)
+    settings = Settings(home=home, registry=str(TESTS), workspaces=str(tmp_path), **confinement)
     platform = Platform(settings)
     try:
         async with local_sessions(platform) as path:
@@ -49,6 +49,22 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Platform, Path]]:
         platform.engine.dispose()
 
 
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[Platform, Path]]:
+    """The relay of a platform whose tools run in namespaces of their own."""
+    async with _serving(tmp_path) as serving:
+        yield serving
+
+
+@pytest.fixture
+async def served_landlock_alone(tmp_path: Path) -> AsyncIterator[tuple[Platform, Path]]:
+    """The relay of a platform whose tools run with Landlock alone, as where namespaces are
+    missing and the operator set AAT_UNCONFINED=namespaces."""
+    alone = {"unconfined": "namespaces", "confine_pretend_no_namespaces": True}
+    async with _serving(tmp_path, **alone) as serving:
+        yield serving
+
+
 def _hello(platform: Platform, **fields: object) -> dict[str, object]:
     """The hello `aat mcp` sends for `platform`'s settings, less the secret and the folder."""
     settings = platform.settings
@@ -56,6 +72,8 @@ def _hello(platform: Platform, **fields: object) -> dict[str, object]:
         "AAT_HOME": str(settings.home),
         "AAT_REGISTRY": str(TESTS),
         "AAT_WORKSPACES": settings.workspaces,
+        "AAT_UNCONFINED": settings.unconfined,
+        "AAT_CONFINE_PRETEND_NO_NAMESPACES": str(int(settings.confine_pretend_no_namespaces)),
     }
     options = handoff.parse_mcp_args([])
     assert options is not None
@@ -90,28 +108,45 @@ def _secret(platform: Platform) -> str:
     return (platform.settings.home / "run" / handoff.SECRET_NAME).read_text()
 
 
-async def test_a_confined_tools_forged_hello_gets_no_session(
+def _relay_from_a_tool(platform: Platform) -> dict[str, Any]:
+    """What the escape tool, run as an agent's call, got from the relay with a hello that
+    lacks only the secret (it adds that if it can read it, and its own folder as `cwd`)."""
+    answer = request_run(
+        platform=platform,
+        kind="tool",
+        name="escape",
+        action="relay",
+        args={"hello": json.dumps(_hello(platform))},
+        actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
+        consent=Consent.NONE,
+    )
+    assert answer.status.value == "succeeded", answer
+    result: dict[str, Any] = answer.result  # type: ignore[assignment]
+    return result
+
+
+async def test_a_tool_in_its_namespaces_does_not_see_the_relay(
     served: tuple[Platform, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
-    platform, _path = served
-    hello = json.dumps(_hello(platform))  # the tool adds its own folder as `cwd`
-    actor = Actor(surface=Surface.mcp_stdio, client="test-agent")
-
-    def attack() -> object:
-        return request_run(
-            platform=platform,
-            kind="tool",
-            name="escape",
-            action="relay",
-            args={"hello": hello},
-            actor=actor,
-            consent=Consent.NONE,
-        )
-
+    platform, path = served
     with caplog.at_level(logging.WARNING, logger="webplatform.mcp.local"):
-        answer = await anyio.to_thread.run_sync(attack)
-    assert answer.status.value == "succeeded", answer  # type: ignore[attr-defined]
-    result = answer.result  # type: ignore[attr-defined]
+        result = await anyio.to_thread.run_sync(_relay_from_a_tool, platform)
+    # AAT_HOME is not in the tool's view: neither the secret nor the socket is there.
+    assert result == {
+        "secret": "No such file or directory",
+        "answer": "no connection: No such file or directory",
+    }
+    assert caplog.records == []  # nothing reached the server
+    assert path.exists()  # though the socket is there, outside the tool's view
+
+
+async def test_a_tool_with_landlock_alone_reaches_the_relay_and_gets_no_session(
+    served_landlock_alone: tuple[Platform, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Landlock does not govern connecting to a socket by its path: the secret refuses it."""
+    platform, _path = served_landlock_alone
+    with caplog.at_level(logging.WARNING, logger="webplatform.mcp.local"):
+        result = await anyio.to_thread.run_sync(_relay_from_a_tool, platform)
     assert result["secret"] == "Permission denied"  # confinement never grants AAT_HOME/run
     assert result["answer"] == ""  # not even a refusal to read
     refused = [r.getMessage() for r in caplog.records]

@@ -96,4 +96,4 @@ def test_a_data_folder_is_granted(tmp_path: Path) -> None:
     jail = confine.lock(_spec(tmp_path, "writes", "$AAT_HOME/data/greedy"), fence, None)
     assert isinstance(jail, confine.Jail), jail
     with jail:
-        assert jail.rules is not None and str(home / "data" / "greedy") in jail.rules["write"]
+        assert jail.paths is not None and str(home / "data" / "greedy") in jail.paths["write"]

@@ -195,7 +195,10 @@ def test_a_bad_cache_file_is_ignored_and_rebuilt(
     RegistryLoader([reg.root], cache_dir=cache).load()
     path = _cache_file(cache)
     good = path.read_bytes()
-    bad = good.replace(b'"schema":"3:', b'"schema":"2:') if content is None else content
+    fmt = cache_module.FORMAT
+    this, older = f'"schema":"{fmt}:'.encode(), f'"schema":"{fmt - 1}:'.encode()
+    assert this in good
+    bad = good.replace(this, older) if content is None else content
     path.write_bytes(bad)
     loaded = RegistryLoader([reg.root], cache_dir=cache).load()
     assert sorted(loaded.tools) == ["alpha"] and not loaded.errors

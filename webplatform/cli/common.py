@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
+import time
 from typing import Any
 
 from webplatform.answers import Answer, Status
@@ -52,6 +54,25 @@ def print_answer(answer: Answer) -> int:
     if answer.status is Status.invalid:
         return EXIT_USAGE
     return EXIT_FAILED if answer.is_error else EXIT_OK
+
+
+def say_confinement(settings: Settings, command: str, *, after_s: float = 0.0) -> None:
+    """Say on stderr, in one line, when tools cannot run fully confined here (SPEC §14, §17).
+
+    The check starts a short-lived process, so it runs beside the start, not before it, and
+    `after_s` seconds in (`aat mcp` answers its first message first, SPEC §13).
+    """
+    from webplatform import confine
+
+    fence = confine.Fence.from_settings(settings)
+
+    def check() -> None:
+        time.sleep(after_s)
+        note = confine.startup_note(fence)
+        if note:
+            print(f"{command}: {note}", file=sys.stderr, flush=True)
+
+    threading.Thread(target=check, name="aat-confinement-check", daemon=True).start()
 
 
 def notify_refusal(settings: Settings, command: str) -> int | None:

@@ -8,7 +8,14 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, notify_refusal, settings_from
+from webplatform.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    notify_refusal,
+    say_confinement,
+    settings_from,
+)
 from webplatform.config import get_settings
 
 if TYPE_CHECKING:
@@ -23,6 +30,7 @@ def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
     settings = settings_from(ns)
     if (refused := notify_refusal(settings, "aat worker")) is not None:
         return refused
+    say_confinement(settings, "aat worker")
     platform = Platform(settings)
     stop = threading.Event()
     worker = make_worker(platform)
@@ -46,7 +54,9 @@ def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
         return mcp_url(url=ns.url, registry=ns.registry, db=ns.db, surface=ns.surface)
     from webplatform.mcp.stdio import run_stdio
 
-    run_stdio(settings_from(ns), surface=ns.surface)
+    settings = settings_from(ns)
+    say_confinement(settings, "aat mcp", after_s=1.0)
+    run_stdio(settings, surface=ns.surface)
     return EXIT_OK
 
 
@@ -68,6 +78,7 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
         settings = settings.model_copy(update={"dashboard_url": served})
     if (refused := notify_refusal(settings, "aat serve")) is not None:
         return refused
+    say_confinement(settings, "aat serve")
     platform = Platform(settings)
     if (
         not is_loopback(ns.host)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import make_url
 
-from webplatform.config import Settings
+from webplatform.config import UNCONFINED_ALL, UNCONFINED_NAMESPACES, Settings
 from webplatform.registry.paths import INSTALLATION, interpreter_prefixes, overlaps
 
 
@@ -18,9 +18,12 @@ from webplatform.registry.paths import INSTALLATION, interpreter_prefixes, overl
 class Fence:
     """aat's own state, the registry folders and the operator's workspaces, for the runner.
 
-    `unconfined` is the operator's `AAT_UNCONFINED=1`: where Landlock is missing, tools run
-    anyway. `pretend_unavailable` (`AAT_CONFINE_PRETEND_UNAVAILABLE=1`) behaves as if the
-    kernel had no Landlock; it exists only so that refusal can be tested on a kernel that has it.
+    `unconfined` is the operator's `AAT_UNCONFINED=1`: where Landlock (or namespaces) are
+    missing, tools run anyway. `landlock_alone` is `AAT_UNCONFINED=namespaces`: where
+    namespaces are missing, tools run with Landlock alone. `pretend_unavailable`
+    (`AAT_CONFINE_PRETEND_UNAVAILABLE=1`) behaves as if the kernel had no Landlock, and
+    `pretend_no_namespaces` (`AAT_CONFINE_PRETEND_NO_NAMESPACES=1`) as if it could make no
+    namespaces; they exist only so those refusals can be tested on a kernel that has both.
     """
 
     home: Path
@@ -28,7 +31,9 @@ class Fence:
     workspaces: tuple[str, ...] = ()
     database: Path | None = None
     unconfined: bool = False
+    landlock_alone: bool = False
     pretend_unavailable: bool = False
+    pretend_no_namespaces: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Fence:
@@ -42,8 +47,10 @@ class Fence:
             registry_roots=tuple(settings.registry_roots),
             workspaces=tuple(w for w in settings.workspaces.split(":") if w.strip()),
             database=database,
-            unconfined=settings.unconfined,
+            unconfined=settings.unconfined == UNCONFINED_ALL,
+            landlock_alone=settings.unconfined == UNCONFINED_NAMESPACES,
             pretend_unavailable=settings.confine_pretend_unavailable,
+            pretend_no_namespaces=settings.confine_pretend_no_namespaces,
         )
 
     @property

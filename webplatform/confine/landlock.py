@@ -8,8 +8,10 @@ opened and added there, so a refusal is an ordinary error before anything is sta
 forked child, between fork and exec, only calls `confiner(fd)`: `PR_SET_NO_NEW_PRIVS` and
 `landlock_restrict_self`, two system calls through function pointers resolved beforehand (no
 import, no dlopen, no lock in the child). Read rules allow execute, reading files and listing
-folders; write rules add create, change and remove. Landlock domains are inherited and can
-never be lifted, so nothing the tool starts escapes them.
+folders; write rules add create, change and remove. TCP rules (ABI 4) allow connecting to, and
+listening on, the ports a manifest's `network:` lists and no other (SPEC §17). Scopes (ABI 6)
+keep signals and abstract Unix sockets within the tool's own processes. Landlock domains are
+inherited and can never be lifted, so nothing the tool starts escapes them.
 
 A child that cannot be confined exits 126 with one line on stderr instead of running the tool
 unconfined.
@@ -27,7 +29,7 @@ from collections.abc import Callable, Sequence
 # Same numbers on x86_64 and aarch64 (the generic syscall table).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
-_RULE_PATH_BENEATH = 1
+_RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
 _PR_SET_NO_NEW_PRIVS = 38
 EXIT_NOT_CONFINED = 126
 
@@ -35,6 +37,9 @@ EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
 MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
 REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+# TCP (ABI 4): bind(2) to, and connect(2) to, a port.
+BIND_TCP, CONNECT_TCP = 1 << 0, 1 << 1
+NET_ABI = 4
 # Scopes (ABI 6): no signals to, and no abstract unix sockets of, processes outside the domain.
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 
@@ -64,6 +69,11 @@ class _RulesetAttr(ctypes.Structure):
         ("handled_access_net", ctypes.c_uint64),
         ("scoped", ctypes.c_uint64),
     )
+
+
+class _NetPortAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64))
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -107,13 +117,16 @@ def _check(result: int, what: str) -> int:
     return result
 
 
-def restrict(read: list[str], write: list[str]) -> int:
+Net = dict[str, list[int]]
+
+
+def restrict(read: list[str], write: list[str], net: Net | None = None) -> int:
     """Confine this process (and all it will exec) to `read` and `write`; returns the ABI.
 
-    Paths that do not exist are skipped (a rule needs an open file). Raises OSError when the
-    kernel refuses; the caller must then not run the tool.
+    Paths that do not exist are skipped (a rule needs an open file). `net` as for `ruleset`.
+    Raises OSError when the kernel refuses; the caller must then not run the tool.
     """
-    fd = ruleset(read, write, here=True)
+    fd = ruleset(read, write, here=True, net=net)
     try:
         libc = _libc()
         _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
@@ -126,35 +139,34 @@ def restrict(read: list[str], write: list[str]) -> int:
     return abi_version()
 
 
-def ruleset(read: list[str], write: list[str], *, here: bool = False) -> int:
+def ruleset(
+    read: list[str], write: list[str], *, here: bool = False, net: Net | None = None
+) -> int:
     """A Landlock ruleset allowing `read` and `write` (a close-on-exec descriptor to close).
 
     Paths that do not exist are skipped (a rule needs an open file). A path that means a
     different file in each process (`/proc/self`) is left to the process that enforces the
-    ruleset (`confiner`), unless that is this one (`here`). Raises OSError when Landlock is
-    missing or the kernel refuses a rule.
+    ruleset (`confiner`), unless that is this one (`here`). `net` (`{"connect": [443],
+    "bind": []}`) allows TCP connections to and listening on those ports only (ABI 4); None
+    leaves TCP alone. Raises OSError when Landlock is missing, too old for `net`, or the
+    kernel refuses a rule.
     """
     abi = abi_version()
     if abi < 1:
         raise OSError(0, "Landlock is not available in this kernel")
+    if net is not None and abi < NET_ABI:
+        raise OSError(0, f"Landlock ABI {abi} has no TCP rules (ABI {NET_ABI}, Linux 6.7)")
     handled = _handled(abi)
-    attr = _RulesetAttr(handled, 0, _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL)
-    size = ctypes.sizeof(attr) if abi >= 6 else 8  # older kernels reject fields they lack
     libc = _libc()
-    fd = _check(
-        libc.syscall(
-            ctypes.c_long(_SYS_CREATE_RULESET),
-            ctypes.byref(attr),
-            ctypes.c_size_t(size),
-            ctypes.c_uint32(0),
-        ),
-        "landlock_create_ruleset",
-    )
+    fd = _create(libc, abi, handled, net is not None)
     try:
         for paths, rights in ((read, READ), (write, WRITE)):
             for path in paths:
                 if here or not _per_process(path):
                     _add_rule(libc, fd, path, rights & handled)
+        for key, right in (("connect", CONNECT_TCP), ("bind", BIND_TCP)):
+            for port in (net or {}).get(key, ()):
+                _add_port(libc, fd, int(port), right)
     except BaseException:
         os.close(fd)
         raise
@@ -209,6 +221,40 @@ def confiner(fd: int, read: Sequence[str] = (), write: Sequence[str] = ()) -> Ca
 
 def _per_process(path: str) -> bool:
     return path == "/proc/self" or path.startswith(("/proc/self/", "/proc/thread-self"))
+
+
+def _create(libc: ctypes.CDLL, abi: int, handled: int, tcp: bool) -> int:
+    """An empty ruleset handling `handled` file rights (and TCP, when `tcp`), with scopes."""
+    attr = _RulesetAttr(
+        handled,
+        BIND_TCP | CONNECT_TCP if tcp else 0,
+        _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL,
+    )
+    # Older kernels reject fields they lack: ABI 4 added the network field, ABI 6 the scopes.
+    size = ctypes.sizeof(attr) if abi >= 6 else 16 if abi >= NET_ABI else 8
+    return _check(
+        libc.syscall(
+            ctypes.c_long(_SYS_CREATE_RULESET),
+            ctypes.byref(attr),
+            ctypes.c_size_t(size),
+            ctypes.c_uint32(0),
+        ),
+        "landlock_create_ruleset",
+    )
+
+
+def _add_port(libc: ctypes.CDLL, ruleset: int, port: int, right: int) -> None:
+    attr = _NetPortAttr(right, port)
+    _check(
+        libc.syscall(
+            ctypes.c_long(_SYS_ADD_RULE),
+            ruleset,
+            ctypes.c_int(_RULE_NET_PORT),
+            ctypes.byref(attr),
+            ctypes.c_uint32(0),
+        ),
+        f"landlock_add_rule(port {port})",
+    )
 
 
 def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:

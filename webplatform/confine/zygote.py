@@ -1,43 +1,50 @@
 """The warm interpreter of one `warm: true` tool (SPEC §12): it forks a fresh child per call.
 
-This file imports only the standard library and `landlock.py` beside it. The runner
-(`webplatform.warm`) starts it with the interpreter and environment variables a plain call
-starts the tool with, minus everything that belongs to one call (no secrets, no `AAT_*`):
+This file imports only the standard library and `landlock.py` and `namespaces.py` beside it.
+The runner (`webplatform.warm`) starts it with the interpreter and environment variables a
+plain call starts the tool with, minus everything that belongs to one call (no secrets, no
+`AAT_*`):
 
-    python zygote.py ENTRYPOINT CONTROL_FD
+    python zygote.py ENTRYPOINT CONTROL_FD [VIEW]
 
-It holds nothing of aat's (no database, no keys, no settings: its only open descriptor is
-the control socket) and is not confined itself, because Landlock can only ever narrow: each
-call's child gets the call's own rules, which differ call by call (scratch folder, caller's
-workspace). It pre-imports the standard-library and third-party modules the entrypoint
-imports, never the tool's own modules, and then serves calls on one thread (fork safety).
+It holds nothing of aat's (no database, no keys, no settings: its only open descriptor is the
+control socket) and is not confined by Landlock itself, because Landlock can only ever narrow:
+each call's child gets the call's own rules, which differ call by call (scratch folder,
+caller's workspace). Given a VIEW (JSON: the static paths, and the network), it first enters
+the tools' namespaces (`namespaces.enter`: user, mount and, for `network: none`, network; SPEC
+§17), once, so no call pays for making them; it then pre-imports, inside them, the
+standard-library and third-party modules the entrypoint imports (never the tool's own modules),
+and serves calls on one thread (fork safety). Namespaces it could not enter make it answer
+every call with why, and fork nothing.
 
 One call: the runner sends one message on CONTROL_FD (a SOCK_SEQPACKET socket) carrying four
 descriptors: the call's stdin, stdout, stderr and a channel (a stream socket). The zygote
-forks. The child reads the request `{"argv", "env", "cwd", "rules"}` (one JSON line) from the
-channel, starts its own session (so its process group is its own and is killed on timeout),
-wires the three descriptors to 0/1/2, takes the call's environment, answers `{"pid": N}`,
-closes every other descriptor (the control socket, other calls' channels) and confines itself
-with the call's Landlock rules. It then waits for the runner's go-ahead (`GO`, one byte on
-the channel), which the runner sends once the call's job row is written: that write and the
-fork overlap, and a call whose row was not written ends here having run nothing. Then it
-runs the entrypoint with `runpy.run_path` as `__main__`, so module globals start fresh every
-call; exceptions, `sys.exit` and interpreter shutdown (non-daemon threads joined, atexit
-handlers) are the interpreter's own.
+forks. The child reads the request `{"argv", "env", "cwd", "paths", "own", "landlock", "net"}`
+(one JSON line) from the channel, starts its own session (so its process group is its own and
+is killed on timeout), wires the three descriptors to 0/1/2, takes the call's environment,
+answers `{"pid": N}`, closes every other descriptor (the control socket, other calls' channels)
+and confines itself: in namespaces, a mount namespace of its own with the call's `own` paths
+bound (`namespaces.narrow`), then the call's working folder, then Landlock's rules for `paths`
+(and `net`, its TCP ports) when `landlock` says so. It then waits for the runner's go-ahead
+(`GO`, one byte on the channel), which the runner sends once the call's job row is written:
+that write and the fork overlap, and a call whose row was not written ends here having run
+nothing. Then it runs the entrypoint with `runpy.run_path` as `__main__`, so module globals
+start fresh every call; exceptions, `sys.exit` and interpreter shutdown (non-daemon threads
+joined, atexit handlers) are the interpreter's own.
 
 The zygote waits on each child with a pidfd; when it exits it kills the child's process group
-(while the child is an unreaped zombie, so the group id cannot be reused), reaps it and
-writes `{"status": WAIT_STATUS}` on the channel. The zygote reports the status, not the
-runner through a pidfd of its own, because only a process's parent can read its wait status.
-When the control socket closes, the zygote finishes its calls in flight and exits.
+(while the child is an unreaped zombie, so the group id cannot be reused), reaps it and writes
+`{"status": WAIT_STATUS}` on the channel. The zygote reports the status, not the runner through
+a pidfd of its own, because only a process's parent can read its wait status. When the control
+socket closes, the zygote finishes its calls in flight and exits.
 
 Plain calls (`warm: false`) go through one zygote in exec mode (`python -S zygote.py --exec
-CONTROL_FD`): it preloads nothing, and each child, once it has taken on the call as above,
-confined itself and had the go-ahead, execs the call's argv with the call's environment, as
-`subprocess.Popen` would have. aat's own process is large and multi-threaded, so forking it
-per call (which a Landlock step before exec needs) cost several milliseconds; this small
-single-threaded process forks in a fraction of one. An exec that fails is reported as
-`{"exec_error": ...}`.
+CONTROL_FD [VIEW]`, one per namespaces' network): it preloads nothing, and each child, once it
+has taken on the call as above, confined itself and had the go-ahead, execs the call's argv
+with the call's environment, as `subprocess.Popen` would have. aat's own process is large and
+multi-threaded, so forking it per call (which a Landlock step before exec needs) cost several
+milliseconds; this small single-threaded process forks in a fraction of one. An exec that fails
+is reported as `{"exec_error": ...}`.
 """
 
 from __future__ import annotations
@@ -58,14 +65,17 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from webplatform.confine import landlock
-else:  # run as a script: the sibling file, without importing aat
+    from webplatform.confine import landlock, namespaces
+else:  # run as a script: the sibling files, without importing aat
     import landlock
+    import namespaces
 
     # A tool may have its own `landlock.py`: keep ours out of the module table it will see.
-    del sys.modules["landlock"]
+    del sys.modules["landlock"], sys.modules["namespaces"]
 
 EXIT_NOT_CONFINED = landlock.EXIT_NOT_CONFINED
+# What this zygote's namespaces hold for its calls (`namespaces.Views`; None: it entered none).
+Static = tuple[list[tuple[str, str, str]], int] | None
 # A child whose call the runner dropped before its start exits with this, having run nothing.
 EXIT_DROPPED = 125
 _MAX_REQUEST = 64 * 1024 * 1024
@@ -106,8 +116,14 @@ def preimport(entry: str, folder: str) -> None:
             del sys.modules[name]
 
 
-def serve(control: socket.socket) -> tuple[socket.socket, list[int]] | None:
-    """Fork a child per call until the control socket closes; in a child, return its call."""
+def serve(
+    control: socket.socket, refusal: str | None = None
+) -> tuple[socket.socket, list[int]] | None:
+    """Fork a child per call until the control socket closes; in a child, return its call.
+
+    With a `refusal` (the namespaces could not be entered), each call is answered with it
+    and nothing is forked.
+    """
     sel = selectors.DefaultSelector()
     sel.register(control, selectors.EVENT_READ, None)
     accepting, running = True, 0
@@ -127,12 +143,13 @@ def serve(control: socket.socket) -> tuple[socket.socket, list[int]] | None:
                     continue
                 channel = socket.socket(fileno=fds[3])
                 try:
+                    if refusal is not None:
+                        raise OSError(0, refusal)
                     pid = os.fork()
                 except OSError as exc:
+                    why = refusal or f"fork: {exc.strerror}"
                     with contextlib.suppress(OSError):
-                        channel.sendall(
-                            json.dumps({"error": f"fork: {exc.strerror}"}).encode() + b"\n"
-                        )
+                        channel.sendall(json.dumps({"error": why}).encode() + b"\n")
                     pid = -1
                 if pid == 0:  # the child keeps nothing of the zygote's or of other calls
                     for other in sel.get_map().values():
@@ -163,14 +180,14 @@ def serve(control: socket.socket) -> tuple[socket.socket, list[int]] | None:
     return None
 
 
-def become(channel: socket.socket, stdio: list[int]) -> str:
+def become(channel: socket.socket, stdio: list[int], static: Static) -> str:
     """In the forked child: take on the call (session, stdio, env, confinement); the entrypoint."""
     request = _read_request(channel)
     os.environ.clear()
     os.environ.update(request["env"])
-    _take_on(channel, stdio, request)
-    _close_all_but(channel)
-    _confine(request["rules"])
+    _take_on(channel, stdio)
+    _close_all_but(channel, static)
+    _confine(request, static)
     _await_go(channel)
     channel.close()
     argv = request["argv"]
@@ -181,7 +198,7 @@ def become(channel: socket.socket, stdio: list[int]) -> str:
     return str(argv[1])
 
 
-def execute(channel: socket.socket, stdio: list[int]) -> None:
+def execute(channel: socket.socket, stdio: list[int], static: Static) -> None:
     """In the forked child of an exec-mode zygote: take on the call, then exec its argv.
 
     What the new program starts with is what `subprocess.Popen(argv, env=..., cwd=...,
@@ -189,10 +206,10 @@ def execute(channel: socket.socket, stdio: list[int]) -> None:
     channel stays open until the exec (close-on-exec), to report an exec that fails.
     """
     request = _read_request(channel)
-    _take_on(channel, stdio, request)
+    _take_on(channel, stdio)
     os.set_inheritable(channel.fileno(), False)
-    _close_all_but(channel)
-    _confine(request["rules"])
+    _close_all_but(channel, static)
+    _confine(request, static)
     for name in ("SIGPIPE", "SIGXFSZ"):  # what the interpreter ignores, as Popen restores
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
@@ -206,20 +223,24 @@ def execute(channel: socket.socket, stdio: list[int]) -> None:
     os._exit(127)
 
 
-def _take_on(channel: socket.socket, stdio: list[int], request: dict[str, Any]) -> None:
-    """Its own session, the call's stdio and working folder; then tell the runner its pid."""
+def _take_on(channel: socket.socket, stdio: list[int]) -> None:
+    """Its own session and the call's stdio; then tell the runner its pid."""
     os.setsid()
     for target, fd in enumerate(stdio):
         os.dup2(fd, target)
         os.close(fd)
-    os.chdir(request["cwd"])
     channel.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
 
 
-def _close_all_but(channel: socket.socket) -> None:
-    kept = channel.fileno()
-    os.closerange(3, kept)
-    os.closerange(kept + 1, os.sysconf("SC_OPEN_MAX"))
+def _close_all_but(channel: socket.socket, static: Static) -> None:
+    """Close every descriptor but stdio, the channel and the tools' namespace (which
+    `namespaces.narrow` closes once it has moved into it)."""
+    kept = sorted({channel.fileno(), *([static[1]] if static is not None else [])})
+    low = 3
+    for fd in kept:
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
 def _await_go(channel: socket.socket) -> None:
@@ -236,14 +257,21 @@ def _await_go(channel: socket.socket) -> None:
         os._exit(EXIT_DROPPED)
 
 
-def _confine(rules: dict[str, list[str]] | None) -> None:
-    if rules is not None:
-        try:
-            landlock.restrict(list(rules["read"]), list(rules["write"]))
-        except OSError as exc:
-            sys.stderr.write(f"aat: the tool was not run: confinement failed ({exc.strerror})\n")
-            sys.stderr.flush()
-            os._exit(EXIT_NOT_CONFINED)
+def _confine(request: dict[str, Any], static: Static) -> None:
+    """The call's own view of the files (in namespaces), its working folder, its Landlock
+    rules; a child that cannot have them all exits 126, having run nothing of the tool."""
+    none: dict[str, list[str]] = {"read": [], "write": []}
+    paths, own = request["paths"] or none, request["own"] or none
+    try:
+        if static is not None:
+            namespaces.narrow(static, list(own["read"]), list(own["write"]))
+        os.chdir(request["cwd"])
+        if request["landlock"]:
+            landlock.restrict(list(paths["read"]), list(paths["write"]), request["net"])
+    except OSError as exc:
+        sys.stderr.write(f"aat: the tool was not run: confinement failed ({exc.strerror})\n")
+        sys.stderr.flush()
+        os._exit(EXIT_NOT_CONFINED)
 
 
 def _read_request(channel: socket.socket) -> dict[str, Any]:
@@ -257,22 +285,37 @@ def _read_request(channel: socket.socket) -> dict[str, Any]:
     return value
 
 
+def enter(view: dict[str, Any] | None) -> tuple[Static, str | None]:
+    """Enter the namespaces `view` asks for (None: none); the static view, or why not."""
+    if view is None:
+        return None, None
+    try:
+        return namespaces.enter(view), None
+    except OSError as exc:
+        return None, f"namespaces for tools could not be made ({exc.strerror or exc})"
+
+
 def main() -> None:
     entry, control_fd = sys.argv[1], int(sys.argv[2])
+    static, refusal = enter(json.loads(sys.argv[3]) if len(sys.argv) > 3 else None)
+    control = socket.socket(fileno=control_fd)
     if entry == EXEC_MODE:
-        call = serve(socket.socket(fileno=control_fd))
+        call = serve(control, refusal)
         if call is None:
             sys.exit(0)
-        execute(*call)
+        execute(*call, static)
     folder = os.path.dirname(entry)
     sys.path[0] = folder  # as for `python ENTRYPOINT`, not this file's folder
-    preimport(entry, folder)
+    if static is not None:
+        os.chdir(folder)  # the namespaces moved the root away from the one it started in
+    if refusal is None:  # the tool's imports run in the namespaces, never without them
+        preimport(entry, folder)
     gc.collect()
     gc.freeze()  # children then share the pre-imported objects' pages longer
-    call = serve(socket.socket(fileno=control_fd))
+    call = serve(control, refusal)
     if call is None:
         sys.exit(0)
-    code = run(become(*call))
+    code = run(become(*call, static))
     if code < 0:  # an uncaught KeyboardInterrupt ends the interpreter by SIGINT
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)

@@ -236,6 +236,7 @@ def _full(spec: ToolSpec) -> dict[str, Any]:
         "description": spec.description,
         "version": spec.version,
         **_ready(spec),
+        "network": str(spec.network),
         "actions": actions,
     }
 
@@ -250,6 +251,7 @@ def _full_or_index(spec: ToolSpec, *, max_bytes: int) -> dict[str, Any]:
         "name": spec.name,
         "description": spec.description,
         **_ready(spec),
+        "network": str(spec.network),
         "degraded": True,
         "actions": [a.name for a in spec.actions],
         "note": (

@@ -35,7 +35,7 @@ from webplatform.registry.model import ManifestError, SkillSpec, ToolSpec
 
 log = logging.getLogger(__name__)
 
-FORMAT = 3  # 3: JSON with an HMAC, instead of a pickle
+FORMAT = 4  # 3: JSON with an HMAC, instead of a pickle; 4: ToolSpec gained `network`
 MAGIC = b"aat-registry-cache"
 KEY_FILE = "registry-cache.key"
 # (size, mtime_ns) of a file; None when it is missing.

@@ -11,6 +11,7 @@ from typing import Any
 from webplatform.registry.actions import ActionCheck
 from webplatform.registry.checks import Collector, Where, did_you_mean
 from webplatform.registry.model import RUNTIMES, ManifestError, RunnableKind, Runtime, ToolSpec
+from webplatform.registry.network import network_reach
 from webplatform.registry.paths import expand, home_problem, write_problem
 from webplatform.registry.yamldoc import YamlProblem, parse_yaml
 
@@ -25,6 +26,7 @@ MANIFEST_KEYS = (
     "reads",
     "writes",
     "warm",
+    "network",
 )
 # Stands in for AAT_HOME while a manifest is checked: which folder it is depends on settings.
 _SOME_HOME = Path("/AAT_HOME")
@@ -87,6 +89,7 @@ class _ManifestCheck(ActionCheck):
         writes = self.paths(data, "writes", folder)
         actions = self.actions(data, name or folder.name)
         warm = self.warm(data, runtime)
+        network = network_reach(self, data)
         if self.errors or not (name and description and runtime and entrypoint):
             return None, ep_path
         spec = ToolSpec(
@@ -103,6 +106,7 @@ class _ManifestCheck(ActionCheck):
             reads,
             writes,
             warm,
+            network=network,
         )
         return spec, ep_path
 

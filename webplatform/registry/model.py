@@ -51,6 +51,32 @@ class ActionSpec:
 
 
 @dataclass(frozen=True)
+class NetworkReach:
+    """What a tool may reach on the network (SPEC §17): nothing (the default), TCP connections
+    to and listening on the listed ports, or `any`thing."""
+
+    any: bool = False
+    connect: tuple[int, ...] = ()
+    bind: tuple[int, ...] = ()
+
+    @property
+    def none(self) -> bool:
+        """True for `network: none`: no network but the tool's own loopback."""
+        return not (self.any or self.connect or self.bind)
+
+    def __str__(self) -> str:
+        """How pages and answers show it: `none`, `any`, `connect 443, 5432; bind 8080`."""
+        if self.any:
+            return "any"
+        parts = [
+            f"{verb} {', '.join(map(str, ports))}"
+            for verb, ports in (("connect", self.connect), ("bind", self.bind))
+            if ports
+        ]
+        return "; ".join(parts) or "none"
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     """A loaded, valid tool or agent manifest."""
 
@@ -69,6 +95,8 @@ class ToolSpec:
     writes: tuple[str, ...] = ()
     # `warm: true` (python only): calls fork from a warm interpreter (SPEC §12, warm.py).
     warm: bool = False
+    # `network:` (SPEC §17); none by default.
+    network: NetworkReach = field(default_factory=NetworkReach)
 
     def action(self, name: str) -> ActionSpec | None:
         """The action called exactly `name`, or None."""
