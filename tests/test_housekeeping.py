@@ -44,8 +44,9 @@ from webplatform.tracking import _dashboard_alive
 
 S = JobState
 ARGS = {"to": "ops@example.org", "subject": "hi", "body": "hello"}
-# How late a deadline may be met (the brief: within a second or two; here, one).
-ON_TIME_S = 1.0
+# How late a deadline may be met: within a second or two, with room for a loaded machine.
+# These housekeepers beat once an hour, so only the deadline itself can wake them in time.
+ON_TIME_S = 2.0
 
 
 def _sessions(engine: Engine) -> list[str]:
