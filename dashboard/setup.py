@@ -17,6 +17,7 @@ from typing import TextIO
 
 from sqlmodel import Session
 
+from webplatform.authority import seal_for
 from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import meta, operators
@@ -107,6 +108,7 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
 
     Checks and uses up the token in the same transaction, so it works exactly once.
     """
+    seal = seal_for(platform)
 
     def use_token(session: Session) -> str | None:
         stored = meta.get_meta(session=session, key=SETUP_TOKEN_KEY)
@@ -115,7 +117,9 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
         if not hmac.compare_digest(stored, _hash(token)):
             return "this setup link is not valid: use the latest link `aat serve` printed"
         try:
-            operators.add_operator(session=session, name=username, password=password, actor="setup")
+            operators.add_operator(
+                session=session, name=username, password=password, seal=seal, actor="setup"
+            )
         except operators.OperatorError as exc:
             return str(exc)
         meta.delete_meta(session=session, key=SETUP_TOKEN_KEY)

@@ -28,7 +28,7 @@ from webplatform.store.engine import transact
 from webplatform.store.heartbeats import prune_heartbeats
 from webplatform.store.models import utcnow
 from webplatform.store.notices import claim_new_pending, claim_reminders
-from webplatform.store.operators import prune_sessions
+from webplatform.store.sessions import prune_sessions
 
 log = logging.getLogger(__name__)
 
