@@ -12,19 +12,22 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import body, make_platform, serve_mcp
 from pydantic import SecretStr
+from sqlalchemy import text
 from sqlmodel import select
 
 from webplatform.authority import seal_for
 from webplatform.config import Settings
 from webplatform.platform import Platform
-from webplatform.store import Job, JobState, session_scope
+from webplatform.store import AuditEvent, Job, JobState, session_scope, utcnow
 from webplatform.store.agents import (
     AgentTokenError,
     add_agent,
     list_agents,
     revoke_agent,
+    token_hash,
 )
 from webplatform.store.operators import add_operator
+from webplatform.store.seals import FORGED_EVENT
 
 pytestmark = pytest.mark.anyio
 
@@ -170,3 +173,32 @@ async def test_job_status_answers_only_the_agent_that_asked(platform: Platform) 
         str(ran["job"] + 1000), "N"
     )
     assert their_recent["jobs"] == []
+
+
+async def test_a_token_row_inserted_or_unrevoked_by_sql_gets_401(platform: Platform) -> None:
+    keep = mint(platform, "build-bot")
+    old = mint(platform, "old-bot")
+    planted = "aat_" + "p" * 43
+    with session_scope(platform.engine) as session:
+        assert revoke_agent(session=session, name="old-bot", seal=seal_for(platform))
+    with session_scope(platform.engine) as session:
+        connection = session.connection()
+        connection.execute(
+            text(
+                "INSERT INTO agent_token (name, owner, token_hash, created_at) "
+                "VALUES ('planted', NULL, :hash, :at)"
+            ),
+            {"hash": token_hash(planted), "at": utcnow().replace(tzinfo=None)},
+        )
+        connection.execute(text("UPDATE agent_token SET revoked_at = NULL WHERE name = 'old-bot'"))
+    with serve_mcp(platform) as base:
+        for _ in range(2):
+            assert post(f"{base}/mcp", Authorization=f"Bearer {planted}").status_code == 401
+            assert post(f"{base}/mcp", Authorization=f"Bearer {old}").status_code == 401
+        assert post(f"{base}/mcp", Authorization=f"Bearer {keep}").status_code == 200
+    with session_scope(platform.engine, write=False) as session:
+        forged = session.exec(select(AuditEvent).where(AuditEvent.event == FORGED_EVENT)).all()
+    assert sorted(e.detail.split(":")[0] for e in forged) == [
+        "agent token old-bot",
+        "agent token planted",
+    ]
