@@ -143,6 +143,17 @@ def test_a_passkey_proof_for_one_change_confirms_no_other(platform: Any, local: 
     assert len(_passkeys(platform)) == 2
 
 
+def test_removing_a_passkey_needs_a_step_up(platform: Any, local: Any) -> None:
+    assert _register(local, SoftAuthenticator(origin=LOCAL), {"password": PASSWORD}).status_code
+    form = {"csrf_token": csrf(local, "/account")}
+    r = local.post("/account/passkeys/1/remove", data=form, headers=LOCAL_ORIGIN)
+    assert r.status_code == 403 and "removing a passkey needs your current password" in r.text
+    assert len(_passkeys(platform)) == 1
+    form["password"] = PASSWORD
+    r = local.post("/account/passkeys/1/remove", data=form, headers=LOCAL_ORIGIN)
+    assert r.status_code == 303 and _passkeys(platform) == []
+
+
 def test_a_passkey_row_inserted_by_sql_is_refused_at_step_up(platform: Any, local: Any) -> None:
     own = SoftAuthenticator(origin=LOCAL)
     assert _register(local, own, {"password": PASSWORD}).status_code == 200
