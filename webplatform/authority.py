@@ -17,7 +17,7 @@ from sqlmodel import Session, col, delete, select
 
 from webplatform import keyfiles, signing
 from webplatform.platform import Platform
-from webplatform.store import seals
+from webplatform.store import agents, operators, seals
 from webplatform.store.audit import record_event
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.meta import get_meta, set_meta
@@ -29,6 +29,11 @@ from webplatform.store.seals import RowSeal
 ADOPTED_FILE = "authority-adopted"
 ADOPTED_KEY = "authority.adopted_at"
 ADOPTED_EVENT = "authority-adopted"
+# Also in AAT_HOME, also never removed: once an operator existed, first-run setup stays
+# closed, and once an agent token was minted, /mcp wants one, even if a database writer
+# deletes every operator (and the database's own markers) or every token row.
+OPERATORS_FILE = "operators-existed"
+TOKENS_FILE = "agent-tokens-minted"
 
 _lock = threading.Lock()
 _seals: dict[tuple[str, str], RowSeal] = {}
@@ -51,6 +56,19 @@ def seal_for(platform: Platform) -> RowSeal:
             adopt_unsigned(platform, seal)
             _seals[cache_key] = seal
         return seal
+
+
+def remember(platform: Platform, marker: str) -> None:
+    """Leave `marker` (OPERATORS_FILE or TOKENS_FILE) in AAT_HOME, for good."""
+    path = platform.settings.home / marker
+    if not path.exists():
+        stamp = datetime.now(UTC).isoformat() + "\n"
+        keyfiles.write(path, stamp.encode("ascii"), mode=0o600, replace=False)
+
+
+def remembers(platform: Platform, marker: str) -> bool:
+    """True once `marker` was left in AAT_HOME."""
+    return (platform.settings.home / marker).exists()
 
 
 def report_forged(platform: Platform) -> None:
@@ -79,14 +97,23 @@ def adopt_unsigned(platform: Platform, seal: RowSeal) -> None:
     if marker.exists():
         return
     now = datetime.now(UTC).isoformat()
-    platform.transact(lambda s: _adopt(s, seal, now))
+    had_operators, had_tokens = platform.transact(lambda s: _adopt(s, seal, now))
+    if had_operators:
+        remember(platform, OPERATORS_FILE)
+    if had_tokens:
+        remember(platform, TOKENS_FILE)
     keyfiles.write(marker, (now + "\n").encode("ascii"), mode=0o600, replace=False)
 
 
-def _adopt(session: Session, seal: RowSeal, now: str) -> None:
+def _adopt(session: Session, seal: RowSeal, now: str) -> tuple[bool, bool]:
+    """Adopt (see `adopt_unsigned`); returns whether operators and agent tokens existed."""
     lock_chain(session)  # serialises two processes adopting at once (PostgreSQL)
+    existed = (
+        operators.ever_had_operators(session=session),
+        agents.agents_exist(session=session),
+    )
     if get_meta(session=session, key=ADOPTED_KEY) is not None:
-        return
+        return existed
     rows: list[Operator | Passkey | AgentToken] = [
         *session.exec(select(Operator).where(col(Operator.signature).is_(None))).all(),
         *session.exec(select(Passkey).where(col(Passkey.signature).is_(None))).all(),
@@ -108,6 +135,7 @@ def _adopt(session: Session, seal: RowSeal, now: str) -> None:
             f"ended {ended} unsigned session(s)"
         )
         record_event(session=session, actor="system", event=ADOPTED_EVENT, detail=detail)
+    return existed
 
 
 def _name(row: Operator | Passkey | AgentToken) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webplatform.authority import seal_for
+from webplatform.authority import TOKENS_FILE, remember, seal_for
 from webplatform.platform import Platform
 from webplatform.stepup import Change, StepUp, change_digest, check_step_up
 from webplatform.store import agents, operators
@@ -53,9 +53,11 @@ def mint_agent(
     the name is bad or taken."""
     check_change(step_up, by=by, change=Change.agent_add, target={"name": name})
     seal = seal_for(platform)
-    return platform.transact(
+    minted = platform.transact(
         lambda s: agents.add_agent(session=s, name=name, owner=by, seal=seal, actor=by)
     )
+    remember(platform, TOKENS_FILE)
+    return minted
 
 
 def remove_passkey(*, platform: Platform, step_up: StepUp, by: str, passkey_id: int) -> bool:

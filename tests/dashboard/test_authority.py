@@ -10,6 +10,7 @@ session) that try to log in or approve.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -24,11 +25,20 @@ from sqlalchemy import text
 from sqlmodel import select
 from webauthn.helpers import bytes_to_base64url
 
+from dashboard.setup import SETUP_TOKEN_KEY, print_setup_link
 from webplatform import decisions, jobs
 from webplatform.authority import seal_for
 from webplatform.stepup import StepUp, StepUpMethod
 from webplatform.store.engine import session_scope
-from webplatform.store.models import AgentToken, AuditEvent, Job, JobState, Passkey, utcnow
+from webplatform.store.models import (
+    AgentToken,
+    AuditEvent,
+    Job,
+    JobState,
+    Operator,
+    Passkey,
+    utcnow,
+)
 from webplatform.store.passwords import hash_password
 from webplatform.store.seals import FORGED_EVENT, sign_row
 
@@ -247,6 +257,33 @@ def test_a_session_row_inserted_by_sql_logs_no_one_in(platform: Any, client: Tes
     r = client.get("/approvals")
     assert r.status_code == 303 and r.headers["location"].startswith("/login")
     assert len(_events(platform, FORGED_EVENT)) == 1
+
+
+def test_a_database_writer_cannot_reopen_first_run_setup(
+    settings: Any, platform: Any, client: TestClient
+) -> None:
+    link = print_setup_link(settings, platform, out=io.StringIO())
+    assert link is not None
+    form = {"token": link.split("token=")[1], "username": "root", "password": PASSWORD}
+    created = client.post("/setup", data={**form, "password2": PASSWORD}, headers=ORIGIN)
+    assert created.status_code == 303
+    # Every operator and every marker the database keeps gone, and a setup token planted.
+    planted = "planted-setup-token"
+    with session_scope(platform.engine) as session:
+        connection = session.connection()
+        connection.execute(text("DELETE FROM operator"))
+        connection.execute(text("DELETE FROM meta"))
+        connection.execute(
+            text("INSERT INTO meta (key, value) VALUES (:k, :v)"),
+            {"k": SETUP_TOKEN_KEY, "v": hashlib.sha256(planted.encode()).hexdigest()},
+        )
+    assert client.get(f"/setup?token={planted}").status_code == 404
+    attempt = {"token": planted, "username": "mallory", "password": PASSWORD}
+    refused = client.post("/setup", data={**attempt, "password2": PASSWORD}, headers=ORIGIN)
+    assert refused.status_code == 400 and "already done" in refused.text
+    with session_scope(platform.engine, write=False) as session:
+        assert session.exec(select(Operator)).all() == []
+    assert print_setup_link(settings, platform, out=io.StringIO()) is None
 
 
 def _change_form(client: TestClient, **fields: str) -> dict[str, str]:

@@ -15,9 +15,11 @@ from pydantic import SecretStr
 from sqlalchemy import text
 from sqlmodel import select
 
+from webplatform import changes
 from webplatform.authority import seal_for
 from webplatform.config import Settings
 from webplatform.platform import Platform
+from webplatform.stepup import Change, StepUp, StepUpMethod, change_digest
 from webplatform.store import AuditEvent, Job, JobState, session_scope, utcnow
 from webplatform.store.agents import (
     AgentTokenError,
@@ -202,3 +204,17 @@ async def test_a_token_row_inserted_or_unrevoked_by_sql_gets_401(platform: Platf
         "agent token old-bot",
         "agent token planted",
     ]
+
+
+async def test_deleting_every_token_row_does_not_open_mcp_again(platform: Platform) -> None:
+    with session_scope(platform.engine) as session:
+        add_operator(session=session, name="ada", password="correct horse", seal=seal_for(platform))
+    # Minted on the Agents page, with the admin's step-up for this name.
+    digest = change_digest(operator="ada", change=Change.agent_add, target={"name": "bot"})
+    step_up = StepUp(operator="ada", digest=digest, method=StepUpMethod.password)
+    _row, token = changes.mint_agent(platform=platform, step_up=step_up, by="ada", name="bot")
+    with session_scope(platform.engine) as session:
+        session.connection().execute(text("DELETE FROM agent_token"))
+    with serve_mcp(platform) as base:
+        assert post(f"{base}/mcp").status_code == 401
+        assert post(f"{base}/mcp", Authorization=f"Bearer {token}").status_code == 401

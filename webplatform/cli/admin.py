@@ -94,7 +94,7 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
 
     Rows are signed with the decision key in `AAT_HOME` (this OS user holds it, and with it
     every power a dashboard step-up guards, so none is asked for here)."""
-    from webplatform.authority import seal_for
+    from webplatform.authority import OPERATORS_FILE, remember, seal_for
     from webplatform.platform import Platform
     from webplatform.store import operators
 
@@ -123,6 +123,7 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
     except ValueError as exc:
         print(f"aat operator {ns.op}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    remember(platform, OPERATORS_FILE)
     role = platform.transact(
         lambda s: operators.operator_role(session=s, name=ns.name, seal=seal), write=False
     )

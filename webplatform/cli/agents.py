@@ -11,7 +11,7 @@ from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_fr
 
 def cmd_agent(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Mint, list or revoke agent tokens; `add` prints the token, alone, on stdout."""
-    from webplatform.authority import seal_for
+    from webplatform.authority import TOKENS_FILE, remember, seal_for
     from webplatform.platform import Platform
     from webplatform.store import agents
 
@@ -46,6 +46,7 @@ def cmd_agent(ns: argparse.Namespace, _extra: list[str]) -> int:
     except agents.AgentTokenError as exc:
         print(f"aat agent add: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    remember(platform, TOKENS_FILE)
     print(token)
     print(
         f"added agent {ns.name}: the token above is shown once; "

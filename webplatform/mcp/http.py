@@ -92,8 +92,11 @@ class BearerGate:
         # Only tokens whose rows aat signed count; any row, signed or not, keeps /mcp closed.
         seal = authority.seal_for(self.platform)
 
+        # Once a token was minted, deleting every token row does not open /mcp again.
+        minted = authority.remembers(self.platform, authority.TOKENS_FILE)
+
         def read(session: Session) -> tuple[bool, AgentTokenPublic | None]:
-            exist = agents.agents_exist(session=session)
+            exist = minted or agents.agents_exist(session=session)
             found = agents.find_agent(session=session, token=given, seal=seal) if exist else None
             return exist, found
 
