@@ -1,6 +1,6 @@
 """The operator's account page: their passkeys (list, add, remove) and password, and for
 admins the operators' roles; and the WebAuthn endpoints the page's script calls
-(`static/passkeys.js`): registration, and challenges bound to one call or one change.
+(`static/passkeys.js`) to register a passkey (step-up challenges: `dashboard.routes.stepup`).
 
 Every change here changes who may decide, so each needs a step-up bound to that change
 (`dashboard.stepup.for_change`): the current password typed with it, or an assertion from an
@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, HTTPException, Request
+from fastapi import APIRouter, Form, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
@@ -28,6 +28,7 @@ from dashboard.deps import (
     RelyingPartyDep,
     current_role,
     get_limiter,
+    get_pages,
     get_platform,
     get_relying_party,
 )
@@ -36,12 +37,11 @@ from dashboard.urls import url_for
 from webplatform import changes
 from webplatform.authority import report_forged, seal_for
 from webplatform.platform import Platform
-from webplatform.stepup import Change, StepUp, StepUpMismatch, change_digest
+from webplatform.stepup import Change, StepUp, StepUpMismatch
 from webplatform.store import operators
 from webplatform.store import passkeys as store
 
 router = APIRouter()
-PURPOSES = ("approve", "run", "change")
 DONE = {
     "added": "Passkey added.",
     "removed": "Passkey removed.",
@@ -77,32 +77,26 @@ def render_account(
     keys = platform.transact(
         lambda s: store.all_passkeys(session=s, operator=operator, seal=seal), write=False
     )
-    role = current_role(request)
     people = (
         platform.transact(lambda s: operators.list_operators(session=s, seal=seal), write=False)
-        if role == "admin"
+        if current_role(request) == "admin"
         else []
     )
     report_forged(platform)
     port = request.url.port
-    rp = get_relying_party(request)
-    return pages.render(
-        request,
-        "account.html",
-        {
-            "passkeys": keys,
-            "has_passkey": any(signed for _key, signed in keys),
-            "operators": people,
-            "roles": operators.ROLES,
-            "usable": rp.usable,
-            "localhost_url": f"{request.url.scheme}://{passkeys.RP_ID}"
-            + (f":{port}" if port else "")
-            + "/account",
-            "message": message,
-            "error": error,
-        },
-        status_code=status_code,
-    )
+    context = {
+        "passkeys": keys,
+        "has_passkey": any(signed for _key, signed in keys),
+        "operators": people,
+        "roles": operators.ROLES,
+        "usable": get_relying_party(request).usable,
+        "localhost_url": f"{request.url.scheme}://{passkeys.RP_ID}"
+        + (f":{port}" if port else "")
+        + "/account",
+        "message": message,
+        "error": error,
+    }
+    return pages.render(request, "account.html", context, status_code=status_code)
 
 
 @router.get("/account")
@@ -134,6 +128,20 @@ def _verify_change(
         proof=proof,
         bound=stepup.for_change(operator, change, target),
         address=address,
+    )
+
+
+def _refused(request: Request, operator: str, exc: Exception) -> Response:
+    """The account page with why a change was refused: 403 without a valid step-up, 422
+    when the change itself is wrong."""
+    step_up_missing = isinstance(exc, stepup.StepUpRefused | StepUpMismatch)
+    return render_account(
+        request,
+        get_platform(request),
+        get_pages(request),
+        operator,
+        error=str(exc),
+        status_code=403 if step_up_missing else 422,
     )
 
 
@@ -201,7 +209,6 @@ async def add_passkey(
 def remove_passkey(
     request: Request,
     platform: PlatformDep,
-    pages: PagesDep,
     operator: OperatorDep,
     address: AddressDep,
     passkey_id: int,
@@ -223,7 +230,7 @@ def remove_passkey(
             platform=platform, step_up=step_up, by=operator, passkey_id=passkey_id
         )
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
-        return render_account(request, platform, pages, operator, error=str(exc), status_code=403)
+        return _refused(request, operator, exc)
     return RedirectResponse(url_for(request, "account_page") + "?done=removed", status_code=303)
 
 
@@ -231,7 +238,6 @@ def remove_passkey(
 def change_password(
     request: Request,
     platform: PlatformDep,
-    pages: PagesDep,
     operator: OperatorDep,
     address: AddressDep,
     password: Annotated[str, Form()] = "",
@@ -241,16 +247,9 @@ def change_password(
 ) -> Response:
     """Change your password, confirmed with the current one (or a passkey); every session
     of yours ends, and this browser gets a new one."""
-    if new_password != new_password2:
-        return render_account(
-            request,
-            platform,
-            pages,
-            operator,
-            error="the two new passwords differ: type the same one twice",
-            status_code=422,
-        )
     try:
+        if new_password != new_password2:
+            raise operators.OperatorError("the two new passwords differ: type the same one twice")
         step_up = _verify_change(
             request,
             operator,
@@ -260,10 +259,8 @@ def change_password(
             address,
         )
         changes.set_password(platform=platform, step_up=step_up, by=operator, password=new_password)
-    except (stepup.StepUpRefused, StepUpMismatch) as exc:
-        return render_account(request, platform, pages, operator, error=str(exc), status_code=403)
-    except operators.OperatorError as exc:
-        return render_account(request, platform, pages, operator, error=str(exc), status_code=422)
+    except (stepup.StepUpRefused, StepUpMismatch, operators.OperatorError) as exc:
+        return _refused(request, operator, exc)
     response = RedirectResponse(
         url_for(request, "account_page") + "?done=password", status_code=303
     )
@@ -277,7 +274,6 @@ def change_password(
 def change_role(
     request: Request,
     platform: PlatformDep,
-    pages: PagesDep,
     admin: AdminDep,
     address: AddressDep,
     name: str,
@@ -296,52 +292,6 @@ def change_role(
             address,
         )
         changes.set_role(platform=platform, step_up=step_up, by=admin, name=name, role=role)
-    except (stepup.StepUpRefused, StepUpMismatch) as exc:
-        return render_account(request, platform, pages, admin, error=str(exc), status_code=403)
-    except operators.OperatorError as exc:
-        return render_account(request, platform, pages, admin, error=str(exc), status_code=422)
+    except (stepup.StepUpRefused, StepUpMismatch, operators.OperatorError) as exc:
+        return _refused(request, admin, exc)
     return RedirectResponse(url_for(request, "account_page") + "?done=role", status_code=303)
-
-
-def _bound_for(operator: str, body: dict[str, Any]) -> tuple[str, str, int | None]:
-    """(purpose, digest, job_id) a step-up challenge asked for in `body` is bound to; for a
-    change the digest is computed here, from what the change is."""
-    purpose, digest, job_id = body.get("purpose"), body.get("digest"), body.get("job_id")
-    if purpose == "change":
-        change, target = body.get("change"), body.get("target") or {}
-        if change not in {c.value for c in Change} or not isinstance(target, dict):
-            raise HTTPException(400, "send {purpose: change, change: <kind>, target: {...}}")
-        clean = {str(k): str(v) for k, v in target.items()}
-        return "change", change_digest(operator=operator, change=Change(change), target=clean), None
-    if purpose not in PURPOSES or not isinstance(digest, str) or len(digest) != 64:
-        raise HTTPException(400, "send {purpose: approve|run, digest: <the call's sha256>, job_id}")
-    if purpose == "approve" and not isinstance(job_id, int):
-        raise HTTPException(400, "approving with a passkey needs the job_id")
-    return purpose, digest, job_id if purpose == "approve" else None
-
-
-@router.post("/stepup/options")
-async def step_up_options(
-    request: Request, platform: PlatformDep, operator: OperatorDep, rp: RelyingPartyDep
-) -> Response:
-    """Options for `navigator.credentials.get`, with a challenge that can confirm only the
-    call with this digest (and this job, for a queued one), or only this one change, once,
-    within two minutes."""
-    body = await _json_body(request)
-    try:
-        purpose, digest, job_id = _bound_for(operator, body)
-    except HTTPException as exc:
-        return _error(str(exc.detail))
-    try:
-        options = await run_in_threadpool(
-            passkeys.assertion_options,
-            platform=platform,
-            rp=rp,
-            operator=operator,
-            purpose=purpose,
-            digest=digest,
-            job_id=job_id,
-        )
-    except passkeys.PasskeyError as exc:
-        return _error(str(exc))
-    return Response(options, media_type="application/json")

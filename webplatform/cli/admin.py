@@ -13,6 +13,7 @@ from webplatform.registry import RegistryLoader
 
 if TYPE_CHECKING:
     from webplatform.platform import Platform
+    from webplatform.store.models import OperatorPublic
     from webplatform.store.seals import RowSeal
 
 
@@ -105,8 +106,7 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
             lambda s: operators.list_operators(session=s, seal=seal), write=False
         )
         for op in rows:
-            flag = "" if op.signed else "\tunsigned: counts as absent (re-add it)"
-            print(f"{op.name}\t{op.role}{flag}")
+            print(_operator_line(op))
         return EXIT_OK
     if not ns.name:
         print(f"aat operator {ns.op}: give the operator's NAME", file=sys.stderr)
@@ -130,6 +130,11 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
     done = {"add": "added operator", "role": "operator", "password": "new password for"}
     print(f"{done[ns.op]} {ns.name} ({role})")
     return EXIT_OK
+
+
+def _operator_line(op: OperatorPublic) -> str:
+    flag = "" if op.signed else "\tunsigned: counts as absent (re-add it)"
+    return f"{op.name}\t{op.role}{flag}"
 
 
 def _change_operator(platform: Platform, ns: argparse.Namespace, seal: RowSeal) -> None:
