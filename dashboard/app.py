@@ -25,6 +25,7 @@ from dashboard.routes import ROUTERS
 from dashboard.security import Guard, GuardConfig
 from dashboard.urls import RootPath
 from webplatform import signing
+from webplatform.authority import seal_for
 from webplatform.config import Settings
 from webplatform.housekeeping import Housekeeper
 from webplatform.mcp.http import create_chat_mcp_app, create_mcp_app
@@ -52,8 +53,10 @@ def create_app(
     `AAT_HOME` (`webplatform.mcp.local`), as `aat serve` does.
     """
     platform = platform or Platform(settings)
-    # The decision key is made on the dashboard's first start, before anyone can approve.
+    # The decision key is made on the dashboard's first start, before anyone can approve;
+    # authority rows from before rows were signed are adopted then, once (SECURITY.md).
     signing.signer_for(settings.home)
+    seal_for(platform)
     mcp_app, mcp_lifespan = _mcp_parts(platform) if mcp else (None, None)
     chat_app, chat_lifespan = create_chat_mcp_app(platform) if mcp else (None, None)
 

@@ -1,8 +1,9 @@
 """Operator sign-in: argon2id passwords, sessions kept in the database, a login rate limit.
 
 Sessions live in the `operator_session` table (only a hash of the cookie's token is
-stored), so restarting `aat serve` logs nobody out. The cookie is HttpOnly and
-SameSite=Strict: another site can neither read it nor make the browser send it.
+stored, and each row is signed by aat), so restarting `aat serve` logs nobody out, and a row
+inserted by SQL logs nobody in. The cookie is HttpOnly and SameSite=Strict: another site can
+neither read it nor make the browser send it.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from dataclasses import dataclass, field
 from sqlmodel import Session
 from starlette.responses import Response
 
+from webplatform.authority import report_forged, seal_for
 from webplatform.platform import Platform
-from webplatform.store import audit, operators
+from webplatform.store import audit, operators, sessions
 
 SESSION_COOKIE = "aat_session"
 SESSION_TTL_S = 7 * 24 * 3600.0
@@ -66,19 +68,25 @@ class LoginLimiter:
 
 
 def operator_for_token(platform: Platform, token: str) -> str | None:
-    """The operator a session cookie belongs to, or None (unknown or expired; removing an
-    operator deletes their sessions)."""
+    """The operator a session cookie belongs to, or None (unknown or expired, a session or
+    operator row that does not verify; removing an operator deletes their sessions)."""
+    seal = seal_for(platform)
     # No touch: the approvals page polls every second and reads must not queue on writes.
-    return platform.transact(
-        lambda s: operators.session_operator(session=s, token=token, touch=False), write=False
+    name = platform.transact(
+        lambda s: sessions.session_operator(session=s, token=token, seal=seal, touch=False),
+        write=False,
     )
+    report_forged(platform)
+    return name
 
 
 def log_in(*, platform: Platform, username: str, password: str, address: str | None) -> str | None:
-    """Check the password; on success open a session and return its cookie token."""
+    """Check the password (against a signed operator row only); on success open a signed
+    session and return its cookie token."""
+    seal = seal_for(platform)
 
     def attempt(session: Session) -> str | None:
-        if not operators.authenticate(session=session, name=username, password=password):
+        if not operators.authenticate(session=session, name=username, password=password, seal=seal):
             audit.record_event(
                 session=session,
                 actor=username[:200] or "?",
@@ -86,18 +94,23 @@ def log_in(*, platform: Platform, username: str, password: str, address: str | N
                 address=address,
             )
             return None
-        token = operators.start_session(session=session, operator=username, ttl_s=SESSION_TTL_S)
+        token = sessions.start_session(
+            session=session, operator=username, ttl_s=SESSION_TTL_S, seal=seal
+        )
         audit.record_event(session=session, actor=username, event="login", address=address)
         return token
 
-    return platform.transact(attempt)
+    try:
+        return platform.transact(attempt)
+    finally:
+        report_forged(platform)
 
 
 def log_out(*, platform: Platform, token: str, operator: str, address: str | None) -> None:
     """End a session; the cookie stops working at once, everywhere."""
 
     def end(session: Session) -> None:
-        operators.end_session(session=session, token=token)
+        sessions.end_session(session=session, token=token)
         audit.record_event(session=session, actor=operator, event="logout", address=address)
 
     platform.transact(end)
@@ -105,8 +118,11 @@ def log_out(*, platform: Platform, token: str, operator: str, address: str | Non
 
 def start_browser_session(*, platform: Platform, operator: str) -> str:
     """Open a session for an operator who just proved who they are (first-run setup)."""
+    seal = seal_for(platform)
     return platform.transact(
-        lambda s: operators.start_session(session=s, operator=operator, ttl_s=SESSION_TTL_S)
+        lambda s: sessions.start_session(
+            session=s, operator=operator, ttl_s=SESSION_TTL_S, seal=seal
+        )
     )
 
 

@@ -14,11 +14,13 @@ from typing import Any
 from sqlmodel import Session
 
 from webplatform import jobs
+from webplatform.authority import report_forged, seal_for
 from webplatform.ledger import REFUSAL_EVENTS
 from webplatform.platform import Platform
 from webplatform.registry.model import Registry
 from webplatform.store import approvals, dashboard_queries, operators, queries
 from webplatform.store.models import AuditEvent, Job, JobState, JobSummary, Surface
+from webplatform.store.seals import RowSeal
 
 PAGE_SIZE = 50
 EXPORT_LIMIT = 100_000
@@ -169,10 +171,10 @@ class Approvals:
         return None
 
 
-def job_approvals(session: Session, jobs_: list[Job]) -> dict[int, Approvals]:
+def job_approvals(session: Session, jobs_: list[Job], seal: RowSeal) -> dict[int, Approvals]:
     """The approvals of each pending job in `jobs_`, by id."""
     given = approvals.approvals_for(session=session, job_ids=[j.id or 0 for j in jobs_])
-    deciders = set(operators.deciders(session=session))
+    deciders = set(operators.deciders(session=session, seal=seal))
     out: dict[int, Approvals] = {}
     for job in jobs_:
         eligible = len(deciders - ({job.asked_by_operator} if not job.self_approval else set()))
@@ -187,8 +189,14 @@ def job_approvals(session: Session, jobs_: list[Job]) -> dict[int, Approvals]:
 
 
 def operator_role(platform: Platform, name: str) -> str | None:
-    """The role of operator `name` (None when there is no such operator)."""
-    return platform.transact(lambda s: operators.operator_role(session=s, name=name), write=False)
+    """The role of operator `name` (None when there is no such operator, or their row does
+    not verify)."""
+    seal = seal_for(platform)
+    role = platform.transact(
+        lambda s: operators.operator_role(session=s, name=name, seal=seal), write=False
+    )
+    report_forged(platform)
+    return role
 
 
 @dataclass(frozen=True)
@@ -261,8 +269,10 @@ def approval_queue(
         )
         newest = queries.newest_pending_id(session=session)
         decided = list(dashboard_queries.recent_decisions(session=session, limit=history))
-        policy = job_approvals(session, [job for job, _, _ in rows])
+        policy = job_approvals(session, [job for job, _, _ in rows], seal)
         return total, shown, rows, newest, decided, policy
+
+    seal = seal_for(platform)
 
     total, page, rows, newest, decided, policy = platform.transact(read, write=False)
     pages = max(1, -(-total // CARDS_PER_PAGE))
@@ -307,8 +317,9 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
             return None, [], Approvals(), None
         events = list(jobs.audit_events(session=session, job_id=job_id))
         edited = queries.edited_into(session=session, job_id=job_id)
-        return job, events, job_approvals(session, [job])[job_id], edited
+        return job, events, job_approvals(session, [job], seal)[job_id], edited
 
+    seal = seal_for(platform)
     job, events, policy, edited = platform.transact(read, write=False)
     if job is None:
         return None

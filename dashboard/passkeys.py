@@ -6,7 +6,10 @@ so passkeys work on the loopback dashboard without a certificate. Reached at any
 name (`127.0.0.1`, a proxy's name), the page says to open it at `localhost` instead.
 Challenges live in the database (`webplatform.store.passkeys`), are single-use and expire
 after `CHALLENGE_TTL_S`; each is consumed, in its own committed transaction, before the
-assertion is checked, so a failed or replayed attempt never finds it again.
+assertion is checked, so a failed or replayed attempt never finds it again. A registration
+challenge is issued only with a step-up for registering (`webplatform.stepup.Change`): the
+session cookie alone cannot add a passkey. Passkey rows are signed by aat; an unsigned one
+is never offered or accepted.
 """
 
 from __future__ import annotations
@@ -37,7 +40,10 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
+from webplatform.authority import seal_for
+from webplatform.changes import check_change
 from webplatform.platform import Platform
+from webplatform.stepup import Change, StepUp
 from webplatform.store import passkeys as store
 from webplatform.store.models import Passkey, WebauthnChallenge
 
@@ -71,7 +77,8 @@ def _descriptors(keys: list[Passkey]) -> list[PublicKeyCredentialDescriptor]:
     return [PublicKeyCredentialDescriptor(id=base64url_to_bytes(k.credential_id)) for k in keys]
 
 
-def _require_usable(rp: RelyingParty) -> None:
+def require_usable(rp: RelyingParty) -> None:
+    """Raise PasskeyError, saying where to open the dashboard, unless it is at `localhost`."""
     if not rp.usable:
         raise PasskeyError(
             f"passkeys work only when the dashboard is opened at http://{RP_ID}:<port>; "
@@ -79,12 +86,15 @@ def _require_usable(rp: RelyingParty) -> None:
         )
 
 
-def registration_options(*, platform: Platform, rp: RelyingParty, operator: str) -> str:
-    """Options (JSON) for `navigator.credentials.create`, with a stored single-use challenge."""
-    _require_usable(rp)
-    existing = platform.transact(
-        lambda session: store.list_passkeys(session=session, operator=operator), write=False
-    )
+def registration_options(
+    *, platform: Platform, rp: RelyingParty, operator: str, step_up: StepUp
+) -> str:
+    """Options (JSON) for `navigator.credentials.create`, with a stored single-use challenge,
+    issued only with `step_up`: the operator's proof for registering a passkey (raises
+    `StepUpMismatch` for a proof made for anything else)."""
+    require_usable(rp)
+    check_change(step_up, by=operator, change=Change.passkey_add, target={})
+    existing = _keys(platform, operator)
     options = generate_registration_options(
         rp_id=RP_ID,
         rp_name=RP_NAME,
@@ -120,10 +130,8 @@ def assertion_options(
 ) -> str:
     """Options (JSON) for `navigator.credentials.get`, whose challenge can approve only the
     call with `digest` (and job `job_id`, for a queued job), by `operator`, once, soon."""
-    _require_usable(rp)
-    keys = platform.transact(
-        lambda session: store.list_passkeys(session=session, operator=operator), write=False
-    )
+    require_usable(rp)
+    keys = _keys(platform, operator)
     if not keys:
         raise PasskeyError("you have no passkey: add one on your account page")
     options = generate_authentication_options(
@@ -145,6 +153,14 @@ def assertion_options(
     return options_to_json(options)
 
 
+def _keys(platform: Platform, operator: str) -> list[Passkey]:
+    seal = seal_for(platform)
+    return platform.transact(
+        lambda session: store.list_passkeys(session=session, operator=operator, seal=seal),
+        write=False,
+    )
+
+
 def _take(platform: Platform, client_data_json: bytes) -> WebauthnChallenge | None:
     try:
         challenge = bytes_to_base64url(parse_client_data_json(client_data_json).challenge)
@@ -160,7 +176,7 @@ def register(
     *, platform: Platform, rp: RelyingParty, operator: str, credential_json: str, label: str
 ) -> Passkey:
     """Verify a registration response and store the new passkey's public key."""
-    _require_usable(rp)
+    require_usable(rp)
     try:
         credential = parse_registration_credential_json(credential_json)
     except WebAuthnException as exc:
@@ -178,8 +194,10 @@ def register(
         )
     except WebAuthnException as exc:
         raise PasskeyError(f"the passkey could not be verified: {exc}") from None
+    seal = seal_for(platform)
     return platform.transact(
         lambda session: store.add_passkey(
+            seal=seal,
             session=session,
             operator=operator,
             credential_id=bytes_to_base64url(verified.credential_id),
@@ -206,7 +224,7 @@ def verify_assertion(
     `purpose`, `job_id` and `digest`; the signature, origin, RP ID, user verification and
     signature counter are checked by the library. Raises PasskeyError otherwise.
     """
-    _require_usable(rp)
+    require_usable(rp)
     try:
         credential = parse_authentication_credential_json(assertion_json)
     except WebAuthnException as exc:
@@ -216,11 +234,13 @@ def verify_assertion(
         raise PasskeyError("this passkey confirmation is stale or was already used: try again")
     if (taken.purpose, taken.job_id, taken.digest) != (purpose, job_id, digest):
         raise PasskeyError(
-            "this passkey confirmation was made for another call: review this one and try again"
+            "this passkey confirmation was made for another call or change: review this one "
+            "and try again"
         )
+    seal = seal_for(platform)
     key = platform.transact(
         lambda session: store.find_passkey(
-            session=session, operator=operator, credential_id=credential.id
+            session=session, operator=operator, credential_id=credential.id, seal=seal
         ),
         write=False,
     )

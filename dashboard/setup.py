@@ -3,7 +3,9 @@
 The link carries a random token; only its sha256 is kept (in `Meta`), it works once, and it
 stops working for good as soon as any operator exists: removing every operator later does not
 bring it back (add one with `aat operator add` then). Nothing else can create the first
-operator from the browser.
+operator from the browser. "For good" is kept outside the database too (a marker in
+`AAT_HOME`, `webplatform.authority.OPERATORS_FILE`): a database writer who deletes every
+operator and plants a setup token hash of their own still finds setup closed.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TextIO
 
 from sqlmodel import Session
 
+from webplatform.authority import OPERATORS_FILE, remember, remembers, seal_for
 from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import meta, operators
@@ -32,14 +35,18 @@ def open_setup(platform: Platform) -> str | None:
     """A fresh setup token when no operator ever existed (replacing any older one), else None."""
 
     def renew(session: Session) -> str | None:
-        if operators.ever_had_operators(session=session):
+        if closed or operators.ever_had_operators(session=session):
             meta.delete_meta(session=session, key=SETUP_TOKEN_KEY)
             return None
         token = secrets.token_urlsafe(32)
         meta.set_meta(session=session, key=SETUP_TOKEN_KEY, value=_hash(token))
         return token
 
-    return platform.transact(renew)
+    closed = remembers(platform, OPERATORS_FILE)
+    token = platform.transact(renew)
+    if token is None:
+        remember(platform, OPERATORS_FILE)
+    return token
 
 
 def setup_base_url(settings: Settings, host: str | None, port: int | None) -> str:
@@ -98,6 +105,8 @@ def setup_open(platform: Platform, token: str) -> bool:
             return None
         return meta.get_meta(session=session, key=SETUP_TOKEN_KEY)
 
+    if remembers(platform, OPERATORS_FILE):
+        return False
     stored = platform.transact(stored_hash, write=False)
     return stored is not None and hmac.compare_digest(stored, _hash(token))
 
@@ -107,6 +116,9 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
 
     Checks and uses up the token in the same transaction, so it works exactly once.
     """
+    seal = seal_for(platform)
+    if remembers(platform, OPERATORS_FILE):
+        return "setup is already done: log in, or ask an operator to add you"
 
     def use_token(session: Session) -> str | None:
         stored = meta.get_meta(session=session, key=SETUP_TOKEN_KEY)
@@ -115,10 +127,15 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
         if not hmac.compare_digest(stored, _hash(token)):
             return "this setup link is not valid: use the latest link `aat serve` printed"
         try:
-            operators.add_operator(session=session, name=username, password=password, actor="setup")
+            operators.add_operator(
+                session=session, name=username, password=password, seal=seal, actor="setup"
+            )
         except operators.OperatorError as exc:
             return str(exc)
         meta.delete_meta(session=session, key=SETUP_TOKEN_KEY)
         return None
 
-    return platform.transact(use_token)
+    error = platform.transact(use_token)
+    if error is None:
+        remember(platform, OPERATORS_FILE)
+    return error

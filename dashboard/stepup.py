@@ -1,27 +1,43 @@
-"""Step-up for approvals: the fresh proof, besides the session, that turns a click into a
-decision (see `webplatform.stepup` for why and for the value this produces).
+"""Step-up: the fresh proof, besides the session, that turns a click into a decision or a
+change of who may decide (see `webplatform.stepup` for why and for the value this produces).
 
 Verification lives here, in the dashboard, because only here are the request's parts (the
-password typed in the card, the browser's passkey assertion, its origin); `decisions` then
-accepts only a `StepUp` made here and checks it names the same operator and digest.
-A typed password goes through the login throttle, so a stolen cookie cannot guess it.
+password typed with the decision or change, the browser's passkey assertion, its origin);
+`decisions` and `changes` then accept only a `StepUp` made here and check it names the same
+operator and digest. A typed password goes through the login throttle, so a stolen cookie
+cannot guess it; either proof counts only for an operator whose row aat signed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 from dashboard import passkeys
 from dashboard.auth import LoginLimiter
+from webplatform.authority import report_forged, seal_for
 from webplatform.platform import Platform
-from webplatform.stepup import StepUp, StepUpMethod
+from webplatform.stepup import Change, StepUp, StepUpMethod, change_digest
 from webplatform.store import audit, operators
 from webplatform.store import passkeys as passkey_store
+from webplatform.store.models import utcnow
 
 NEEDED = (
     "approving needs a fresh proof that you are here: type your password in the card "
     "(or use your passkey), then Approve again"
 )
+# What each change is called in a refusal ("... needs your current password").
+CHANGE_NAMES = {
+    Change.passkey_add: "adding a passkey",
+    Change.passkey_remove: "removing a passkey",
+    Change.password: "changing your password",
+    Change.role: "changing a role",
+    Change.agent_add: "minting an agent token",
+}
+# The card warns about a passkey added this recently: it may be an attacker's.
+RECENT_PASSKEY = timedelta(days=1)
 
 
 class StepUpRefused(PermissionError):
@@ -36,12 +52,49 @@ class Proof:
     passkey: str = ""
 
 
+@dataclass(frozen=True)
+class Bound:
+    """What a proof must be for: a purpose, the digest it is bound to, and the queued job."""
+
+    purpose: str
+    digest: str
+    job_id: int | None = None
+    # What the audit trail and the refusal call it.
+    what: str = "approval"
+    needed: str = NEEDED
+
+
+def for_change(operator: str, change: Change, target: Mapping[str, str]) -> Bound:
+    """What a proof for `change` by `operator` must be bound to."""
+    return Bound(
+        purpose="change",
+        digest=change_digest(operator=operator, change=change, target=target),
+        what=f"change ({change.value})",
+        needed=f"{CHANGE_NAMES[change]} needs your current password (or one of your "
+        "passkeys): type it and try again",
+    )
+
+
 def has_passkey(platform: Platform, operator: str) -> bool:
-    """True when the operator has a passkey (the card then offers it first)."""
+    """True when the operator has a passkey that counts (the card then offers it first)."""
+    seal = seal_for(platform)
     return platform.transact(
-        lambda session: passkey_store.has_passkey(session=session, operator=operator),
+        lambda session: passkey_store.has_passkey(session=session, operator=operator, seal=seal),
         write=False,
     )
+
+
+def passkey_context(platform: Platform, operator: str) -> dict[str, Any]:
+    """What the decision forms need to know of the operator's passkeys, in one read:
+    `has_passkey`, and `recent_passkey` (the newest, when added within the last day)."""
+    seal = seal_for(platform)
+    keys = platform.transact(
+        lambda s: passkey_store.list_passkeys(session=s, operator=operator, seal=seal),
+        write=False,
+    )
+    newest = max(keys, key=lambda k: k.created_at) if keys else None
+    recent = newest if newest and utcnow() - newest.created_at <= RECENT_PASSKEY else None
+    return {"has_passkey": bool(keys), "recent_passkey": recent}
 
 
 def verify(
@@ -51,34 +104,62 @@ def verify(
     rp: passkeys.RelyingParty,
     operator: str,
     proof: Proof,
-    purpose: str,
-    digest: str,
-    job_id: int | None,
+    bound: Bound,
     address: str | None,
 ) -> StepUp:
-    """Check the proof sent with an approval of `digest`; raise StepUpRefused if none holds."""
+    """Check the proof sent for `bound` (an approval of one call, or one change); raise
+    StepUpRefused if none holds."""
+    try:
+        return _verify(platform, limiter, rp, operator, proof, bound, address)
+    finally:
+        report_forged(platform)
+
+
+def _verify(
+    platform: Platform,
+    limiter: LoginLimiter,
+    rp: passkeys.RelyingParty,
+    operator: str,
+    proof: Proof,
+    bound: Bound,
+    address: str | None,
+) -> StepUp:
     if proof.passkey:
         try:
+            _require_operator(platform, operator)
             passkey_id = passkeys.verify_assertion(
                 platform=platform,
                 rp=rp,
                 operator=operator,
                 assertion_json=proof.passkey,
-                purpose=purpose,
-                digest=digest,
-                job_id=job_id,
+                purpose=bound.purpose,
+                digest=bound.digest,
+                job_id=bound.job_id,
             )
         except passkeys.PasskeyError as exc:
-            _refused(platform, operator, address, job_id, "passkey")
+            _refused(platform, operator, address, bound, "passkey")
             raise StepUpRefused(str(exc)) from None
         return StepUp(
-            operator=operator, digest=digest, method=StepUpMethod.passkey, passkey_id=passkey_id
+            operator=operator,
+            digest=bound.digest,
+            method=StepUpMethod.passkey,
+            passkey_id=passkey_id,
         )
     if proof.password:
-        _check_password(platform, limiter, operator, proof.password, address, job_id)
-        return StepUp(operator=operator, digest=digest, method=StepUpMethod.password)
-    _refused(platform, operator, address, job_id, "none")
-    raise StepUpRefused(NEEDED)
+        _check_password(platform, limiter, operator, proof.password, address, bound)
+        return StepUp(operator=operator, digest=bound.digest, method=StepUpMethod.password)
+    _refused(platform, operator, address, bound, "none")
+    raise StepUpRefused(bound.needed)
+
+
+def _require_operator(platform: Platform, operator: str) -> None:
+    """A passkey proves presence only for an operator whose own row aat signed."""
+    seal = seal_for(platform)
+    row = platform.transact(
+        lambda s: operators.find_operator(session=s, name=operator, seal=seal), write=False
+    )
+    if row is None:
+        raise passkeys.PasskeyError(f"{operator} is not an operator aat knows: log in again")
 
 
 def _check_password(
@@ -87,31 +168,35 @@ def _check_password(
     operator: str,
     password: str,
     address: str | None,
-    job_id: int | None,
+    bound: Bound,
 ) -> None:
     keys = (f"addr:{address}", f"user:{operator}")
     wait = limiter.attempt(*keys)  # counted before the check, so a burst cannot race it
     if wait > 0:
         raise StepUpRefused(f"too many wrong passwords: wait {int(wait) + 1} s and try again")
+    seal = seal_for(platform)
     ok = platform.transact(
-        lambda session: operators.authenticate(session=session, name=operator, password=password)
+        lambda session: operators.authenticate(
+            session=session, name=operator, password=password, seal=seal
+        )
     )
     if not ok:
-        _refused(platform, operator, address, job_id, "password")
-        raise StepUpRefused("wrong password: the call was not approved; type it again")
+        _refused(platform, operator, address, bound, "password")
+        outcome = "the call was not approved" if bound.purpose != "change" else "nothing changed"
+        raise StepUpRefused(f"wrong password: {outcome}; type it again")
     limiter.succeeded(*keys)
 
 
 def _refused(
-    platform: Platform, operator: str, address: str | None, job_id: int | None, method: str
+    platform: Platform, operator: str, address: str | None, bound: Bound, method: str
 ) -> None:
     platform.transact(
         lambda session: audit.record_event(
             session=session,
             actor=operator,
             event="step-up-refused",
-            job_id=job_id,
-            detail=f"approval refused: step-up {method} missing or invalid",
+            job_id=bound.job_id,
+            detail=f"{bound.what} refused: step-up {method} missing or invalid",
             address=address,
         )
     )

@@ -1,7 +1,9 @@
-// aat dashboard: passkeys (WebAuthn). Registers them on the account page, and approves with
-// one: submitting an Approve (or Confirm and run) form with an empty password field, when
-// the operator has a passkey, first asks the server for a challenge bound to that call's
-// digest, gets the browser's assertion over it, and sends that in the form's `passkey` field.
+// aat dashboard: passkeys (WebAuthn). Registers them on the account page, and confirms with
+// one: submitting an Approve (or Confirm and run) form, or a form that changes who may
+// decide (data-stepup-purpose="change"), with an empty password field, when the operator
+// has a passkey, first asks the server for a challenge bound to that call's digest (or to
+// that one change), gets the browser's assertion over it, and sends that in the form's
+// `passkey` field. Registering a passkey needs the password, or such an assertion first.
 // Loaded as a file (the CSP forbids inline script).
 (function () {
   "use strict";
@@ -41,29 +43,45 @@
     else { notice.replaceChildren(p); }
   }
 
-  // Approve with a passkey. Capture phase, so it runs before htmx's own submit handler.
+  // What a step-up challenge for this form is bound to: a call (digest and job) or a change
+  // (its kind, and its target: data-change-target plus the fields data-change-fields names).
+  function boundTo(form) {
+    var purpose = form.getAttribute("data-stepup-purpose");
+    if (purpose === "change") {
+      var target = JSON.parse(form.getAttribute("data-change-target") || "{}");
+      (form.getAttribute("data-change-fields") || "").split(" ").forEach(function (name) {
+        if (name && form.elements[name]) { target[name] = form.elements[name].value.trim(); }
+      });
+      return { purpose: purpose, change: form.getAttribute("data-change"), target: target };
+    }
+    var jobId = form.getAttribute("data-job-id");
+    return { purpose: purpose, digest: form.getAttribute("data-digest"), job_id: jobId ? parseInt(jobId, 10) : null };
+  }
+
+  // The browser's passkey assertion over a challenge bound to what `form` confirms.
+  function assertFor(form) {
+    return postJSON(document.body.getAttribute("data-stepup-options"), boundTo(form)).then(function (options) {
+      return navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options) });
+    });
+  }
+
+  // Approve (or change) with a passkey. Capture phase, so it runs before htmx's own handler.
   document.addEventListener("submit", function (event) {
     var form = event.target;
     if (!(form instanceof HTMLFormElement) || form.getAttribute("data-passkey") !== "yes") { return; }
+    if (form.id === "add-passkey") { return; }
     var password = form.querySelector('input[name="password"]');
     var passkey = form.querySelector('input[name="passkey"]');
     if (!passkey || passkey.value || (password && password.value) || !supported()) { return; }
     event.preventDefault();
     event.stopImmediatePropagation();
-    var jobId = form.getAttribute("data-job-id");
-    postJSON(document.body.getAttribute("data-stepup-options"), {
-      purpose: form.getAttribute("data-stepup-purpose"),
-      digest: form.getAttribute("data-digest"),
-      job_id: jobId ? parseInt(jobId, 10) : null
-    }).then(function (options) {
-      return navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options) });
-    }).then(function (credential) {
+    assertFor(form).then(function (credential) {
       // The live queue may have re-rendered the card meanwhile: submit the current one.
       var current = (form.id && document.getElementById(form.id)) || form;
       current.querySelector('input[name="passkey"]').value = JSON.stringify(credential.toJSON());
       current.requestSubmit(current.querySelector('button[type="submit"]'));
     }).catch(function (error) {
-      showError("passkey: " + error.message + " (type your password to approve instead)");
+      showError("passkey: " + error.message + " (type your password instead)");
     });
   }, true);
 
@@ -81,7 +99,15 @@
       event.preventDefault();
       if (!supported()) { showError("this browser cannot make passkeys"); return; }
       var label = form.querySelector('input[name="label"]').value;
-      postJSON(form.getAttribute("data-options"), {}).then(function (options) {
+      var password = form.querySelector('input[name="password"]').value;
+      // The server issues a registration challenge only with a proof: the password, or
+      // (when the operator has a passkey already) an assertion bound to adding one.
+      var proof = (password || form.getAttribute("data-passkey") !== "yes")
+        ? Promise.resolve({ password: password })
+        : assertFor(form).then(function (credential) { return { passkey: credential.toJSON() }; });
+      proof.then(function (body) {
+        return postJSON(form.getAttribute("data-options"), body);
+      }).then(function (options) {
         return navigator.credentials.create({ publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options) });
       }).then(function (credential) {
         return postJSON(form.getAttribute("data-add"), { credential: credential.toJSON(), label: label });

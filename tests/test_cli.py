@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -132,6 +133,34 @@ def test_operator_add_list_remove(env: dict[str, str]) -> None:
     assert aat(env, "operator", "remove", "ada").returncode == 0
     assert aat(env, "operator", "list").stdout.split() == []
     assert aat(env, "operator", "remove", "ada").returncode == 1
+
+
+def test_operator_role_password_and_rows_added_outside_aat(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    for name in ("ada", "bob"):
+        added = aat(env, "operator", "add", name, "--password-stdin", stdin="correct horse 9\n")
+        assert added.returncode == 0, added.stderr
+    made = aat(env, "operator", "role", "bob", "--role", "viewer")
+    assert made.returncode == 0 and made.stdout.strip() == "operator bob (viewer)"
+    last = aat(env, "operator", "role", "ada", "--role", "approver")
+    assert last.returncode == 2 and "last admin" in last.stderr
+    changed = aat(env, "operator", "password", "bob", "--password-stdin", stdin="another one 9\n")
+    assert changed.returncode == 0, changed.stderr
+    # An operator row a database writer inserted is listed, marked, and counts for nothing.
+    database = sqlite3.connect(tmp_path / "home" / "aat.db")
+    with database:
+        database.execute(
+            "INSERT INTO operator (name, password_hash, created_at, role) "
+            "VALUES ('mallory', 'x', '2025-01-01 00:00:00', 'admin')"
+        )
+    database.close()
+    listed = aat(env, "operator", "list").stdout.splitlines()
+    assert listed == [
+        "ada\tadmin",
+        "bob\tviewer",
+        "mallory\tadmin\tunsigned: counts as absent (re-add it)",
+    ]
 
 
 def test_home_and_database_are_private(env: dict[str, str], tmp_path: Path) -> None:

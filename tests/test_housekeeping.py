@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pydantic import SecretStr
+from seal_helpers import fresh_seal
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
@@ -39,7 +40,8 @@ from webplatform.store import (
 )
 from webplatform.store.heartbeats import beat
 from webplatform.store.notify import StopEvent
-from webplatform.store.operators import add_operator, start_session
+from webplatform.store.operators import add_operator
+from webplatform.store.sessions import start_session
 from webplatform.tracking import _dashboard_alive
 
 S = JobState
@@ -152,11 +154,13 @@ def housekeeping(
 def test_one_pass_removes_expired_sessions_and_stale_heartbeats(
     engine: Engine, settings: Settings
 ) -> None:
+    seal = fresh_seal()
+
     def setup(session: Session) -> None:
-        add_operator(session=session, name="ada", password="long enough")
-        add_operator(session=session, name="bob", password="long enough")
-        start_session(session=session, operator="ada", ttl_s=-1)  # expired already
-        start_session(session=session, operator="bob", ttl_s=3600)
+        add_operator(session=session, name="ada", password="long enough", seal=seal)
+        add_operator(session=session, name="bob", password="long enough", seal=seal)
+        start_session(session=session, operator="ada", ttl_s=-1, seal=seal)  # expired already
+        start_session(session=session, operator="bob", ttl_s=3600, seal=seal)
         long_ago = utcnow() - timedelta(seconds=STALE_HEARTBEAT_S + 60)
         beat(session=session, process_id="gone", role="worker", host="h", pid=1, now=long_ago)
         beat(session=session, process_id="alive", role="worker", host="h", pid=2)

@@ -18,6 +18,7 @@ from sqlmodel import Session, col, select
 
 from dashboard.app import create_app
 from webplatform import calls, housekeeping, jobs, leases
+from webplatform.authority import seal_for
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.platform import Platform
@@ -193,7 +194,9 @@ def test_pruning_goes_in_short_batches(
 def dashboard(settings: Settings) -> Iterator[tuple[TestClient, Engine]]:
     platform = Platform(settings)
     with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name="olga", password="correct horse battery")
+        operators.add_operator(
+            session=session, name="olga", password="correct horse battery", seal=seal_for(platform)
+        )
     app = create_app(settings, platform=platform, embed_worker=False, mcp=False)
     base = "http://127.0.0.1:8000"
     with TestClient(app, base_url=base, follow_redirects=False) as client:

@@ -24,6 +24,7 @@ from stepup_helpers import job_step_up
 
 from dashboard.app import create_app
 from webplatform import calls, decisions, jobs, runner, signing
+from webplatform.authority import seal_for
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.platform import Platform
@@ -239,7 +240,9 @@ def test_keys_show_prints_the_public_key_for_workers_on_other_hosts(
     assert missing.returncode == 1 and "aat serve" in missing.stderr
 
     with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name="olga", password=PASSWORD)
+        operators.add_operator(
+            session=session, name="olga", password=PASSWORD, seal=seal_for(platform)
+        )
     create_app(settings, platform=platform, embed_worker=False, mcp=False)  # first start
     key = settings.home / signing.PRIVATE_KEY_FILE
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
@@ -298,7 +301,9 @@ def test_the_dashboard_run_form_signs_the_operators_approval(
     platform: Platform, settings: Settings
 ) -> None:
     with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name="olga", password=PASSWORD)
+        operators.add_operator(
+            session=session, name="olga", password=PASSWORD, seal=seal_for(platform)
+        )
     app = create_app(settings, platform=platform, embed_worker=False, mcp=False)
     base = "http://127.0.0.1:8000"
     with TestClient(app, base_url=base, follow_redirects=False) as client:

@@ -10,6 +10,7 @@ import json
 
 from webplatform import jobs, signing
 from webplatform.answers import Answer, Status
+from webplatform.authority import report_forged, seal_for
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
 from webplatform.resolution import resolve_call
@@ -38,17 +39,22 @@ def approve(
     """
     check_step_up(step_up, operator=operator, digest=digest)
     signer = signing.signer_for(platform.settings.home)
-    return platform.transact(
-        lambda session: jobs.approve(
-            session=session,
-            job_id=job_id,
-            operator=operator,
-            digest=digest,
-            address=address,
-            step_up=step_up.describe(),
-            signer=signer,
+    seal = seal_for(platform)
+    try:
+        return platform.transact(
+            lambda session: jobs.approve(
+                session=session,
+                job_id=job_id,
+                operator=operator,
+                digest=digest,
+                address=address,
+                step_up=step_up.describe(),
+                signer=signer,
+                seal=seal,
+            )
         )
-    )
+    finally:
+        report_forged(platform)
 
 
 def deny(
@@ -57,16 +63,21 @@ def deny(
     """Deny a pending job, signed like an approval; the reason reaches the agent that asked."""
     reason = (reason or "").strip()[:500] or None
     signer = signing.signer_for(platform.settings.home)
-    return platform.transact(
-        lambda session: jobs.deny(
-            session=session,
-            job_id=job_id,
-            operator=operator,
-            reason=reason,
-            address=address,
-            signer=signer,
+    seal = seal_for(platform)
+    try:
+        return platform.transact(
+            lambda session: jobs.deny(
+                session=session,
+                job_id=job_id,
+                operator=operator,
+                reason=reason,
+                address=address,
+                signer=signer,
+                seal=seal,
+            )
         )
-    )
+    finally:
+        report_forged(platform)
 
 
 def rerun(*, platform: Platform, job_id: int, actor: Actor) -> Answer:

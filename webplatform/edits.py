@@ -19,6 +19,7 @@ from sqlmodel import Session
 from webplatform import calls, jobs, signing
 from webplatform.admission import args_too_big
 from webplatform.answers import Answer, Status
+from webplatform.authority import seal_for
 from webplatform.canonical import args_digest
 from webplatform.platform import Platform
 from webplatform.policy import policy_for
@@ -111,6 +112,7 @@ def approve_edited(
     """
     check_step_up(step_up, operator=operator, digest=edit.digest)
     signer = signing.signer_for(platform.settings.home)
+    seal = seal_for(platform)
     proof = step_up.describe()
 
     def apply(session: Session) -> Job:
@@ -122,7 +124,7 @@ def approve_edited(
             raise stale_error(original, JobState.pending_approval)
         if original.expires_at is not None and original.expires_at <= utcnow():
             raise jobs.ApprovalExpired(edit.job_id)
-        jobs.check_may_decide(session, original, operator, approving=True)
+        jobs.check_may_decide(session, original, operator, approving=True, seal=seal)
         jobs.deny(
             session=session,
             job_id=edit.job_id,
@@ -164,6 +166,7 @@ def approve_edited(
             signer=signer,
             address=address,
             step_up=proof,
+            seal=seal,
         )
 
     return platform.transact(apply)

@@ -40,7 +40,7 @@ from webplatform.store.heartbeats import beat_all, prune_heartbeats
 from webplatform.store.models import utcnow
 from webplatform.store.notices import claim_new_pending, claim_reminders, next_notice_due
 from webplatform.store.notify import JobNotifications
-from webplatform.store.operators import prune_sessions
+from webplatform.store.sessions import prune_sessions
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from webplatform.store.models import (
     JobState,
     utcnow,
 )
-from webplatform.store.operators import DECIDING_ROLES, operator_role
+from webplatform.store.operators import DECIDING_ROLES, OperatorError, decider_role
 from webplatform.store.queries import (
     count_pending,
     get_job,
@@ -34,6 +34,7 @@ from webplatform.store.queries import (
     pending_approvals,
     prune_finished,
 )
+from webplatform.store.seals import RowSeal
 from webplatform.store.transitions import (
     LEGAL_MOVES,
     ApprovalExpired,
@@ -88,15 +89,21 @@ class AlreadyApproved(JobError):
     """The same operator approved this job before; another operator's approval is needed."""
 
 
-def check_may_decide(session: Session, job: Job, operator: str, *, approving: bool) -> None:
-    """Raise NotAllowed when `operator` may not decide `job` (their role, or self-approval)."""
-    role = operator_role(session=session, name=operator)
-    # No row: not a dashboard operator (the dashboard only passes logged-in ones, whose
-    # sessions end when they are removed); such callers are this package's own and its tests.
+def check_may_decide(
+    session: Session, job: Job, operator: str, *, approving: bool, seal: RowSeal | None
+) -> None:
+    """Raise NotAllowed when `operator` may not decide `job` (their role, a row whose
+    signature does not verify, or self-approval)."""
+    try:
+        # No row: not a dashboard operator (the dashboard only passes logged-in ones, whose
+        # sessions end when they are removed); such callers are this package's own and tests.
+        role = decider_role(session=session, name=operator, seal=seal) if seal else None
+    except OperatorError as exc:
+        raise NotAllowed(str(exc)) from None
     if role is not None and role not in DECIDING_ROLES:
         raise NotAllowed(
             f"{operator} is a {role}: viewers see every call and decide "
-            "none; an admin can change that with `aat operator add NAME --role approver`"
+            "none; an admin can change that on their account page"
         )
     if approving and not job.self_approval and operator == job.asked_by_operator:
         raise NotAllowed(
@@ -143,10 +150,12 @@ def approve(
     address: str | None = None,
     now: datetime | None = None,
     step_up: str | None = None,
+    seal: RowSeal | None = None,
 ) -> Job:
     """Approve a pending job for exactly the call the operator saw (`digest`), signed by the
     dashboard's decision key (a worker runs nothing whose approval does not verify);
     `step_up` names the proof the operator gave (recorded in the audit event, never a secret).
+    The operator's row must verify with `seal` (default: the signer's own key).
 
     Raises DigestMismatch if the job's digest differs, StaleState if it was already
     decided, and ApprovalExpired if its window has closed: the job is then moved to
@@ -176,7 +185,7 @@ def approve(
         )
         session.commit()
         raise ApprovalExpired(job_id)
-    check_may_decide(session, job, operator, approving=True)
+    check_may_decide(session, job, operator, approving=True, seal=seal or signer.row_seal())
     given = [a.operator for a in approvals_of(session=session, job_id=job_id)]
     if operator in given:
         left = job.approvals_required - len(given)
@@ -231,13 +240,15 @@ def deny(
     reason: str | None = None,
     address: str | None = None,
     signer: DecisionSigner | None = None,
+    seal: RowSeal | None = None,
 ) -> Job:
     """Refuse a pending job; `reason` is passed on to the requesting agent. The dashboard
     signs denials too (`signer`), so the record of who refused what is as strong."""
     now = utcnow()
     job = _fetch(session, job_id)
     if job.state == S.pending_approval:
-        check_may_decide(session, job, operator, approving=False)
+        seal = seal or (signer.row_seal() if signer is not None else None)
+        check_may_decide(session, job, operator, approving=False, seal=seal)
     fields = {
         "decided_by": operator,
         "decided_at": now,

@@ -14,6 +14,7 @@ from dashboard.routes import (
     overview,
     registry,
     run,
+    stepup,
 )
 
 ROUTERS: tuple[APIRouter, ...] = (
@@ -28,4 +29,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     approvals.router,
     agents.router,
     account.router,
+    stepup.router,
 )

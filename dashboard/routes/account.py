@@ -1,27 +1,53 @@
-"""The operator's account page: their passkeys (list, add, remove), and the WebAuthn
-endpoints the page's script calls (`static/passkeys.js`): registration, and challenges for
-approving one call with a passkey.
+"""The operator's account page: their passkeys (list, add, remove) and password, and for
+admins the operators' roles; and the WebAuthn endpoints the page's script calls
+(`static/passkeys.js`) to register a passkey (step-up challenges: `dashboard.routes.stepup`).
 
-The JSON endpoints are POSTs like every state change, so the guard's same-origin and CSRF
-(`X-CSRF-Token` header) checks apply to them too.
+Every change here changes who may decide, so each needs a step-up bound to that change
+(`dashboard.stepup.for_change`): the current password typed with it, or an assertion from an
+existing passkey. The first passkey needs the password. The JSON endpoints are POSTs like
+every state change, so the guard's same-origin and CSRF (`X-CSRF-Token`) checks apply too.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Form, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from dashboard import passkeys
-from dashboard.deps import OperatorDep, PagesDep, PlatformDep, RelyingPartyDep
+from dashboard import auth, passkeys, stepup
+from dashboard.deps import (
+    AddressDep,
+    AdminDep,
+    OperatorDep,
+    PagesDep,
+    PlatformDep,
+    RelyingPartyDep,
+    current_role,
+    get_limiter,
+    get_pages,
+    get_platform,
+    get_relying_party,
+)
+from dashboard.render import Pages
 from dashboard.urls import url_for
+from webplatform import changes
+from webplatform.authority import report_forged, seal_for
+from webplatform.platform import Platform
+from webplatform.stepup import Change, StepUp, StepUpMismatch
+from webplatform.store import operators
 from webplatform.store import passkeys as store
 
 router = APIRouter()
-PURPOSES = ("approve", "run")
+DONE = {
+    "added": "Passkey added.",
+    "removed": "Passkey removed.",
+    "password": "Password changed; your other sessions were logged out.",
+    "role": "Role changed.",
+}
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -36,45 +62,121 @@ def _error(text: str, status_code: int = 400) -> JSONResponse:
     return JSONResponse({"error": text}, status_code=status_code)
 
 
+def render_account(
+    request: Request,
+    platform: Platform,
+    pages: Pages,
+    operator: str,
+    *,
+    message: str | None = None,
+    error: str | None = None,
+    status_code: int = 200,
+) -> Response:
+    """The account page: passkeys (unsigned rows marked), password, and operators for admins."""
+    seal = seal_for(platform)
+    keys = platform.transact(
+        lambda s: store.all_passkeys(session=s, operator=operator, seal=seal), write=False
+    )
+    people = (
+        platform.transact(lambda s: operators.list_operators(session=s, seal=seal), write=False)
+        if current_role(request) == "admin"
+        else []
+    )
+    report_forged(platform)
+    port = request.url.port
+    context = {
+        "passkeys": keys,
+        "has_passkey": any(signed for _key, signed in keys),
+        "operators": people,
+        "roles": operators.ROLES,
+        "usable": get_relying_party(request).usable,
+        "localhost_url": f"{request.url.scheme}://{passkeys.RP_ID}"
+        + (f":{port}" if port else "")
+        + "/account",
+        "message": message,
+        "error": error,
+    }
+    return pages.render(request, "account.html", context, status_code=status_code)
+
+
 @router.get("/account")
 def account_page(
     request: Request,
     platform: PlatformDep,
     pages: PagesDep,
     operator: OperatorDep,
-    rp: RelyingPartyDep,
     done: str | None = None,
 ) -> Response:
-    """The operator's passkeys, and a button to add one (when reached at `localhost`)."""
-    keys = platform.transact(
-        lambda session: store.list_passkeys(session=session, operator=operator), write=False
+    """The operator's passkeys and password form, and (admins) the operators' roles."""
+    return render_account(request, platform, pages, operator, message=DONE.get(done or ""))
+
+
+def _verify_change(
+    request: Request,
+    operator: str,
+    change: Change,
+    target: Mapping[str, str],
+    proof: stepup.Proof,
+    address: str | None,
+) -> StepUp:
+    """The step-up for `change`; raises StepUpRefused when the proof does not hold."""
+    return stepup.verify(
+        platform=get_platform(request),
+        limiter=get_limiter(request),
+        rp=get_relying_party(request),
+        operator=operator,
+        proof=proof,
+        bound=stepup.for_change(operator, change, target),
+        address=address,
     )
-    port = request.url.port
-    return pages.render(
+
+
+def _refused(request: Request, operator: str, exc: Exception) -> Response:
+    """The account page with why a change was refused: 403 without a valid step-up, 422
+    when the change itself is wrong."""
+    step_up_missing = isinstance(exc, stepup.StepUpRefused | StepUpMismatch)
+    return render_account(
         request,
-        "account.html",
-        {
-            "passkeys": keys,
-            "usable": rp.usable,
-            "localhost_url": f"{request.url.scheme}://{passkeys.RP_ID}"
-            + (f":{port}" if port else "")
-            + "/account",
-            "message": {"added": "Passkey added.", "removed": "Passkey removed."}.get(done or ""),
-            "error": None,
-        },
+        get_platform(request),
+        get_pages(request),
+        operator,
+        error=str(exc),
+        status_code=403 if step_up_missing else 422,
     )
 
 
 @router.post("/account/passkeys/options")
 async def registration_options(
-    platform: PlatformDep, operator: OperatorDep, rp: RelyingPartyDep
+    request: Request,
+    platform: PlatformDep,
+    operator: OperatorDep,
+    rp: RelyingPartyDep,
+    address: AddressDep,
 ) -> Response:
-    """Options for `navigator.credentials.create` (a fresh, stored, single-use challenge)."""
+    """Options for `navigator.credentials.create` (a fresh, stored, single-use challenge),
+    only for a request that carries the operator's password or an assertion from one of
+    their passkeys, bound to registering a passkey."""
+    body = await _json_body(request)
+    password, passkey = body.get("password"), body.get("passkey")
+    proof = stepup.Proof(
+        password=password if isinstance(password, str) else "",
+        passkey=json.dumps(passkey) if isinstance(passkey, dict) else "",
+    )
     try:
-        options = await run_in_threadpool(
-            passkeys.registration_options, platform=platform, rp=rp, operator=operator
+        passkeys.require_usable(rp)  # at any other name no passkey can be made: ask nothing
+        step_up = await run_in_threadpool(
+            _verify_change, request, operator, Change.passkey_add, {}, proof, address
         )
-    except passkeys.PasskeyError as exc:
+        options = await run_in_threadpool(
+            passkeys.registration_options,
+            platform=platform,
+            rp=rp,
+            operator=operator,
+            step_up=step_up,
+        )
+    except stepup.StepUpRefused as exc:
+        return _error(str(exc), status_code=403)
+    except (passkeys.PasskeyError, StepUpMismatch) as exc:
         return _error(str(exc))
     return Response(options, media_type="application/json")
 
@@ -83,7 +185,8 @@ async def registration_options(
 async def add_passkey(
     request: Request, platform: PlatformDep, operator: OperatorDep, rp: RelyingPartyDep
 ) -> Response:
-    """Verify the browser's registration response and keep the passkey's public key."""
+    """Verify the browser's registration response and keep the passkey's public key (its
+    challenge was issued only after the step-up)."""
     body = await _json_body(request)
     credential, label = body.get("credential"), body.get("label")
     if not isinstance(credential, dict):
@@ -104,39 +207,91 @@ async def add_passkey(
 
 @router.post("/account/passkeys/{passkey_id}/remove")
 def remove_passkey(
-    request: Request, platform: PlatformDep, operator: OperatorDep, passkey_id: int
+    request: Request,
+    platform: PlatformDep,
+    operator: OperatorDep,
+    address: AddressDep,
+    passkey_id: int,
+    password: Annotated[str, Form()] = "",
+    passkey: Annotated[str, Form()] = "",
 ) -> Response:
-    """Forget one of your passkeys (approving then needs your password or another passkey)."""
-    platform.transact(
-        lambda session: store.remove_passkey(
-            session=session, operator=operator, passkey_id=passkey_id
+    """Forget one of your passkeys, with your password or another passkey."""
+    target = {"passkey": str(passkey_id)}
+    try:
+        step_up = _verify_change(
+            request,
+            operator,
+            Change.passkey_remove,
+            target,
+            stepup.Proof(password=password, passkey=passkey),
+            address,
         )
-    )
+        changes.remove_passkey(
+            platform=platform, step_up=step_up, by=operator, passkey_id=passkey_id
+        )
+    except (stepup.StepUpRefused, StepUpMismatch) as exc:
+        return _refused(request, operator, exc)
     return RedirectResponse(url_for(request, "account_page") + "?done=removed", status_code=303)
 
 
-@router.post("/stepup/options")
-async def step_up_options(
-    request: Request, platform: PlatformDep, operator: OperatorDep, rp: RelyingPartyDep
+@router.post("/account/password")
+def change_password(
+    request: Request,
+    platform: PlatformDep,
+    operator: OperatorDep,
+    address: AddressDep,
+    password: Annotated[str, Form()] = "",
+    passkey: Annotated[str, Form()] = "",
+    new_password: Annotated[str, Form()] = "",
+    new_password2: Annotated[str, Form()] = "",
 ) -> Response:
-    """Options for `navigator.credentials.get`, with a challenge that can approve only the
-    call with this digest (and this job, for a queued one), once, within two minutes."""
-    body = await _json_body(request)
-    purpose, digest, job_id = body.get("purpose"), body.get("digest"), body.get("job_id")
-    if purpose not in PURPOSES or not isinstance(digest, str) or len(digest) != 64:
-        return _error("send {purpose: approve|run, digest: <the call's sha256>, job_id}")
-    if purpose == "approve" and not isinstance(job_id, int):
-        return _error("approving with a passkey needs the job_id")
+    """Change your password, confirmed with the current one (or a passkey); every session
+    of yours ends, and this browser gets a new one."""
     try:
-        options = await run_in_threadpool(
-            passkeys.assertion_options,
-            platform=platform,
-            rp=rp,
-            operator=operator,
-            purpose=purpose,
-            digest=digest,
-            job_id=job_id if purpose == "approve" else None,
+        if new_password != new_password2:
+            raise operators.OperatorError("the two new passwords differ: type the same one twice")
+        step_up = _verify_change(
+            request,
+            operator,
+            Change.password,
+            {},
+            stepup.Proof(password=password, passkey=passkey),
+            address,
         )
-    except passkeys.PasskeyError as exc:
-        return _error(str(exc))
-    return Response(options, media_type="application/json")
+        changes.set_password(platform=platform, step_up=step_up, by=operator, password=new_password)
+    except (stepup.StepUpRefused, StepUpMismatch, operators.OperatorError) as exc:
+        return _refused(request, operator, exc)
+    response = RedirectResponse(
+        url_for(request, "account_page") + "?done=password", status_code=303
+    )
+    token = auth.start_browser_session(platform=platform, operator=operator)
+    secure = platform.settings.dashboard_url.startswith("https://")
+    auth.set_session_cookie(response, token, secure=secure)
+    return response
+
+
+@router.post("/operators/{name}/role")
+def change_role(
+    request: Request,
+    platform: PlatformDep,
+    admin: AdminDep,
+    address: AddressDep,
+    name: str,
+    role: Annotated[str, Form()] = "",
+    password: Annotated[str, Form()] = "",
+    passkey: Annotated[str, Form()] = "",
+) -> Response:
+    """An admin gives operator `name` a role, confirmed with their password (or passkey)."""
+    try:
+        step_up = _verify_change(
+            request,
+            admin,
+            Change.role,
+            {"operator": name, "role": role},
+            stepup.Proof(password=password, passkey=passkey),
+            address,
+        )
+        changes.set_role(platform=platform, step_up=step_up, by=admin, name=name, role=role)
+    except (stepup.StepUpRefused, StepUpMismatch, operators.OperatorError) as exc:
+        return _refused(request, admin, exc)
+    return RedirectResponse(url_for(request, "account_page") + "?done=role", status_code=303)

@@ -1,7 +1,9 @@
 """The Agents page: mint agent tokens (shown once), list them with their last use, revoke.
 
-Admin-only (`AdminDep`). A minted token is in exactly one response, marked `no-store`; only
-its hash is kept.
+Admin-only (`AdminDep`). Minting gives an agent the right to ask in the admin's name, so it
+needs a step-up bound to that token's name (the admin's password typed with it, or a
+passkey); revoking takes rights away and needs none. A minted token is in exactly one
+response, marked `no-store`; only its hash is kept, in a row aat signs.
 """
 
 from __future__ import annotations
@@ -11,9 +13,20 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from starlette.responses import Response
 
-from dashboard.deps import AdminDep, PagesDep, PlatformDep
+from dashboard import stepup
+from dashboard.deps import (
+    AddressDep,
+    AdminDep,
+    LimiterDep,
+    PagesDep,
+    PlatformDep,
+    RelyingPartyDep,
+)
 from dashboard.render import Pages
+from webplatform import changes
+from webplatform.authority import report_forged, seal_for
 from webplatform.platform import Platform
+from webplatform.stepup import Change, StepUpMismatch
 from webplatform.store import agents
 
 router = APIRouter()
@@ -30,11 +43,20 @@ def render_agents(
     status_code: int = 200,
 ) -> Response:
     """The page: every token (never a hash), and a just-minted token when there is one."""
-    rows = platform.transact(lambda s: agents.list_agents(session=s), write=False)
+    seal = seal_for(platform)
+    rows = platform.transact(lambda s: agents.list_agents(session=s, seal=seal), write=False)
+    report_forged(platform)
+    has_passkey = stepup.has_passkey(platform, getattr(request.state, "operator", ""))
     response = pages.render(
         request,
         "agents.html",
-        {"agents": rows, "minted": minted, "message": message, "error": error},
+        {
+            "agents": rows,
+            "minted": minted,
+            "message": message,
+            "error": error,
+            "has_passkey": has_passkey,
+        },
         status_code=status_code,
     )
     response.headers["Cache-Control"] = "no-store"
@@ -55,16 +77,32 @@ def mint_agent(
     platform: PlatformDep,
     pages: PagesDep,
     admin: AdminDep,
+    limiter: LimiterDep,
+    rp: RelyingPartyDep,
+    address: AddressDep,
     name: Annotated[str, Form()] = "",
+    password: Annotated[str, Form()] = "",
+    passkey: Annotated[str, Form()] = "",
 ) -> Response:
-    """Mint a token owned by the logged-in operator; the page shows it this once."""
+    """Mint a token owned by the logged-in operator, confirmed with their password (or a
+    passkey) for exactly this name; the page shows it this once."""
+    name = name.strip()
     try:
-        _row, token = platform.transact(
-            lambda s: agents.add_agent(session=s, name=name.strip(), owner=admin, actor=admin)
+        step_up = stepup.verify(
+            platform=platform,
+            limiter=limiter,
+            rp=rp,
+            operator=admin,
+            proof=stepup.Proof(password=password, passkey=passkey),
+            bound=stepup.for_change(admin, Change.agent_add, {"name": name}),
+            address=address,
         )
+        _row, token = changes.mint_agent(platform=platform, step_up=step_up, by=admin, name=name)
+    except (stepup.StepUpRefused, StepUpMismatch) as exc:
+        return render_agents(request, platform, pages, error=str(exc), status_code=403)
     except agents.AgentTokenError as exc:
         return render_agents(request, platform, pages, error=str(exc), status_code=422)
-    return render_agents(request, platform, pages, minted=(name.strip(), token))
+    return render_agents(request, platform, pages, minted=(name, token))
 
 
 @router.post("/agents/{name}/revoke")
@@ -72,7 +110,11 @@ def revoke_agent(
     request: Request, platform: PlatformDep, pages: PagesDep, admin: AdminDep, name: str
 ) -> Response:
     """Revoke a token: its next `/mcp` request gets 401."""
-    if not platform.transact(lambda s: agents.revoke_agent(session=s, name=name, actor=admin)):
+    seal = seal_for(platform)
+    revoked = platform.transact(
+        lambda s: agents.revoke_agent(session=s, name=name, seal=seal, actor=admin)
+    )
+    if not revoked:
         return render_agents(
             request, platform, pages, error=f"no active agent {name!r}", status_code=409
         )

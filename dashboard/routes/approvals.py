@@ -43,6 +43,7 @@ def render_queue(
         page = int(request.query_params.get("page", "1"))
     except ValueError:
         page = 1
+    operator = getattr(request.state, "operator", "")
     queue = data.approval_queue(platform, page=page, newest_first=newest_first)
     return pages.render(
         request,
@@ -51,7 +52,7 @@ def render_queue(
             "queue": queue,
             "pending_count": queue.total,
             "order": "newest" if newest_first else "oldest",
-            "has_passkey": stepup.has_passkey(platform, getattr(request.state, "operator", "")),
+            **stepup.passkey_context(platform, operator),
             "message": message,
             "error": error,
         },

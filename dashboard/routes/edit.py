@@ -138,9 +138,7 @@ async def edit_submit(
             rp=rp,
             operator=operator,
             proof=stepup.Proof(password=password),
-            purpose="approve",
-            digest=edit.digest,
-            job_id=job_id,
+            bound=stepup.Bound(purpose="approve", digest=edit.digest, job_id=job_id),
             address=address,
         )
         return edits.approve_edited(

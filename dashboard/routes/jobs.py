@@ -84,6 +84,7 @@ def render_job(
     status_code: int = 200,
 ) -> Response:
     """The job page, optionally with a message about what just happened."""
+    operator = getattr(request.state, "operator", "")
     detail = data.job_detail(platform, job_id)
     if detail is None:
         raise HTTPException(404, f"no job {job_id}: it never existed or was pruned from history")
@@ -93,7 +94,7 @@ def render_job(
         {
             "d": detail,
             "job": detail.job,
-            "has_passkey": stepup.has_passkey(platform, getattr(request.state, "operator", "")),
+            **stepup.passkey_context(platform, operator),
             "message": message,
             "error": error,
         },
@@ -221,9 +222,7 @@ async def approve(
             rp=rp,
             operator=operator,
             proof=stepup.Proof(password=password, passkey=passkey),
-            purpose="approve",
-            digest=digest,
-            job_id=job_id,
+            bound=stepup.Bound(purpose="approve", digest=digest, job_id=job_id),
             address=address,
         )
         return decisions.approve(

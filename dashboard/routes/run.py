@@ -131,9 +131,7 @@ async def run_submit(
                 proof=stepup.Proof(
                     password=form.get("password", ""), passkey=form.get("passkey", "")
                 ),
-                purpose="run",
-                digest=digest,
-                job_id=None,
+                bound=stepup.Bound(purpose="run", digest=digest),
                 address=address,
             )
         except stepup.StepUpRefused as exc:

@@ -1,5 +1,6 @@
 """Step-up approvals in Chromium against a real `aat serve`: a passkey registered on the
-account page with a virtual authenticator (DevTools `WebAuthn` domain) approves a queued job,
+account page (with the operator's password: the session alone adds none) with a virtual
+authenticator (DevTools `WebAuthn` domain) approves a queued job,
 which runs; a replay with the cookie and CSRF token alone, an assertion made for another
 job, and a reused challenge are all refused. The password step-up, typed in the card."""
 
@@ -69,6 +70,14 @@ def test_a_passkey_approves_and_replays_are_refused(local_page: Page, server: Se
     page, base = local_page, f"http://localhost:{server.port}"
     page.goto(f"{base}/account")
     page.fill("input[name=label]", "virtual key")
+    # The session alone adds no passkey (a page holding the cookie could): it asks for the
+    # password, and with it the browser's authenticator makes one.
+    page.get_by_role("button", name="Add a passkey").click()
+    expect(page.locator("#passkey-error")).to_contain_text(
+        "adding a passkey needs your current password"
+    )
+    expect(page.locator("table.passkeys")).to_contain_text("No passkeys yet")
+    page.fill("#add-passkey input[name=password]", PASSWORD)
     page.get_by_role("button", name="Add a passkey").click()
     page.wait_for_url(f"{base}/account?done=added")
     expect(page.locator("table.passkeys")).to_contain_text("virtual key")
@@ -77,6 +86,7 @@ def test_a_passkey_approves_and_replays_are_refused(local_page: Page, server: Se
     page.goto(f"{base}/approvals")
     card = page.locator(f'article.card[data-job-id="{first}"]')
     expect(card).to_be_visible()
+    expect(card.locator(".recent-passkey")).to_contain_text("Your newest passkey, “virtual key”")
     with page.expect_request(f"{base}/jobs/{first}/approve") as sent:
         card.get_by_role("button", name="Approve", exact=True).click()  # password left empty
     assert "passkey=" in (sent.value.post_data or "")
@@ -147,3 +157,38 @@ def test_password_in_the_card_approves_and_without_it_nothing_does(page: Page, s
     expect(page.locator("#notice")).to_contain_text(f"Approved job {job_id}.")
     wait_state(page, server.url, job_id, "succeeded")
     assert len(server.outbox()) == 1
+
+
+def test_a_passkey_confirms_changes_of_who_may_decide(local_page: Page, server: Server):
+    page, base = local_page, f"http://localhost:{server.port}"
+    page.goto(f"{base}/account")
+    page.fill("input[name=label]", "first key")
+    page.fill("#add-passkey input[name=password]", PASSWORD)
+    page.get_by_role("button", name="Add a passkey").click()
+    page.wait_for_url(f"{base}/account?done=added")
+
+    # A token minted with the passkey (no password typed): an assertion bound to its name.
+    page.goto(f"{base}/agents")
+    page.fill("#agent-name", "build-bot")
+    with page.expect_request(f"{base}/agents") as sent:
+        page.get_by_role("button", name="Mint token").click()
+    assert "passkey=" in (sent.value.post_data or "")
+    expect(page.locator("#minted-token")).to_contain_text("aat_")
+
+    # Another passkey, confirmed with this one: the assertion goes through (this virtual
+    # authenticator then refuses to make a second credential for the same account).
+    page.goto(f"{base}/account")
+    page.fill("input[name=label]", "second key")
+    with page.expect_response(f"{base}/account/passkeys/options") as asked:
+        page.get_by_role("button", name="Add a passkey").click()
+    assert asked.value.status == 200 and '"passkey"' in (asked.value.request.post_data or "")
+    expect(page.locator("#passkey-error")).to_contain_text("already registered")
+
+    # Removing it, confirmed with itself.
+    page.goto(f"{base}/account")
+    row = page.locator("table.passkeys tr", has_text="first key")
+    with page.expect_request(lambda r: r.url.endswith("/remove")) as removed:
+        row.get_by_role("button", name="Remove").click()
+    assert "passkey=" in (removed.value.post_data or "")
+    page.wait_for_url(f"{base}/account?done=removed")
+    expect(page.locator("table.passkeys")).to_contain_text("No passkeys yet")

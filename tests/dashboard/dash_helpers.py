@@ -8,6 +8,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from webplatform.answers import Answer
+from webplatform.authority import seal_for
 from webplatform.platform import Actor, Platform
 from webplatform.services import Consent, request_run
 from webplatform.store import operators
@@ -22,9 +23,11 @@ PASSWORD = "correct horse battery"
 def add_operator(
     platform: Platform, name: str, role: str | None = None, password: str = PASSWORD
 ) -> None:
-    """Create an operator directly in the database (`role`: the default when None)."""
+    """Create an operator as `aat operator add` does, signed with the home's key (`role`:
+    the default when None)."""
+    seal = seal_for(platform)
     with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name=name, password=password, role=role)
+        operators.add_operator(session=session, name=name, password=password, role=role, seal=seal)
 
 
 def log_in(client: TestClient, name: str, password: str = PASSWORD) -> None:

@@ -6,9 +6,10 @@ import csv
 import io
 import re
 
-from dash_helpers import ORIGIN, csrf
+from dash_helpers import ORIGIN, PASSWORD, csrf
 from fastapi.testclient import TestClient
 
+from webplatform.authority import seal_for
 from webplatform.platform import Actor, Platform
 from webplatform.services import Consent, request_run
 from webplatform.store import agents
@@ -16,10 +17,9 @@ from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface
 
 
-def _mint(client: TestClient, name: str) -> tuple[int, str]:
-    r = client.post(
-        "/agents", data={"csrf_token": csrf(client, "/agents"), "name": name}, headers=ORIGIN
-    )
+def _mint(client: TestClient, name: str, password: str = PASSWORD) -> tuple[int, str]:
+    form = {"csrf_token": csrf(client, "/agents"), "name": name, "password": password}
+    r = client.post("/agents", data=form, headers=ORIGIN)
     return r.status_code, r.text
 
 
@@ -32,7 +32,7 @@ def test_mint_shows_the_token_once_and_keeps_only_its_hash(
     token = re.search(r'<code id="minted-token">([^<]+)</code>', html)
     assert token and token.group(1).startswith("aat_")
     with session_scope(platform.engine, write=False) as session:
-        found = agents.find_agent(session=session, token=token.group(1))
+        found = agents.find_agent(session=session, token=token.group(1), seal=seal_for(platform))
     assert found is not None and found.owner == "alice"
     again = alice.get("/agents")
     assert token.group(1) not in again.text and "build-bot" in again.text
@@ -51,7 +51,7 @@ def test_bad_names_and_revocation(platform: Platform, alice: TestClient) -> None
     assert revoked.status_code == 200 and "Revoked agent build-bot." in revoked.text
     assert alice.post("/agents/build-bot/revoke", data=form, headers=ORIGIN).status_code == 409
     with session_scope(platform.engine, write=False) as session:
-        assert agents.list_agents(session=session)[0].revoked_at is not None
+        assert agents.list_agents(session=session, seal=seal_for(platform))[0].revoked_at
 
 
 def test_agents_page_needs_a_login(client: TestClient) -> None:

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from dashboard.app import create_app
 from dashboard.setup import print_setup_link
+from webplatform.authority import seal_for
 from webplatform.platform import Platform
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
@@ -123,7 +124,9 @@ def test_the_setup_link_stays_dead_after_every_operator_is_removed(settings, pla
     token = link.split("token=")[1]
     # An operator is added another way (`aat operator add`), then removed again.
     with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name="alice", password=PASSWORD)
+        operators.add_operator(
+            session=session, name="alice", password=PASSWORD, seal=seal_for(platform)
+        )
     with session_scope(platform.engine) as session:
         operators.remove_operator(session=session, name="alice")
     form = {"token": token, "username": "mallory", "password": PASSWORD, "password2": PASSWORD}

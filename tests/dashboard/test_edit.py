@@ -21,6 +21,7 @@ from stepup_helpers import job_step_up
 from dashboard.app import create_app
 from webplatform import decisions, edits, jobs, runner
 from webplatform.answers import Answer, Status
+from webplatform.authority import seal_for
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.platform import Actor, Platform
 from webplatform.registry import RegistryLoader, resolve_secrets
@@ -163,7 +164,7 @@ def test_forged_edits_by_a_viewer_and_by_the_asker_are_refused(
     add_operator(platform, "ada")
     add_operator(platform, "vic", "viewer")
     with session_scope(platform.engine) as session:
-        add_agent(session=session, name="ada-laptop", owner="ada")
+        add_agent(session=session, name="ada-laptop", owner="ada", seal=seal_for(platform))
     answer = request_run(
         platform=platform,
         kind="tool",

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from webplatform import jobs, runner
 from webplatform.answers import Status
+from webplatform.authority import seal_for
 from webplatform.config import EXAMPLES_ROOT
 from webplatform.platform import Actor, Platform
 from webplatform.registry import RegistryLoader, resolve_secrets
@@ -63,9 +64,12 @@ def test_the_first_operator_is_admin_then_approvers(platform: Platform) -> None:
     add_operator(platform, "bob")
     add_operator(platform, "vic", "viewer")
     with session_scope(platform.engine) as session:
-        roles = {o.name: o.role for o in operators.list_operators(session=session)}
+        seal = seal_for(platform)
+        roles = {o.name: o.role for o in operators.list_operators(session=session, seal=seal)}
         with pytest.raises(operators.OperatorError, match="admin, approver, viewer"):
-            operators.add_operator(session=session, name="x", password=PASSWORD, role="boss")
+            operators.add_operator(
+                session=session, name="x", password=PASSWORD, role="boss", seal=seal
+            )
     assert roles == {"ada": "admin", "bob": "approver", "vic": "viewer"}
 
 
@@ -167,7 +171,7 @@ def test_the_token_owner_cannot_approve_when_self_approval_is_off(
     add_operator(platform, "ada")
     add_operator(platform, "bob")
     with session_scope(platform.engine) as session:
-        add_agent(session=session, name="ada-laptop", owner="ada")
+        add_agent(session=session, name="ada-laptop", owner="ada", seal=seal_for(platform))
     answer = request_run(
         platform=platform,
         kind="tool",

@@ -36,6 +36,7 @@ from stepup_helpers import job_step_up, password_step_up
 
 from webplatform import decisions
 from webplatform.answers import Status
+from webplatform.authority import seal_for
 from webplatform.config import Settings
 from webplatform.platform import Actor, Platform
 from webplatform.services import Consent, request_run
@@ -167,7 +168,9 @@ def test_dashboard_restart_keeps_approvals_sessions_and_history(
 ) -> None:
     platform = Platform(settings)
     with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name="olga", password=PASSWORD)
+        operators.add_operator(
+            session=session, name="olga", password=PASSWORD, seal=seal_for(platform)
+        )
     ran = request_run(
         platform=platform,
         kind="tool",

@@ -24,6 +24,7 @@ from sqlmodel import col, func, select
 from stepup_helpers import password_step_up
 
 from webplatform.answers import Status
+from webplatform.authority import seal_for
 from webplatform.config import Settings
 from webplatform.platform import Actor, Platform
 from webplatform.services import Consent, request_run
@@ -39,7 +40,9 @@ def test_two_dashboards_and_two_workers_run_500_approved_jobs_exactly_once(
 ) -> None:
     platform = Platform(pg_settings)
     with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name="olga", password=PASSWORD)
+        operators.add_operator(
+            session=session, name="olga", password=PASSWORD, seal=seal_for(platform)
+        )
     env = aat_env(pg_settings, worker_lease_s=10, heartbeat_s=1)
     ports = [free_port(), free_port()]
     for n, port in enumerate(ports):

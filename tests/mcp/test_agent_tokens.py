@@ -12,18 +12,24 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import body, make_platform, serve_mcp
 from pydantic import SecretStr
+from sqlalchemy import text
 from sqlmodel import select
 
+from webplatform import changes
+from webplatform.authority import seal_for
 from webplatform.config import Settings
 from webplatform.platform import Platform
-from webplatform.store import Job, JobState, session_scope
+from webplatform.stepup import Change, StepUp, StepUpMethod, change_digest
+from webplatform.store import AuditEvent, Job, JobState, session_scope, utcnow
 from webplatform.store.agents import (
     AgentTokenError,
     add_agent,
     list_agents,
     revoke_agent,
+    token_hash,
 )
 from webplatform.store.operators import add_operator
+from webplatform.store.seals import FORGED_EVENT
 
 pytestmark = pytest.mark.anyio
 
@@ -42,7 +48,7 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 
 def mint(platform: Platform, name: str, owner: str | None = None) -> str:
     with session_scope(platform.engine) as session:
-        return add_agent(session=session, name=name, owner=owner)[1]
+        return add_agent(session=session, name=name, owner=owner, seal=seal_for(platform))[1]
 
 
 def post(url: str, **headers: str) -> httpx.Response:
@@ -78,7 +84,7 @@ async def test_no_token_needed_until_one_exists_then_always(platform: Platform) 
 
 async def test_valid_token_runs_and_names_the_requester(platform: Platform) -> None:
     with session_scope(platform.engine) as session:
-        add_operator(session=session, name="ada", password="correct horse")
+        add_operator(session=session, name="ada", password="correct horse", seal=seal_for(platform))
     token = mint(platform, "build-bot", owner="ada")
     with serve_mcp(platform) as base:
         async with client_with(f"{base}/mcp", token) as client:
@@ -95,7 +101,7 @@ async def test_valid_token_runs_and_names_the_requester(platform: Platform) -> N
     assert queued["status"] == "pending_approval"
     with session_scope(platform.engine, write=False) as session:
         jobs = {j.id: j for j in session.exec(select(Job)).all()}
-        listed = list_agents(session=session)
+        listed = list_agents(session=session, seal=seal_for(platform))
     assert {j.requested_by for j in jobs.values()} == {"build-bot"}
     assert jobs[queued["job"]].state is JobState.pending_approval
     # The client's own name is kept beside it, as the self-reported one.
@@ -111,13 +117,13 @@ async def test_revoked_token_is_refused_on_the_next_request(platform: Platform) 
         async with client_with(f"{base}/mcp", token) as client:
             assert len((await client.list_tools()).tools) == 7
             with session_scope(platform.engine) as session:
-                assert revoke_agent(session=session, name="build-bot")
+                assert revoke_agent(session=session, name="build-bot", seal=seal_for(platform))
             with pytest.raises(Exception):  # noqa: B017 - the SDK surfaces the 401 its own way
                 await client.list_tools()
         assert post(f"{base}/mcp", Authorization=f"Bearer {token}").status_code == 401
         assert post(f"{base}/mcp", Authorization=f"Bearer {keep}").status_code == 200
         with session_scope(platform.engine) as session:
-            assert revoke_agent(session=session, name="other-bot")
+            assert revoke_agent(session=session, name="other-bot", seal=seal_for(platform))
         # All revoked: /mcp stays closed rather than falling open again.
         assert post(f"{base}/mcp").status_code == 401
 
@@ -134,14 +140,15 @@ async def test_shared_mcp_token_still_works_beside_agent_tokens(mcp_settings: Se
 
 def test_names_and_owners_are_checked(platform: Platform) -> None:
     mint(platform, "build-bot")
+    seal = seal_for(platform)
     with session_scope(platform.engine) as session:
         with pytest.raises(AgentTokenError, match="already exists"):
-            add_agent(session=session, name="build-bot", owner=None)
+            add_agent(session=session, name="build-bot", owner=None, seal=seal)
         with pytest.raises(AgentTokenError, match="invalid agent name"):
-            add_agent(session=session, name="no spaces", owner=None)
+            add_agent(session=session, name="no spaces", owner=None, seal=seal)
         with pytest.raises(AgentTokenError, match="no operator 'ghost'"):
-            add_agent(session=session, name="x", owner="ghost")
-        assert not revoke_agent(session=session, name="nobody")
+            add_agent(session=session, name="x", owner="ghost", seal=seal)
+        assert not revoke_agent(session=session, name="nobody", seal=seal)
 
 
 async def test_job_status_answers_only_the_agent_that_asked(platform: Platform) -> None:
@@ -168,3 +175,46 @@ async def test_job_status_answers_only_the_agent_that_asked(platform: Platform) 
         str(ran["job"] + 1000), "N"
     )
     assert their_recent["jobs"] == []
+
+
+async def test_a_token_row_inserted_or_unrevoked_by_sql_gets_401(platform: Platform) -> None:
+    keep = mint(platform, "build-bot")
+    old = mint(platform, "old-bot")
+    planted = "aat_" + "p" * 43
+    with session_scope(platform.engine) as session:
+        assert revoke_agent(session=session, name="old-bot", seal=seal_for(platform))
+    with session_scope(platform.engine) as session:
+        connection = session.connection()
+        connection.execute(
+            text(
+                "INSERT INTO agent_token (name, owner, token_hash, created_at) "
+                "VALUES ('planted', NULL, :hash, :at)"
+            ),
+            {"hash": token_hash(planted), "at": utcnow().replace(tzinfo=None)},
+        )
+        connection.execute(text("UPDATE agent_token SET revoked_at = NULL WHERE name = 'old-bot'"))
+    with serve_mcp(platform) as base:
+        for _ in range(2):
+            assert post(f"{base}/mcp", Authorization=f"Bearer {planted}").status_code == 401
+            assert post(f"{base}/mcp", Authorization=f"Bearer {old}").status_code == 401
+        assert post(f"{base}/mcp", Authorization=f"Bearer {keep}").status_code == 200
+    with session_scope(platform.engine, write=False) as session:
+        forged = session.exec(select(AuditEvent).where(AuditEvent.event == FORGED_EVENT)).all()
+    assert sorted(e.detail.split(":")[0] for e in forged) == [
+        "agent token old-bot",
+        "agent token planted",
+    ]
+
+
+async def test_deleting_every_token_row_does_not_open_mcp_again(platform: Platform) -> None:
+    with session_scope(platform.engine) as session:
+        add_operator(session=session, name="ada", password="correct horse", seal=seal_for(platform))
+    # Minted on the Agents page, with the admin's step-up for this name.
+    digest = change_digest(operator="ada", change=Change.agent_add, target={"name": "bot"})
+    step_up = StepUp(operator="ada", digest=digest, method=StepUpMethod.password)
+    _row, token = changes.mint_agent(platform=platform, step_up=step_up, by="ada", name="bot")
+    with session_scope(platform.engine) as session:
+        session.connection().execute(text("DELETE FROM agent_token"))
+    with serve_mcp(platform) as base:
+        assert post(f"{base}/mcp").status_code == 401
+        assert post(f"{base}/mcp", Authorization=f"Bearer {token}").status_code == 401

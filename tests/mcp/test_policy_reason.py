@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from mcp_helpers import approve, body, connect, make_platform
 
 from dashboard.app import create_app
+from webplatform.authority import seal_for
 from webplatform.platform import Platform
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
@@ -27,9 +28,10 @@ SEND = {
 
 
 def _operators(platform: Platform, *names: str) -> None:
+    seal = seal_for(platform)
     with session_scope(platform.engine) as session:
         for name in names:
-            operators.add_operator(session=session, name=name, password=PASSWORD)
+            operators.add_operator(session=session, name=name, password=PASSWORD, seal=seal)
 
 
 async def test_the_reason_reaches_the_card_and_pending_counts_approvals(

@@ -33,6 +33,8 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
         conn.execute(text("ALTER TABLE operator DROP COLUMN role"))
         conn.execute(text("ALTER TABLE job DROP COLUMN note"))
         conn.execute(text("ALTER TABLE job DROP COLUMN requester_proof"))
+        for table in ("operator", "operator_session"):  # 0010's signatures
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN signature"))
         conn.execute(text("DROP INDEX ix_job_edited_from"))
         conn.execute(text("ALTER TABLE job DROP COLUMN edited_from"))
         for column in ("approvals_required", "self_approval", "asked_by_operator", "agent_reason"):
@@ -55,12 +57,18 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
         }
         columns = {row[1] for row in conn.execute(text("PRAGMA table_info('audit_event')"))}
         job_columns = {row[1] for row in conn.execute(text("PRAGMA table_info('job')"))}
+        signed = {
+            table
+            for table in ("operator", "passkey", "agent_token", "operator_session")
+            if "signature" in {r[1] for r in conn.execute(text(f"PRAGMA table_info('{table}')"))}
+        }
     engine.dispose()
     assert version == head_revision()
     assert {"ix_job_irreversible_updated_at", "ix_job_edited_from"} <= indexes
     assert {"agent_token", "passkey", "webauthn_challenge", "job_approval"} <= tables
     assert {"prev_hash", "event_hash"} <= columns
     assert {"note", "requester_proof"} <= job_columns
+    assert signed == {"operator", "passkey", "agent_token", "operator_session"}
 
 
 def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path) -> None:
@@ -77,6 +85,8 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
     with engine.begin() as conn:
         conn.execute(text("ALTER TABLE job DROP COLUMN note"))
         conn.execute(text("ALTER TABLE job DROP COLUMN requester_proof"))
+        for table in ("operator", "passkey", "agent_token", "operator_session"):  # 0010's
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN signature"))
         for i, (surface, requested_by, client) in enumerate(rows.values(), start=1):
             conn.execute(
                 text(

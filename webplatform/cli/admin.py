@@ -6,9 +6,15 @@ import argparse
 import getpass
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from
 from webplatform.registry import RegistryLoader
+
+if TYPE_CHECKING:
+    from webplatform.platform import Platform
+    from webplatform.store.models import OperatorPublic
+    from webplatform.store.seals import RowSeal
 
 
 def cmd_check(ns: argparse.Namespace, _extra: list[str]) -> int:
@@ -85,14 +91,22 @@ def cmd_config(ns: argparse.Namespace, _extra: list[str]) -> int:
 
 
 def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
-    """Add, list or remove dashboard operators."""
+    """Add, list or remove dashboard operators, or set one's role or password.
+
+    Rows are signed with the decision key in `AAT_HOME` (this OS user holds it, and with it
+    every power a dashboard step-up guards, so none is asked for here)."""
+    from webplatform.authority import OPERATORS_FILE, remember, seal_for
     from webplatform.platform import Platform
     from webplatform.store import operators
 
     platform = Platform(settings_from(ns))
+    seal = seal_for(platform)
     if ns.op == "list":
-        for op in platform.transact(lambda s: operators.list_operators(session=s), write=False):
-            print(f"{op.name}\t{op.role}")
+        rows = platform.transact(
+            lambda s: operators.list_operators(session=s, seal=seal), write=False
+        )
+        for op in rows:
+            print(_operator_line(op))
         return EXIT_OK
     if not ns.name:
         print(f"aat operator {ns.op}: give the operator's NAME", file=sys.stderr)
@@ -104,19 +118,54 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
             return EXIT_FAILED
         print(f"removed operator {ns.name}")
         return EXIT_OK
-    if ns.password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
-    else:
-        password = getpass.getpass(f"password for {ns.name}: ")
     try:
+        _change_operator(platform, ns, seal)
+    except ValueError as exc:
+        print(f"aat operator {ns.op}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    remember(platform, OPERATORS_FILE)
+    role = platform.transact(
+        lambda s: operators.operator_role(session=s, name=ns.name, seal=seal), write=False
+    )
+    done = {"add": "added operator", "role": "operator", "password": "new password for"}
+    print(f"{done[ns.op]} {ns.name} ({role})")
+    return EXIT_OK
+
+
+def _operator_line(op: OperatorPublic) -> str:
+    flag = "" if op.signed else "\tunsigned: counts as absent (re-add it)"
+    return f"{op.name}\t{op.role}{flag}"
+
+
+def _change_operator(platform: Platform, ns: argparse.Namespace, seal: RowSeal) -> None:
+    """`add`, `role` or `password`: ValueError (one line) when refused."""
+    from webplatform.store import operators
+
+    if ns.op == "role":
+        if not ns.role:
+            raise ValueError("give the new role with --role admin|approver|viewer")
         platform.transact(
-            lambda s: operators.add_operator(
-                session=s, name=ns.name, password=password, role=ns.role
+            lambda s: operators.set_role(
+                session=s, name=ns.name, role=ns.role, seal=seal, actor="cli"
             )
         )
-    except ValueError as exc:
-        print(f"aat operator add: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    role = platform.transact(lambda s: operators.operator_role(session=s, name=ns.name))
-    print(f"added operator {ns.name} ({role})")
-    return EXIT_OK
+        return
+    password = _read_password(ns)
+    if ns.op == "password":
+        platform.transact(
+            lambda s: operators.set_password(
+                session=s, name=ns.name, password=password, seal=seal, actor="cli"
+            )
+        )
+        return
+    platform.transact(
+        lambda s: operators.add_operator(
+            session=s, name=ns.name, password=password, seal=seal, role=ns.role
+        )
+    )
+
+
+def _read_password(ns: argparse.Namespace) -> str:
+    if ns.password_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    return getpass.getpass(f"password for {ns.name}: ")

@@ -11,35 +11,42 @@ from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_fr
 
 def cmd_agent(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Mint, list or revoke agent tokens; `add` prints the token, alone, on stdout."""
+    from webplatform.authority import TOKENS_FILE, remember, seal_for
     from webplatform.platform import Platform
     from webplatform.store import agents
 
     platform = Platform(settings_from(ns))
+    seal = seal_for(platform)
     if ns.op == "list":
-        rows = platform.transact(lambda s: agents.list_agents(session=s), write=False)
+        rows = platform.transact(lambda s: agents.list_agents(session=s, seal=seal), write=False)
         print(f"{'NAME':20} {'OWNER':16} {'CREATED':20} {'LAST USED':20} REVOKED")
         for row in rows:
             print(
                 f"{row.name:20} {row.owner or '-':16} {_when(row.created_at):20} "
                 f"{_when(row.last_used_at):20} {_when(row.revoked_at)}"
+                + ("" if row.signed else "  unsigned: refused (401)")
             )
         return EXIT_OK
     if not ns.name:
         print(f"aat agent {ns.op}: give the agent's NAME", file=sys.stderr)
         return EXIT_USAGE
     if ns.op == "revoke":
-        if not platform.transact(lambda s: agents.revoke_agent(session=s, name=ns.name)):
+        revoked = platform.transact(
+            lambda s: agents.revoke_agent(session=s, name=ns.name, seal=seal)
+        )
+        if not revoked:
             print(f"no active agent {ns.name!r}; `aat agent list` shows them", file=sys.stderr)
             return EXIT_FAILED
         print(f"revoked agent {ns.name}", file=sys.stderr)
         return EXIT_OK
     try:
         _row, token = platform.transact(
-            lambda s: agents.add_agent(session=s, name=ns.name, owner=ns.owner)
+            lambda s: agents.add_agent(session=s, name=ns.name, owner=ns.owner, seal=seal)
         )
     except agents.AgentTokenError as exc:
         print(f"aat agent add: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    remember(platform, TOKENS_FILE)
     print(token)
     print(
         f"added agent {ns.name}: the token above is shown once; "

@@ -71,13 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p, db=False)
 
     p = sub.add_parser("operator", help="manage dashboard operators")
-    p.add_argument("op", choices=["add", "list", "remove"])
+    p.add_argument("op", choices=["add", "list", "remove", "role", "password"])
     p.add_argument("name", nargs="?")
     p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
     p.add_argument(
         "--role",
         choices=["admin", "approver", "viewer"],
-        help="add: what the operator may do (default approver; the first operator is admin)",
+        help="add: what the operator may do (default approver; the first operator is admin); "
+        "role: the new role",
     )
     add_common(p, registry=False)
 

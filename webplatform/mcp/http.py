@@ -29,6 +29,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from webplatform import authority
 from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import agents
@@ -88,11 +89,19 @@ class BearerGate:
         """(agent tokens exist, the agent holding `given` or None), read on every request so
         a revocation takes effect at once; `last_used_at` is written only now and then."""
 
+        # Only tokens whose rows aat signed count; any row, signed or not, keeps /mcp closed.
+        seal = authority.seal_for(self.platform)
+
+        # Once a token was minted, deleting every token row does not open /mcp again.
+        minted = authority.remembers(self.platform, authority.TOKENS_FILE)
+
         def read(session: Session) -> tuple[bool, AgentTokenPublic | None]:
-            exist = agents.agents_exist(session=session)
-            return exist, agents.find_agent(session=session, token=given) if exist else None
+            exist = minted or agents.agents_exist(session=session)
+            found = agents.find_agent(session=session, token=given, seal=seal) if exist else None
+            return exist, found
 
         exist, agent = self.platform.transact(read, write=False)
+        authority.report_forged(self.platform)
         if agent is not None and agents.is_stale(agent):
             name = agent.name
             self.platform.transact(lambda s: agents.touch_agent(session=s, name=name))

@@ -4,6 +4,10 @@ Why sha256 and not argon2 (as for passwords): a token is 256 bits from `secrets`
 nothing to guess and a slow hash buys no safety; a fast, unsalted hash can be looked up by an
 index on every `/mcp` request, where argon2 would cost tens of milliseconds per request and
 need the name sent beside the token.
+
+Each row is signed by aat (`webplatform.store.seals`) over its name, owner, token hash and
+whether it is revoked: a row inserted by SQL, or a revoked one set back to active, is no
+agent (`/mcp` answers 401), though any row, signed or not, keeps `/mcp` closed.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from datetime import datetime, timedelta
 from sqlmodel import Session, col, func, select
 
 from webplatform.store.audit import record_event
-from webplatform.store.models import AgentToken, AgentTokenPublic, Operator, utcnow
+from webplatform.store.models import AgentToken, AgentTokenPublic, utcnow
+from webplatform.store.operators import find_operator
+from webplatform.store.seals import RowSeal, row_holds, sign_row
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 TOKEN_PREFIX = "aat_"
@@ -35,9 +41,10 @@ def token_hash(token: str) -> str:
 
 
 def add_agent(
-    *, session: Session, name: str, owner: str | None, actor: str = "cli"
+    *, session: Session, name: str, owner: str | None, seal: RowSeal, actor: str = "cli"
 ) -> tuple[AgentTokenPublic, str]:
-    """Mint token `name` for `owner`; returns the row and the token (shown once, never stored).
+    """Mint token `name` for `owner`, signed with `seal`; returns the row and the token (shown
+    once, never stored).
 
     Raises AgentTokenError for a bad or taken name (a revoked name stays taken, so history
     keeps meaning one agent) or an owner who is not an operator.
@@ -48,30 +55,34 @@ def add_agent(
         )
     if session.exec(select(AgentToken).where(AgentToken.name == name)).first() is not None:
         raise AgentTokenError(f"agent {name!r} already exists: pick another name")
-    if owner and session.exec(select(Operator).where(Operator.name == owner)).first() is None:
+    if owner and find_operator(session=session, name=owner, seal=seal) is None:
         raise AgentTokenError(
             f"no operator {owner!r} to own the token: `aat operator list` shows them"
         )
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = AgentToken(name=name, owner=owner, token_hash=token_hash(token), created_at=utcnow())
+    sign_row(seal, row)
     session.add(row)
     session.flush()
     record_event(session=session, actor=actor, event="agent-added", detail=name)
-    return _public(row), token
+    return _public(row, signed=True), token
 
 
-def list_agents(*, session: Session) -> list[AgentTokenPublic]:
-    """Every agent token, by name (never the hashes)."""
+def list_agents(*, session: Session, seal: RowSeal) -> list[AgentTokenPublic]:
+    """Every agent token, by name (never the hashes), each saying whether it is signed."""
     rows = session.exec(select(AgentToken).order_by(col(AgentToken.name))).all()
-    return [_public(r) for r in rows]
+    return [_public(r, signed=row_holds(seal, r)) for r in rows]
 
 
-def revoke_agent(*, session: Session, name: str, actor: str = "cli") -> bool:
-    """Revoke token `name` (refused from the next request on); False if none is active."""
+def revoke_agent(*, session: Session, name: str, seal: RowSeal, actor: str = "cli") -> bool:
+    """Revoke token `name` (refused from the next request on), signing the revoked row;
+    False if none is active."""
     row = session.exec(select(AgentToken).where(AgentToken.name == name)).first()
     if row is None or row.revoked_at is not None:
         return False
     row.revoked_at = utcnow()
+    # Signed as revoked: setting `revoked_at` back to NULL by SQL breaks the signature.
+    sign_row(seal, row)
     session.add(row)
     session.flush()
     record_event(session=session, actor=actor, event="agent-revoked", detail=name)
@@ -89,19 +100,23 @@ def active_agents_exist(*, session: Session) -> bool:
     return int(session.exec(stmt).one()) > 0
 
 
-def find_agent(*, session: Session, token: str) -> AgentTokenPublic | None:
-    """The active agent holding `token`, or None (unknown, revoked or empty). Reads only."""
+def find_agent(*, session: Session, token: str, seal: RowSeal) -> AgentTokenPublic | None:
+    """The active agent holding `token`, or None (unknown, revoked, empty, or a row whose
+    signature does not verify). Reads only."""
     if not token:
         return None
     stmt = select(AgentToken).where(AgentToken.token_hash == token_hash(token))
     row = session.exec(stmt).first()
-    if row is None or row.revoked_at is not None:
+    if row is None or row.revoked_at is not None or not row_holds(seal, row):
         return None
-    return _public(row)
+    return _public(row, signed=True)
 
 
 def agent_owner(*, session: Session, name: str) -> str | None:
-    """The operator agent token `name` acts for, or None (no owner, or no such token)."""
+    """The operator agent token `name` acts for, or None (no owner, or no such token).
+
+    Unchecked on purpose: it only narrows who may approve (self-approval), and the token
+    that asked was checked, signature and all, when it asked."""
     row = session.exec(select(AgentToken.owner).where(AgentToken.name == name)).first()
     return None if row is None else row
 
@@ -121,11 +136,12 @@ def touch_agent(*, session: Session, name: str, now: datetime | None = None) -> 
         session.flush()
 
 
-def _public(row: AgentToken) -> AgentTokenPublic:
+def _public(row: AgentToken, *, signed: bool) -> AgentTokenPublic:
     return AgentTokenPublic(
         name=row.name,
         owner=row.owner,
         created_at=row.created_at,
         last_used_at=row.last_used_at,
         revoked_at=row.revoked_at,
+        signed=signed,
     )

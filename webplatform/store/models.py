@@ -273,6 +273,9 @@ class Operator(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     # "admin" | "approver" | "viewer" (webplatform.store.operators.ROLES)
     role: str = Field(default="approver", sa_type=String(16))
+    # aat's signature over name, role and hash (webplatform.store.seals): a row without a
+    # valid one counts as absent, so an INSERT by SQL makes no operator.
+    signature: str | None = Field(default=None, sa_type=String(200))
 
 
 class OperatorPublic(SQLModel):
@@ -282,6 +285,8 @@ class OperatorPublic(SQLModel):
     name: str
     created_at: datetime
     role: str = "approver"
+    # False when the row's signature does not verify: it counts as absent.
+    signed: bool = True
 
 
 class OperatorSession(SQLModel, table=True):
@@ -294,6 +299,8 @@ class OperatorSession(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     expires_at: datetime = Field(sa_type=UTCDateTime)
     last_seen_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    # aat's signature over token hash, operator and expiry: an inserted row logs no one in.
+    signature: str | None = Field(default=None, sa_type=String(200))
 
 
 class Heartbeat(SQLModel, table=True):
@@ -334,6 +341,8 @@ class AgentToken(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # aat's signature over name, owner, token hash and whether it is revoked.
+    signature: str | None = Field(default=None, sa_type=String(200))
 
 
 class AgentTokenPublic(SQLModel):
@@ -344,6 +353,8 @@ class AgentTokenPublic(SQLModel):
     created_at: datetime
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
+    # False when the row's signature does not verify: the token gets 401.
+    signed: bool = True
 
 
 class Passkey(SQLModel, table=True):
@@ -360,6 +371,8 @@ class Passkey(SQLModel, table=True):
     label: str = Field(sa_type=String(100))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # aat's signature over operator, credential id, public key and when it was added.
+    signature: str | None = Field(default=None, sa_type=String(200))
 
 
 class WebauthnChallenge(SQLModel, table=True):
@@ -373,7 +386,7 @@ class WebauthnChallenge(SQLModel, table=True):
 
     challenge: str = Field(sa_type=String(128), primary_key=True)  # base64url
     operator: str = Field(sa_type=String(64))
-    purpose: str = Field(sa_type=String(16))  # "register" | "approve" | "run"
+    purpose: str = Field(sa_type=String(16))  # "register" | "approve" | "run" | "change"
     job_id: int | None = None
     digest: str | None = Field(default=None, sa_type=String(64))
     expires_at: datetime = Field(sa_type=UTCDateTime, index=True)

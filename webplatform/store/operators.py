@@ -1,12 +1,15 @@
-"""Operators (the humans who approve) and their login sessions."""
+"""Operators (the humans who approve): adding them, their roles and passwords, signing in.
+
+Every operator row carries aat's signature (`webplatform.store.seals`) over its name, role
+and password hash; the functions that read authority from a row (`find_operator`,
+`authenticate`, `operator_role`, `deciders`) treat a row whose signature does not verify as
+absent. Their login sessions are `webplatform.store.sessions`.
+"""
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
-import secrets
-from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, delete, func, select
 
@@ -14,6 +17,7 @@ from webplatform.store.audit import record_event
 from webplatform.store.meta import get_meta, set_meta
 from webplatform.store.models import Operator, OperatorPublic, OperatorSession, Passkey, utcnow
 from webplatform.store.passwords import hash_password, needs_rehash, verify_password
+from webplatform.store.seals import RowSeal, row_holds, sign_row
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 MIN_PASSWORD_LENGTH = 8
@@ -37,23 +41,38 @@ class OperatorError(ValueError):
     """An operator could not be added or changed; the message says how to fix it."""
 
 
+def _check_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise OperatorError(f"password too short: use at least {MIN_PASSWORD_LENGTH} characters")
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise OperatorError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+
+
 def add_operator(
-    *, session: Session, name: str, password: str, actor: str = "cli", role: str | None = None
+    *,
+    session: Session,
+    name: str,
+    password: str,
+    seal: RowSeal,
+    actor: str = "cli",
+    role: str | None = None,
 ) -> Operator:
     """Create operator `name` with an argon2id hash of `password` and `role` (default:
-    `admin` for the first operator, `approver` after).
+    `admin` for the first operator, `approver` after), signed with `seal`.
 
     Raises OperatorError for a bad name or role, a password shorter than 8 characters, or a
     name that is taken.
     """
-    if role is not None and role not in ROLES:
-        raise OperatorError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+    if role is not None:
+        _check_role(role)
     if not NAME_PATTERN.fullmatch(name):
         raise OperatorError(
             f"invalid operator name {name!r}: use 1-64 letters, digits, '.', '_', '@' or '-'"
         )
-    if len(password) < MIN_PASSWORD_LENGTH:
-        raise OperatorError(f"password too short: use at least {MIN_PASSWORD_LENGTH} characters")
+    _check_password(password)
     if session.exec(select(Operator).where(Operator.name == name)).first() is not None:
         raise OperatorError(f"operator {name!r} already exists: pick another name")
     if role is None:
@@ -61,6 +80,7 @@ def add_operator(
     operator = Operator(
         name=name, password_hash=hash_password(password), created_at=utcnow(), role=role
     )
+    sign_row(seal, operator)
     session.add(operator)
     session.flush()
     if get_meta(session=session, key=FIRST_OPERATOR_KEY) is None:
@@ -69,29 +89,61 @@ def add_operator(
     return operator
 
 
-def list_operators(*, session: Session) -> list[OperatorPublic]:
-    """Every operator, by name (never the hashes)."""
+def find_operator(*, session: Session, name: str, seal: RowSeal) -> Operator | None:
+    """Operator `name` when their row carries a valid signature; None when there is no such
+    row or it was added or changed outside aat (noted on `seal` for the audit trail)."""
+    row = session.exec(select(Operator).where(Operator.name == name)).first()
+    if row is None or not row_holds(seal, row):
+        return None
+    return row
+
+
+def list_operators(*, session: Session, seal: RowSeal) -> list[OperatorPublic]:
+    """Every operator row, by name (never the hashes), each saying whether it is signed."""
     rows = session.exec(select(Operator).order_by(col(Operator.name))).all()
     return [
-        OperatorPublic(id=r.id or 0, name=r.name, created_at=r.created_at, role=r.role)
+        OperatorPublic(
+            id=r.id or 0,
+            name=r.name,
+            created_at=r.created_at,
+            role=r.role,
+            signed=row_holds(seal, r),
+        )
         for r in rows
     ]
 
 
-def operator_role(*, session: Session, name: str) -> str | None:
-    """The role of operator `name`, or None when there is no such operator."""
-    row = session.exec(select(Operator.role).where(Operator.name == name)).first()
-    return None if row is None else str(row)
+def decider_role(*, session: Session, name: str, seal: RowSeal) -> str | None:
+    """The role operator `name` decides with at decision time; None when there is no row at
+    all (the job functions' own callers and tests). Raises OperatorError when the row exists
+    but its signature does not verify: such an operator decides nothing."""
+    row = session.exec(select(Operator).where(Operator.name == name)).first()
+    if row is None:
+        return None
+    if not row_holds(seal, row):
+        raise OperatorError(
+            f"{name}'s operator record was added or changed outside aat (its signature does "
+            f"not verify), so it decides nothing; re-add them with `aat operator add {name}`"
+        )
+    return row.role
 
 
-def deciders(*, session: Session) -> list[str]:
-    """The names of the operators who may approve (admins and approvers)."""
-    stmt = select(Operator.name).where(col(Operator.role).in_(sorted(DECIDING_ROLES)))
-    return [str(n) for n in session.exec(stmt).all()]
+def operator_role(*, session: Session, name: str, seal: RowSeal) -> str | None:
+    """The role of operator `name`, or None when there is no such operator (or their row
+    does not verify)."""
+    row = find_operator(session=session, name=name, seal=seal)
+    return None if row is None else row.role
+
+
+def deciders(*, session: Session, seal: RowSeal) -> list[str]:
+    """The names of the operators who may approve (admins and approvers, signed rows only)."""
+    stmt = select(Operator).where(col(Operator.role).in_(sorted(DECIDING_ROLES)))
+    return [r.name for r in session.exec(stmt).all() if row_holds(seal, r)]
 
 
 def count_operators(*, session: Session) -> int:
-    """How many operators exist (0 means first-run setup is still open)."""
+    """How many operator rows exist (0 means first-run setup is still open; any row, signed
+    or not, keeps it closed)."""
     return int(session.exec(select(func.count()).select_from(Operator)).one())
 
 
@@ -116,9 +168,51 @@ def remove_operator(*, session: Session, name: str, actor: str = "cli") -> bool:
     return True
 
 
-def authenticate(*, session: Session, name: str, password: str) -> bool:
-    """True when `name` exists and `password` is theirs. Upgrades an outdated hash in place."""
-    operator = session.exec(select(Operator).where(Operator.name == name)).first()
+def set_role(*, session: Session, name: str, role: str, seal: RowSeal, actor: str) -> None:
+    """Give operator `name` the role `role`, signed anew. Raises OperatorError for an unknown
+    role or operator, or when it would leave no admin."""
+    _check_role(role)
+    row = find_operator(session=session, name=name, seal=seal)
+    if row is None:
+        raise OperatorError(f"no operator {name!r}: `aat operator list` shows them")
+    if row.role == "admin" and role != "admin":
+        others = [r for r in _admins(session, seal) if r != name]
+        if not others:
+            raise OperatorError(f"{name} is the last admin: make another operator admin first")
+    before, row.role = row.role, role
+    sign_row(seal, row)
+    session.add(row)
+    session.flush()
+    record_event(
+        session=session, actor=actor, event="operator-role", detail=f"{name}: {before} -> {role}"
+    )
+
+
+def _admins(session: Session, seal: RowSeal) -> list[str]:
+    stmt = select(Operator).where(Operator.role == "admin")
+    return [r.name for r in session.exec(stmt).all() if row_holds(seal, r)]
+
+
+def set_password(*, session: Session, name: str, password: str, seal: RowSeal, actor: str) -> None:
+    """Replace operator `name`'s password (argon2id, signed anew) and end their sessions.
+    Raises OperatorError for a short password or an unknown operator."""
+    _check_password(password)
+    row = find_operator(session=session, name=name, seal=seal)
+    if row is None:
+        raise OperatorError(f"no operator {name!r}: `aat operator list` shows them")
+    row.password_hash = hash_password(password)
+    sign_row(seal, row)
+    session.add(row)
+    # A changed password is how one locks out whoever learnt the old one: their sessions go.
+    session.exec(delete(OperatorSession).where(col(OperatorSession.operator) == name))
+    session.flush()
+    record_event(session=session, actor=actor, event="operator-password", detail=name)
+
+
+def authenticate(*, session: Session, name: str, password: str, seal: RowSeal) -> bool:
+    """True when `name` is a signed operator row and `password` is theirs. Upgrades an
+    outdated hash in place (and signs the row anew)."""
+    operator = find_operator(session=session, name=name, seal=seal)
     if operator is None:
         verify_password(_dummy_hash(), password)
         return False
@@ -126,58 +220,7 @@ def authenticate(*, session: Session, name: str, password: str) -> bool:
         return False
     if needs_rehash(operator.password_hash):
         operator.password_hash = hash_password(password)
+        sign_row(seal, operator)
         session.add(operator)
         session.flush()
     return True
-
-
-def _token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def start_session(*, session: Session, operator: str, ttl_s: float) -> str:
-    """Open a login session; returns the cookie token (only its sha256 is stored)."""
-    token = secrets.token_urlsafe(32)
-    now = utcnow()
-    session.add(
-        OperatorSession(
-            token_hash=_token_hash(token),
-            operator=operator,
-            created_at=now,
-            expires_at=now + timedelta(seconds=ttl_s),
-            last_seen_at=now,
-        )
-    )
-    session.flush()
-    return token
-
-
-def session_operator(
-    *, session: Session, token: str, now: datetime | None = None, touch: bool = True
-) -> str | None:
-    """The operator logged in with `token`, or None if unknown or expired."""
-    now = now or utcnow()
-    row = session.get(OperatorSession, _token_hash(token))
-    if row is None or row.expires_at <= now:
-        return None
-    if touch:
-        row.last_seen_at = now
-        session.add(row)
-        session.flush()
-    return row.operator
-
-
-def end_session(*, session: Session, token: str) -> bool:
-    """Log out `token`; True if it was a session."""
-    row = session.get(OperatorSession, _token_hash(token))
-    if row is None:
-        return False
-    session.delete(row)
-    session.flush()
-    return True
-
-
-def prune_sessions(*, session: Session, now: datetime | None = None) -> int:
-    """Delete expired sessions; returns how many."""
-    stmt = delete(OperatorSession).where(col(OperatorSession.expires_at) <= (now or utcnow()))
-    return int(session.exec(stmt).rowcount)

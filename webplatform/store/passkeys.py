@@ -1,7 +1,10 @@
 """Operators' passkeys and the single-use WebAuthn challenges that prove them.
 
-Only public keys are stored. A challenge is taken (deleted) by the first request that
-presents it, in one compare-and-delete, so a replayed assertion finds nothing to match.
+Only public keys are stored, each row signed by aat (`webplatform.store.seals`) over its
+operator, credential id, public key and time added: a passkey row inserted or changed by SQL
+counts as absent, so it can neither approve nor confirm a change. A challenge is taken
+(deleted) by the first request that presents it, in one compare-and-delete, so a replayed
+assertion finds nothing to match.
 """
 
 from __future__ import annotations
@@ -12,28 +15,39 @@ from sqlmodel import Session, col, delete, select
 
 from webplatform.store.audit import record_event
 from webplatform.store.models import Passkey, WebauthnChallenge, utcnow
+from webplatform.store.seals import RowSeal, row_holds, sign_row
 
 MAX_LABEL = 100
 
 
-def list_passkeys(*, session: Session, operator: str) -> list[Passkey]:
-    """The operator's passkeys, oldest first."""
+def all_passkeys(*, session: Session, operator: str, seal: RowSeal) -> list[tuple[Passkey, bool]]:
+    """Every passkey row of the operator, oldest first, each with whether it is signed."""
     stmt = select(Passkey).where(Passkey.operator == operator).order_by(col(Passkey.id))
-    return list(session.exec(stmt).all())
+    return [(row, row_holds(seal, row)) for row in session.exec(stmt).all()]
 
 
-def has_passkey(*, session: Session, operator: str) -> bool:
-    """True when the operator has registered at least one passkey."""
-    stmt = select(Passkey.id).where(Passkey.operator == operator).limit(1)
-    return session.exec(stmt).first() is not None
+def list_passkeys(*, session: Session, operator: str, seal: RowSeal) -> list[Passkey]:
+    """The operator's passkeys that count (signed rows), oldest first."""
+    return [
+        row for row, signed in all_passkeys(session=session, operator=operator, seal=seal) if signed
+    ]
 
 
-def find_passkey(*, session: Session, operator: str, credential_id: str) -> Passkey | None:
-    """The operator's passkey with this credential id, or None (someone else's counts as none)."""
+def has_passkey(*, session: Session, operator: str, seal: RowSeal) -> bool:
+    """True when the operator has at least one passkey that counts."""
+    return bool(list_passkeys(session=session, operator=operator, seal=seal))
+
+
+def find_passkey(
+    *, session: Session, operator: str, credential_id: str, seal: RowSeal
+) -> Passkey | None:
+    """The operator's signed passkey with this credential id, or None (someone else's, or an
+    unsigned row, counts as none)."""
     stmt = select(Passkey).where(
         Passkey.operator == operator, Passkey.credential_id == credential_id
     )
-    return session.exec(stmt).first()
+    row = session.exec(stmt).first()
+    return row if row is not None and row_holds(seal, row) else None
 
 
 def add_passkey(
@@ -44,8 +58,9 @@ def add_passkey(
     public_key: str,
     sign_count: int,
     label: str,
+    seal: RowSeal,
 ) -> Passkey:
-    """Record a verified registration and audit it."""
+    """Record a verified registration, signed with `seal`, and audit it."""
     passkey = Passkey(
         operator=operator,
         credential_id=credential_id,
@@ -54,6 +69,7 @@ def add_passkey(
         label=(label.strip() or "passkey")[:MAX_LABEL],
         created_at=utcnow(),
     )
+    sign_row(seal, passkey)
     session.add(passkey)
     session.flush()
     record_event(

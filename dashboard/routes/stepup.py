@@ -1,0 +1,75 @@
+"""Step-up challenges for passkeys: `navigator.credentials.get` options whose challenge can
+confirm exactly one thing (an approval of one call, a run, or one change of who may decide),
+once, within two minutes. Called by `static/passkeys.js` before it submits a form with an
+empty password field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse, Response
+
+from dashboard import passkeys
+from dashboard.deps import OperatorDep, PlatformDep, RelyingPartyDep
+from webplatform.stepup import Change, change_digest
+
+router = APIRouter()
+PURPOSES = ("approve", "run", "change")
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        body = None
+    return body if isinstance(body, dict) else {}
+
+
+def _error(text: str, status_code: int = 400) -> JSONResponse:
+    return JSONResponse({"error": text}, status_code=status_code)
+
+
+def _bound_for(operator: str, body: dict[str, Any]) -> tuple[str, str, int | None]:
+    """(purpose, digest, job_id) a step-up challenge asked for in `body` is bound to; for a
+    change the digest is computed here, from what the change is."""
+    purpose, digest, job_id = body.get("purpose"), body.get("digest"), body.get("job_id")
+    if purpose == "change":
+        change, target = body.get("change"), body.get("target") or {}
+        if change not in {c.value for c in Change} or not isinstance(target, dict):
+            raise HTTPException(400, "send {purpose: change, change: <kind>, target: {...}}")
+        clean = {str(k): str(v) for k, v in target.items()}
+        return "change", change_digest(operator=operator, change=Change(change), target=clean), None
+    if purpose not in PURPOSES or not isinstance(digest, str) or len(digest) != 64:
+        raise HTTPException(400, "send {purpose: approve|run, digest: <the call's sha256>, job_id}")
+    if purpose == "approve" and not isinstance(job_id, int):
+        raise HTTPException(400, "approving with a passkey needs the job_id")
+    return purpose, digest, job_id if purpose == "approve" else None
+
+
+@router.post("/stepup/options")
+async def step_up_options(
+    request: Request, platform: PlatformDep, operator: OperatorDep, rp: RelyingPartyDep
+) -> Response:
+    """Options for `navigator.credentials.get`, with a challenge that can confirm only the
+    call with this digest (and this job, for a queued one), or only this one change, once,
+    within two minutes."""
+    body = await _json_body(request)
+    try:
+        purpose, digest, job_id = _bound_for(operator, body)
+    except HTTPException as exc:
+        return _error(str(exc.detail))
+    try:
+        options = await run_in_threadpool(
+            passkeys.assertion_options,
+            platform=platform,
+            rp=rp,
+            operator=operator,
+            purpose=purpose,
+            digest=digest,
+            job_id=job_id,
+        )
+    except passkeys.PasskeyError as exc:
+        return _error(str(exc))
+    return Response(options, media_type="application/json")

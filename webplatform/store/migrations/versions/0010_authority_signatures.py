@@ -1,0 +1,33 @@
+"""Signed authority rows: operators, passkeys, agent tokens and sessions carry aat's signature.
+
+Rows from before this revision have none; `aat serve` or the command line signs them once
+(`webplatform.authority.adopt_unsigned`), and ends the unsigned sessions.
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2025-01-08
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0010"
+down_revision = "0009"
+branch_labels = None
+depends_on = None
+
+TABLES = ("operator", "passkey", "agent_token", "operator_session")
+
+
+def upgrade() -> None:
+    for table in TABLES:
+        with op.batch_alter_table(table) as batch:
+            batch.add_column(sa.Column("signature", sa.String(200), nullable=True))
+
+
+def downgrade() -> None:
+    for table in TABLES:
+        with op.batch_alter_table(table) as batch:
+            batch.drop_column("signature")
