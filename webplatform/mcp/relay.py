@@ -1,187 +1,518 @@
-"""`aat mcp --url URL`: the stdio bridge as a client of a running `aat serve`.
+"""`aat mcp --url URL`: the stdio bridge as a thin client of a running `aat serve`'s `/mcp`.
 
-An SDK client session to the server's `/mcp` (bearer token from `AAT_AGENT_TOKEN`) and an SDK
-server on stdio whose tool list and calls are forwarded to it, progress included. It opens no
-database, reads no registry and needs no `AAT_HOME`: it works for an OS user who cannot read
-the server's files, which is the point (an agent with a shell cannot reach the approvals).
+Standard library only, like the local-socket relay (`webplatform.handoff`): the server does all
+MCP work, this process moves JSON-RPC messages between stdio and the server's streamable HTTP
+endpoint (`webplatform.mcp.upstream`), so it answers its first message in milliseconds and
+holds a few MB. Each line the client writes is POSTed with the bearer token from
+`AAT_AGENT_TOKEN`; each message of the answer (a JSON body, or an SSE stream whose progress
+notifications and server requests, such as an elicitation, come before the response) is
+written to stdout as it arrives, and the client's answers to server requests are POSTed
+back. Requests travel concurrently, a thread each, so a call held for an operator does not
+hold up a `job_status` sent meanwhile.
 
-Failures to start (server down, a URL that is not aat, a missing or refused token) exit at
-once with one line on stderr: MCP clients show a server that failed to start, with its
-stderr, where a bridge that started empty would only offer tools that all fail. Once serving,
-a lost server or a revoked token becomes a tool error (`isError`) that names the cause, so
-the model can tell the user.
+Both protocol eras pass through unchanged: a legacy session (`initialize`) keeps the
+server's `Mcp-Session-Id`, opens its notification stream (GET) once the client says
+`notifications/initialized`, and is ended with a DELETE when the relay exits; a sessionless
+request (2026-07-28, the version in its `_meta`) goes with its version and method as
+headers, and a client's cancel of one closes its POST, which is how that era cancels.
+
+It opens no database, reads no registry and needs no `AAT_HOME`: it works for an OS user who
+cannot read the server's files, which is the point (an agent with a shell cannot reach the
+approvals). Failures to start (server down, a URL that is not aat, a missing or refused
+token) exit 1 with one line on stderr and nothing on stdout, found by a `server/discover`
+sent at start beside the client's first message: MCP clients show a server that failed to
+start, with its stderr. Once serving, a lost server or a revoked token becomes a tool error
+(`isError`) that names the cause, so the model can tell the user. At the end of its input
+the relay still answers every request it read (up to the approval wait and 10 s).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
-import anyio
-import httpx2
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_types import (
-    CallToolRequestParams,
-    CallToolResult,
-    ListToolsResult,
-    PaginatedRequestParams,
-    TextContent,
+from webplatform import __version__
+
+from .upstream import (
+    EXCHANGE_ERRORS,
+    HOW_TO_FIX_URL,
+    MODERN_PROBE_VERSION,
+    SERVER_NAME,
+    SESSION_HEADER,
+    VERSION_HEADER,
+    VERSION_META,
+    Endpoint,
+    Exchange,
+    Pool,
+    RelayError,
+    explain,
+    messages,
+    modern_version,
+    read_message,
+    request_headers,
+    sse_data,
+    unreachable,
 )
 
-SERVER_NAME = "aat"
+CHUNK = 65536
+COMPACT = (",", ":")
+PARSE_ERROR, INVALID_REQUEST, INTERNAL_ERROR = -32700, -32600, -32603
+# Requests answered by a stream that lasts as long as the client wants it: not waited for
+# at the end of input.
+STREAM_METHODS = ("subscriptions/listen",)
+PROBE_ID = "aat-relay-probe"
+# A server that takes longer than this to say who it is is not one to forward to.
+PROBE_TIMEOUT_S = 30.0
+SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+# A notification stream that breaks is reopened this many times in a row, this far apart.
+LISTEN_ATTEMPTS, LISTEN_RETRY_S = 3, 1.0
+DELETE_TIMEOUT_S = 2.0
 
 
-class RelayError(Exception):
-    """The relay cannot reach a usable aat server; the message is one line saying how to fix it."""
-
-
-class _Statuses:
-    """Remembers the last HTTP status the server answered, to explain a refused connection."""
+class Gate:
+    """Whether the server at the URL is aat: nothing reaches stdout before that is known."""
 
     def __init__(self) -> None:
-        self.last: int | None = None
+        self._known = threading.Event()
+        self.failure: str | None = None
 
-    async def __call__(self, response: httpx2.Response) -> None:
-        self.last = response.status_code
+    def open(self) -> None:
+        self._known.set()
 
+    def fail(self, reason: str) -> None:
+        self.failure = reason
+        self._known.set()
 
-def _explain(url: str, token: str, statuses: _Statuses, exc: BaseException) -> str:
-    """One line for why talking to `url` failed."""
-    if statuses.last == 401:
-        if not token:
-            return (
-                f"aat at {url} requires an agent token: set AAT_AGENT_TOKEN "
-                "(an operator mints one with `aat agent add NAME`)"
-            )
-        return (
-            f"aat at {url} refused AAT_AGENT_TOKEN (wrong or revoked): "
-            "ask an operator for a new one (`aat agent add NAME`)"
-        )
-    if statuses.last is not None and statuses.last >= 400:
-        return (
-            f"{url} answered HTTP {statuses.last}: not an aat MCP endpoint "
-            "(give the URL of `aat serve` ending in /mcp, e.g. http://127.0.0.1:8000/mcp)"
-        )
-    leaves = _leaves(exc)
-    if any(isinstance(e, httpx2.TransportError) for e in leaves):
-        return f"cannot reach aat at {url}: is `aat serve` running there? ({_first_line(leaves)})"
-    return f"{url} did not answer as an aat MCP endpoint: {_first_line(leaves)}"
+    def wait(self) -> bool:
+        """Block until known; True when the server is aat."""
+        self._known.wait()
+        return self.failure is None
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
-    return [exc]
+class Output:
+    """The client's stdout: whole JSON-RPC messages, one a line, from any thread."""
+
+    def __init__(self, gate: Gate, broken: threading.Event) -> None:
+        self.gate = gate
+        self.broken = broken
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        """Write one message (its JSON text) once the server is known to be aat."""
+        if not self.gate.wait():
+            return
+        if b"\n" in data or b"\r" in data:  # a multi-line SSE event: one line for stdio
+            data = dumps(json.loads(data))
+        view = memoryview(data + b"\n")
+        with self._lock:
+            try:
+                while view:
+                    view = view[os.write(1, view) :]
+            except OSError:
+                self.broken.set()
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write a message made here."""
+        self.write(dumps(message))
 
 
-def _first_line(leaves: list[BaseException]) -> str:
-    text = str(leaves[0]) or type(leaves[0]).__name__
-    return text.splitlines()[0] if text else type(leaves[0]).__name__
+class Call:
+    """A request of the client's on its way to the server."""
+
+    def __init__(self, message: dict[str, Any], pool: Pool) -> None:
+        self.id: Any = message["id"]
+        self.method: str = message["method"]
+        self.modern = modern_version(message) is not None
+        self.exchange = Exchange(pool)
+        self.thread: threading.Thread | None = None
+        self.cancelled = False
 
 
-def _tool_error(message: str) -> CallToolResult:
-    text = json.dumps({"status": "failed", "error": message}, ensure_ascii=False)
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)],
-        structured_content={"status": "failed", "error": message},
-        is_error=True,
-    )
+class Session:
+    """The legacy era's session: the server's id for it and the version `initialize` agreed."""
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.version: str | None = None
+        self.listening = False
+        self.lock = threading.Lock()
+        # Cleared while an `initialize` is in flight: a client that writes its next messages
+        # without waiting for the answer (`printf ... | aat mcp`) has them sent with the
+        # session.
+        self.settled = threading.Event()
+        self.settled.set()
+
+    def current(self, message: dict[str, Any]) -> tuple[str | None, str | None]:
+        """(session id, negotiated version) to send `message` with, once no `initialize` is
+        in flight; `initialize` itself and a sessionless message do not wait."""
+        if message.get("method") != "initialize" and modern_version(message) is None:
+            self.settled.wait()
+        with self.lock:
+            return self.id, self.version
 
 
-class Upstream:
-    """The SDK client session to aat's `/mcp`, and what explains its failures."""
-
-    def __init__(self, client: Client, *, url: str, token: str, statuses: _Statuses) -> None:
-        self.client = client
-        self.url = url
-        self.token = token
-        self.statuses = statuses
-
-    def explain(self, exc: BaseException) -> str:
-        """One line for why the last exchange with the server failed."""
-        return _explain(self.url, self.token, self.statuses, exc)
-
-
-@asynccontextmanager
-async def connect(url: str, token: str) -> AsyncIterator[Upstream]:
-    """A session to aat's `/mcp` at `url`; RelayError (one line) when there is none to be had."""
-    statuses = _Statuses()
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    http = create_mcp_http_client(headers=headers)
-    http.event_hooks["response"].append(statuses)
-    client = Client(streamable_http_client(url, http_client=http))
-    async with http:
+def stdin_lines() -> Iterator[bytes]:
+    """The client's lines, as they come, until its end of input."""
+    pending = b""
+    while True:
         try:
-            await client.__aenter__()
-        except Exception as exc:
-            raise RelayError(_explain(url, token, statuses, exc)) from None
+            chunk = os.read(0, CHUNK)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        yield from (line for line in lines if line.strip())
+    if pending.strip():
+        yield pending
+
+
+def dumps(message: dict[str, Any]) -> bytes:
+    """A message as one line of compact JSON (UTF-8 kept as it is)."""
+    return json.dumps(message, ensure_ascii=False, separators=COMPACT).encode()
+
+
+def error_message(id_: Any, code: int, text: str) -> dict[str, Any]:
+    """A JSON-RPC error answer."""
+    return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": text}}
+
+
+def failed_call(id_: Any, method: str, reason: str) -> dict[str, Any]:
+    """The answer to a request the server could not answer: a tool error for `tools/call`
+    (the model reads it and can tell the user), an error for anything else."""
+    if method != "tools/call":
+        return error_message(id_, INTERNAL_ERROR, reason)
+    failed = {"status": "failed", "error": reason}
+    result = {
+        "content": [{"type": "text", "text": dumps(failed).decode()}],
+        "structuredContent": failed,
+        "isError": True,
+    }
+    return {"jsonrpc": "2.0", "id": id_, "result": result}
+
+
+def probe_message() -> dict[str, Any]:
+    """The relay's own `server/discover`: which server answers at the URL."""
+    meta = {
+        VERSION_META: MODERN_PROBE_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "aat-relay", "version": __version__},
+    }
+    return {
+        "jsonrpc": "2.0",
+        "id": PROBE_ID,
+        "method": "server/discover",
+        "params": {"_meta": meta},
+    }
+
+
+def not_aat(url: str, answer: dict[str, Any]) -> str | None:
+    """Why the answer to the probe is not aat's, or None."""
+    error = answer.get("error")
+    if error is not None:
+        said = error.get("message") if isinstance(error, dict) else error
+        return f"{url} did not answer as an aat MCP endpoint: {said}"
+    name = server_name(answer.get("result"))
+    if name != SERVER_NAME:
+        return f"{url} is an MCP server named {name!r}, not aat: {HOW_TO_FIX_URL}"
+    return None
+
+
+def server_name(result: Any) -> Any:
+    """The server's name in a handshake result: `serverInfo` (2025-11-25), or its `_meta`
+    (2026-07-28)."""
+    if not isinstance(result, dict):
+        return None
+    info = result.get("serverInfo")
+    if not isinstance(info, dict):
+        meta = result.get("_meta")
+        info = meta.get(SERVER_INFO_META) if isinstance(meta, dict) else None
+    return info.get("name") if isinstance(info, dict) else None
+
+
+def is_answer_to(message: dict[str, Any], id_: Any) -> bool:
+    """True when `message` is the response to request `id_` (an error without an id too:
+    the server could not read the request's id, and this exchange carried only that one)."""
+    if "method" in message or not ("result" in message or "error" in message):
+        return False
+    return message.get("id") == id_ or (message.get("id") is None and "error" in message)
+
+
+class Relay:
+    """One stdio client forwarded to aat's `/mcp` until its input ends."""
+
+    def __init__(self, endpoint: Endpoint, *, drain_s: float) -> None:
+        self.endpoint = endpoint
+        self.pool = Pool(endpoint)
+        self.gate = Gate()
+        self.finished = threading.Event()
+        self.out = Output(self.gate, self.finished)
+        self.session = Session()
+        self.calls: dict[Any, Call] = {}
+        self.lock = threading.Lock()
+        self.drain_s = drain_s
+        self.modern: str | None = None  # the sessionless version the client last used
+
+    def run(self) -> int:
+        """Relay until the client's input ends (and its requests are answered) or the server
+        proves unusable; the exit code."""
+        threading.Thread(target=self._probe, name="aat-relay-probe", daemon=True).start()
+        threading.Thread(target=self._read, name="aat-relay-in", daemon=True).start()
         try:
-            info = client.server_info
-            if info is None or info.name != SERVER_NAME:
-                raise RelayError(
-                    f"{url} is an MCP server named {info.name if info else None!r}, not aat: "
-                    "give the URL of `aat serve` ending in /mcp"
-                )
-            yield Upstream(client, url=url, token=token, statuses=statuses)
+            self.finished.wait()
         finally:
-            await client.__aexit__(None, None, None)
+            self._end_session()
+            self.pool.close()
+        if self.gate.failure is not None:
+            sys.stderr.write(f"aat mcp --url: {self.gate.failure}\n")
+            return 1
+        return 0
 
+    # The server's identity, found beside the client's first message.
 
-def build_relay(upstream: Upstream) -> Server[Any]:
-    """An SDK server whose `tools/list` and `tools/call` are forwarded to `upstream`."""
-    client = upstream.client
-
-    async def list_tools(
-        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
-    ) -> ListToolsResult:
-        del ctx
-        return await client.list_tools(cursor=params.cursor if params else None)
-
-    async def call_tool(
-        ctx: ServerRequestContext[Any], params: CallToolRequestParams
-    ) -> CallToolResult:
-        async def progress(progress: float, total: float | None, message: str | None) -> None:
-            await ctx.session.report_progress(progress, total, message)
-
+    def _probe(self) -> None:
         try:
-            return await client.call_tool(
-                params.name, params.arguments or {}, progress_callback=progress
+            failure = self._check_server()
+        except EXCHANGE_ERRORS as exc:
+            failure = unreachable(self.endpoint.url, exc)
+        if failure is None:
+            self.gate.open()
+            return
+        self.gate.fail(failure)
+        self.finished.set()
+
+    def _check_server(self) -> str | None:
+        """Why the URL is not a usable aat (a `server/discover` of its own), or None."""
+        probe = probe_message()
+        headers = self.endpoint.headers(request_headers(probe, session=None, version=None))
+        url = self.endpoint.url
+        with Exchange(self.pool).open(
+            "POST", headers, dumps(probe), timeout=PROBE_TIMEOUT_S
+        ) as response:
+            for data in messages(response):
+                answer = read_message(data)
+                if answer is not None and is_answer_to(answer, PROBE_ID):
+                    return not_aat(url, answer)
+            return explain(url, self.endpoint.token, response, response.read())
+
+    # The client's input.
+
+    def _read(self) -> None:
+        for line in stdin_lines():
+            if self.finished.is_set():
+                return
+            self._dispatch(line)
+        self._drain()
+        self.gate.wait()  # a server that failed the check still says why, input or not
+        self.finished.set()
+
+    def _dispatch(self, line: bytes) -> None:
+        """Forward one line of the client's according to what it is."""
+        try:
+            message = json.loads(line)
+        except ValueError as exc:
+            text = f"Parse error: {str(exc)[:200]}; send one JSON-RPC message per line"
+            self.out.send(error_message(None, PARSE_ERROR, text))
+            return
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            text = "Invalid Request: not a JSON-RPC 2.0 request, notification or response"
+            self.out.send(error_message(None, INVALID_REQUEST, text))
+        elif isinstance(message.get("method"), str) and "id" in message:
+            self._start(message, line)
+        elif isinstance(message.get("method"), str):
+            self._notify(message, line)
+        else:
+            self._post(message, line)  # the client's answer to a server request
+
+    def _drain(self) -> None:
+        """Wait for the requests read before the end of input, at most `drain_s`."""
+        deadline = time.monotonic() + self.drain_s
+        while (left := deadline - time.monotonic()) > 0:
+            with self.lock:
+                waited = [c for c in self.calls.values() if c.method not in STREAM_METHODS]
+            if not waited:
+                return
+            thread = waited[0].thread
+            if thread is not None:
+                thread.join(left)
+
+    # Requests: a thread each.
+
+    def _start(self, message: dict[str, Any], line: bytes) -> None:
+        if (version := modern_version(message)) is not None:
+            self.modern = version
+        if message["method"] == "initialize":
+            self.session.settled.clear()
+        call = Call(message, self.pool)
+        call.thread = threading.Thread(
+            target=self._serve, args=(call, message, line), name="aat-relay-call", daemon=True
+        )
+        with self.lock:
+            self.calls[call.id] = call
+        call.thread.start()
+
+    def _serve(self, call: Call, message: dict[str, Any], line: bytes) -> None:
+        try:
+            failure = self._forward(call, message, line)
+        except EXCHANGE_ERRORS as exc:
+            failure = None if call.cancelled else unreachable(self.endpoint.url, exc)
+        finally:
+            with self.lock:
+                if self.calls.get(call.id) is call:
+                    del self.calls[call.id]
+            if call.method == "initialize":
+                self.session.settled.set()
+        if failure is not None and not call.cancelled:
+            self.out.send(failed_call(call.id, call.method, failure))
+
+    def _forward(self, call: Call, message: dict[str, Any], line: bytes) -> str | None:
+        """POST one request and write its answer's messages as they come; None once its
+        answer is written, else why there is none."""
+        session, version = self.session.current(message)
+        headers = request_headers(message, session=session, version=version)
+        with call.exchange.open("POST", self.endpoint.headers(headers), line) as response:
+            offered = response.getheader(SESSION_HEADER) if call.method == "initialize" else None
+            for data in messages(response):
+                answer = read_message(data)
+                if answer is None:
+                    return explain(self.endpoint.url, self.endpoint.token, response, data)
+                if not is_answer_to(answer, call.id):
+                    self.out.write(data)
+                    continue
+                if answer.get("id") != call.id:
+                    answer["id"] = call.id
+                    data = dumps(answer)
+                if offered is not None and isinstance(answer.get("result"), dict):
+                    self._adopt_session(offered, answer["result"])
+                if not call.cancelled:
+                    self.out.write(data)
+                return None
+            if response.status < 300:
+                return (
+                    f"aat at {self.endpoint.url} ended its answer to {call.method} without a result"
+                )
+            return explain(self.endpoint.url, self.endpoint.token, response, response.read())
+
+    def _adopt_session(self, session_id: str, result: dict[str, Any]) -> None:
+        version = result.get("protocolVersion")
+        with self.session.lock:
+            self.session.id = session_id
+            self.session.version = version if isinstance(version, str) else None
+
+    # Notifications and answers to server requests: in order, on the reading thread.
+
+    def _notify(self, message: dict[str, Any], line: bytes) -> None:
+        if message["method"] == "notifications/cancelled":
+            params = message.get("params")
+            target = params.get("requestId") if isinstance(params, dict) else None
+            with self.lock:
+                call = self.calls.get(target)
+            if call is not None:
+                call.cancelled = True
+                if call.modern:  # the sessionless era cancels by closing the request's stream
+                    call.exchange.abort()
+                    return
+        accepted = self._post(message, line)
+        if accepted and message["method"] == "notifications/initialized":
+            self._listen_once()
+
+    def _post(self, message: dict[str, Any], line: bytes) -> bool:
+        """POST a message that gets no answer of its own; True when the server took it."""
+        session, version = self.session.current(message)
+        if session is None and modern_version(message) is None:
+            if self.modern is None:
+                return False  # neither a session nor a sessionless version to send it with
+            version = self.modern
+        headers = request_headers(message, session=session, version=version)
+        try:
+            with Exchange(self.pool).open("POST", self.endpoint.headers(headers), line) as answer:
+                answer.read()
+                return answer.status < 300
+        except EXCHANGE_ERRORS:
+            return False
+
+    # The legacy session's notification stream and its end.
+
+    def _listen_once(self) -> None:
+        with self.session.lock:
+            if self.session.listening or self.session.id is None:
+                return
+            self.session.listening = True
+        threading.Thread(target=self._listen, name="aat-relay-listen", daemon=True).start()
+
+    def _listen(self) -> None:
+        """Forward the server's messages outside any request (GET), reopening a broken stream."""
+        failures = 0
+        while failures < LISTEN_ATTEMPTS and not self.finished.is_set():
+            with self.session.lock:
+                session, version = self.session.id, self.session.version
+            headers = {"Accept": "text/event-stream", SESSION_HEADER: session or ""}
+            if version:
+                headers[VERSION_HEADER] = version
+            try:
+                with Exchange(self.pool).open("GET", self.endpoint.headers(headers)) as stream:
+                    kind = stream.getheader("Content-Type") or ""
+                    if stream.status != 200 or not kind.startswith("text/event-stream"):
+                        self._no_stream(f"HTTP {stream.status}")
+                        return
+                    failures = 0
+                    for data in sse_data(stream):
+                        self.out.write(data)
+            except EXCHANGE_ERRORS:
+                failures += 1
+            self.finished.wait(LISTEN_RETRY_S)
+        if failures:
+            self._no_stream("it broke and could not be reopened")
+
+    def _no_stream(self, why: str) -> None:
+        if not self.finished.is_set():
+            sys.stderr.write(
+                f"aat mcp --url: no notification stream from {self.endpoint.url} ({why}); "
+                "answers still arrive, but not resource updates outside a request\n"
             )
-        except Exception as exc:
-            return _tool_error(upstream.explain(exc))
 
-    info = client.server_info
-    return Server(
-        SERVER_NAME,
-        version=info.version if info is not None else "",
-        instructions=client.instructions,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-    )
+    def _end_session(self) -> None:
+        """DELETE the legacy session, so the server frees it now rather than when it idles out."""
+        with self.session.lock:
+            session, version = self.session.id, self.session.version
+        if session is None:
+            return
+        headers = {SESSION_HEADER: session, **({VERSION_HEADER: version} if version else {})}
+        try:
+            conn = self.endpoint.connect()
+        except EXCHANGE_ERRORS:
+            return
+        try:
+            assert conn.sock is not None
+            conn.sock.settimeout(DELETE_TIMEOUT_S)
+            conn.request("DELETE", self.endpoint.target, headers=self.endpoint.headers(headers))
+            conn.getresponse().read()
+        except EXCHANGE_ERRORS:
+            pass
+        finally:
+            conn.close()
 
 
-async def serve_relay(*, url: str, token: str) -> None:
-    """Forward one stdio MCP client to aat at `url` until it hangs up."""
-    async with connect(url, token) as upstream:
-        server = build_relay(upstream)
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+def _terminate(signum: int, frame: object) -> None:
+    del frame
+    raise SystemExit(128 + signum)
 
 
-def run_relay(*, url: str, token: str) -> int:
+def run_relay(*, url: str, token: str, drain_s: float) -> int:
     """Run the relay (blocking), for `aat mcp --url`; returns the exit code."""
     try:
-        anyio.run(lambda: serve_relay(url=url, token=token))
+        endpoint = Endpoint(url, token)
     except RelayError as exc:
         sys.stderr.write(f"aat mcp --url: {exc}\n")
         return 1
+    signal.signal(signal.SIGTERM, _terminate)  # still end the session on the way out
+    try:
+        return Relay(endpoint, drain_s=drain_s).run()
     except KeyboardInterrupt:
         return 130
-    return 0
