@@ -183,18 +183,20 @@ def error_message(id_: Any, code: int, text: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": text}}
 
 
-def failed_call(id_: Any, method: str, reason: str) -> dict[str, Any]:
+def failed_call(call: Call, reason: str) -> dict[str, Any]:
     """The answer to a request the server could not answer: a tool error for `tools/call`
     (the model reads it and can tell the user), an error for anything else."""
-    if method != "tools/call":
-        return error_message(id_, INTERNAL_ERROR, reason)
+    if call.method != "tools/call":
+        return error_message(call.id, INTERNAL_ERROR, reason)
     failed = {"status": "failed", "error": reason}
-    result = {
+    result: dict[str, Any] = {
         "content": [{"type": "text", "text": dumps(failed).decode()}],
         "structuredContent": failed,
         "isError": True,
     }
-    return {"jsonrpc": "2.0", "id": id_, "result": result}
+    if call.modern:
+        result["resultType"] = "complete"  # the sessionless era names a final result so
+    return {"jsonrpc": "2.0", "id": call.id, "result": result}
 
 
 def probe_message() -> dict[str, Any]:
@@ -369,7 +371,7 @@ class Relay:
             if call.method == "initialize":
                 self.session.settled.set()
         if failure is not None and not call.cancelled:
-            self.out.send(failed_call(call.id, call.method, failure))
+            self.out.send(failed_call(call, failure))
 
     def _forward(self, call: Call, message: dict[str, Any], line: bytes) -> str | None:
         """POST one request and write its answer's messages as they come; None once its

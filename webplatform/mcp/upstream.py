@@ -89,16 +89,17 @@ class Pool:
         self._idle: list[tuple[float, HTTPConnection]] = []
         self._lock = threading.Lock()
 
-    def take(self) -> HTTPConnection:
-        """An idle connection that is fresh enough, or a new one (OSError if none can be had)."""
+    def take(self) -> tuple[HTTPConnection, bool]:
+        """An idle connection that is fresh enough, or a new one (OSError if none can be had);
+        and whether it was kept from an earlier exchange."""
         now = time.monotonic()
         with self._lock:
             while self._idle:
                 since, conn = self._idle.pop()
                 if now - since < REUSE_WITHIN_S:
-                    return conn
+                    return conn, True
                 conn.close()
-        return self.endpoint.connect()
+        return self.endpoint.connect(), False
 
     def give(self, conn: HTTPConnection) -> None:
         """Keep `conn` for the next exchange, if it is still open and there is room."""
@@ -135,21 +136,52 @@ class Exchange:
     ) -> Iterator[HTTPResponse]:
         """Send the request; yields the answer (OSError or HTTPException when there is none,
         or when `timeout` passes without a byte of it)."""
-        conn = self.conn = self.pool.take()
         reusable = False
         try:
-            assert conn.sock is not None
-            conn.sock.settimeout(timeout)
-            conn.request(method, self.pool.endpoint.target, body=body, headers=dict(headers))
-            response = conn.getresponse()
+            response = self._send(method, headers, body, timeout)
             yield response
             reusable = response.isclosed() and not self.aborted
-            conn.sock.settimeout(None)
         finally:
-            if reusable:
-                self.pool.give(conn)
-            else:
-                conn.close()
+            self._release(reusable)
+
+    def _send(
+        self, method: str, headers: Mapping[str, str], body: bytes | None, timeout: float | None
+    ) -> HTTPResponse:
+        conn, kept = self.pool.take()
+        self.conn = conn
+        try:
+            return self._request(conn, method, headers, body, timeout)
+        except (BrokenPipeError, ConnectionResetError):
+            if not kept:
+                raise
+        # The server closed a kept connection before reading the request (an idle timeout,
+        # or it stopped): the request never reached it, so a new connection sends it once.
+        conn.close()
+        self.conn = conn = self.pool.endpoint.connect()
+        return self._request(conn, method, headers, body, timeout)
+
+    def _request(
+        self,
+        conn: HTTPConnection,
+        method: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        timeout: float | None,
+    ) -> HTTPResponse:
+        assert conn.sock is not None
+        conn.sock.settimeout(timeout)
+        conn.request(method, self.pool.endpoint.target, body=body, headers=dict(headers))
+        return conn.getresponse()
+
+    def _release(self, reusable: bool) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        if reusable and conn.sock is not None:
+            conn.sock.settimeout(None)
+            self.pool.give(conn)
+        else:
+            conn.close()
 
     def abort(self) -> None:
         """Close the connection under a running exchange (a sessionless request's cancel)."""
@@ -179,13 +211,14 @@ def messages(response: HTTPResponse) -> Iterator[bytes]:
 
 
 def sse_data(stream: HTTPResponse) -> Iterator[bytes]:
-    """The data of each `message` event of a server-sent event stream, until it ends."""
+    """The data of each `message` event of a server-sent event stream, until it ends (events
+    without data, such as a resumable stream's priming event, carry no message)."""
     data: list[bytes] = []
     event = b""
     while line := stream.readline():
         line = line.rstrip(b"\r\n")
         if not line:
-            if data and event in (b"", b"message"):
+            if any(data) and event in (b"", b"message"):
                 yield b"\n".join(data)
             data, event = [], b""
             continue
@@ -195,7 +228,7 @@ def sse_data(stream: HTTPResponse) -> Iterator[bytes]:
             data.append(value)
         elif name == b"event":
             event = value
-    if data and event in (b"", b"message"):
+    if any(data) and event in (b"", b"message"):
         yield b"\n".join(data)
 
 
