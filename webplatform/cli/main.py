@@ -11,18 +11,37 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib import import_module
 
 from webplatform import __version__
-from webplatform.cli.admin import cmd_check, cmd_config, cmd_operator, cmd_surface
-from webplatform.cli.agents import cmd_agent
 from webplatform.cli.common import EXIT_FAILED, EXIT_USAGE, add_common, port
-from webplatform.cli.daemons import cmd_mcp, cmd_serve, cmd_worker
-from webplatform.cli.run import cmd_run
-from webplatform.cli.service import cmd_service
-from webplatform.cli.trust import cmd_audit, cmd_keys
 from webplatform.config import HomeUnavailable, SettingsError, get_settings
 from webplatform.keyfiles import KeyFileError
+
+# Each command's module, imported only when that command runs: `aat mcp` answers its client
+# sooner without loading what `aat check`, `aat run` or `aat service` need.
+HANDLERS = {
+    "serve": "webplatform.cli.daemons:cmd_serve",
+    "mcp": "webplatform.cli.daemons:cmd_mcp",
+    "worker": "webplatform.cli.daemons:cmd_worker",
+    "run": "webplatform.cli.run:cmd_run",
+    "check": "webplatform.cli.admin:cmd_check",
+    "surface": "webplatform.cli.admin:cmd_surface",
+    "operator": "webplatform.cli.admin:cmd_operator",
+    "agent": "webplatform.cli.agents:cmd_agent",
+    "service": "webplatform.cli.service:cmd_service",
+    "config": "webplatform.cli.admin:cmd_config",
+    "keys": "webplatform.cli.trust:cmd_keys",
+    "audit": "webplatform.cli.trust:cmd_audit",
+}
+
+
+def handler_for(command: str) -> Callable[[argparse.Namespace, list[str]], int]:
+    """The function that runs `command`, its module imported now."""
+    module, _, name = HANDLERS[command].partition(":")
+    handler: Callable[[argparse.Namespace, list[str]], int] = getattr(import_module(module), name)
+    return handler
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,20 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Long-running services say what they do; one-shot commands print only their answer.
         logging.getLogger().setLevel(logging.INFO)
         logging.getLogger("alembic").setLevel(logging.WARNING)
-    handler = {
-        "serve": cmd_serve,
-        "mcp": cmd_mcp,
-        "worker": cmd_worker,
-        "run": cmd_run,
-        "check": cmd_check,
-        "surface": cmd_surface,
-        "operator": cmd_operator,
-        "agent": cmd_agent,
-        "service": cmd_service,
-        "config": cmd_config,
-        "keys": cmd_keys,
-        "audit": cmd_audit,
-    }[ns.command]
+    handler = handler_for(ns.command)
     try:
         get_settings()  # every command refuses settings that cannot work, used or not
         return handler(ns, extra)

@@ -24,7 +24,6 @@ from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store.models import Surface
 
-from .chat import ChatSurfaceError, build_chat_server
 from .logs import configure_stderr_logging
 from .server import build_server
 
@@ -35,6 +34,8 @@ async def serve_stdio(platform: Platform, *, surface: str = "generic") -> None:
     `surface` is `generic` (the seven tools) or `chat` (the declared chat surface).
     """
     if surface == "chat":
+        from .chat import build_chat_server  # the generic surface does without it
+
         server = build_chat_server(platform, surface=Surface.mcp_stdio)
     else:
         server = build_server(platform, surface=Surface.mcp_stdio)
@@ -153,9 +154,19 @@ def run_stdio(settings: Settings, *, surface: str = "generic") -> None:
     """
     configure_stderr_logging()
     platform = Platform(settings)
+    if surface == "chat":
+        _run_chat(platform)
+        return
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(lambda: serve_stdio(platform))
+
+
+def _run_chat(platform: Platform) -> None:
+    from .chat import ChatSurfaceError  # imported here: the generic surface does without it
+
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            anyio.run(lambda: serve_stdio(platform, surface=surface))
+            anyio.run(lambda: serve_stdio(platform, surface="chat"))
     except ChatSurfaceError as exc:
         sys.stderr.write(f"aat mcp --surface chat: {exc}\n")
         raise SystemExit(1) from None

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+import functools
+from typing import TYPE_CHECKING
 
-_hasher = PasswordHasher()
+if TYPE_CHECKING:
+    from argon2 import PasswordHasher
+
+
+@functools.cache
+def _hasher() -> PasswordHasher:
+    # argon2 (and its cffi backend) loads on the first password, not with the store: the
+    # MCP bridge and the worker never check one.
+    from argon2 import PasswordHasher
+
+    return PasswordHasher()
 
 
 def hash_password(password: str) -> str:
     """An argon2id hash of `password`, salted, in the standard `$argon2id$...` encoding."""
-    return str(_hasher.hash(password))
+    return str(_hasher().hash(password))
 
 
 def verify_password(password_hash: str, password: str) -> bool:
@@ -18,15 +28,19 @@ def verify_password(password_hash: str, password: str) -> bool:
 
     argon2 compares in constant time; a malformed hash counts as a mismatch.
     """
+    from argon2.exceptions import InvalidHashError, VerificationError
+
     try:
-        return bool(_hasher.verify(password_hash, password))
-    except (VerifyMismatchError, VerificationError, InvalidHashError):
+        return bool(_hasher().verify(password_hash, password))
+    except (VerificationError, InvalidHashError):  # a mismatch is a VerificationError too
         return False
 
 
 def needs_rehash(password_hash: str) -> bool:
     """True when the hash was made with weaker parameters than today's defaults."""
+    from argon2.exceptions import InvalidHashError
+
     try:
-        return bool(_hasher.check_needs_rehash(password_hash))
+        return bool(_hasher().check_needs_rehash(password_hash))
     except (InvalidHashError, ValueError):
         return True
