@@ -278,3 +278,23 @@ async def test_a_server_lost_mid_session_is_a_tool_error(tmp_path: Path) -> None
             result = await client.call_tool("run_tool", HELLO["arguments"])
     assert result.is_error, result
     assert f"cannot reach aat at {url}/mcp" in body(result)["error"]
+
+
+def test_a_restarted_server_gets_a_new_session_and_the_call(tmp_path: Path) -> None:
+    env = clean_env(AAT_HOME=str(tmp_path / "home"))
+    port = free_port()
+    with aat_serve(env=env, port=port, log=tmp_path / "first.log") as base:
+        relay = Pipes(Served(f"{base}/mcp", "", tmp_path / "first.log"), tmp_path)
+        relay.send(*handshake(LEGACY), request(LEGACY, 1, "tools/call", HELLO))
+        assert answer_of(relay.until(1)[-1])["status"] == "succeeded"
+    try:
+        with aat_serve(env=env, port=port, log=tmp_path / "second.log"):
+            # The new server knows nothing of the session: the relay opens another one
+            # with the client's own initialize, and the call runs there, once.
+            relay.send(request(LEGACY, 2, "tools/call", HELLO))
+            ran = answer_of(relay.until(2)[-1])
+            code, _ = relay.finish()
+    finally:
+        relay.proc.kill()
+    assert ran["status"] == "succeeded", ran
+    assert code == 0

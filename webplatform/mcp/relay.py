@@ -28,6 +28,7 @@ the relay still answers every request it read (up to the approval wait and 10 s)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -73,6 +74,11 @@ SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 # A notification stream that breaks is reopened this many times in a row, this far apart.
 LISTEN_ATTEMPTS, LISTEN_RETRY_S = 3, 1.0
 DELETE_TIMEOUT_S = 2.0
+
+
+class SessionLost(Exception):
+    """The server answered 404 to the legacy session `args[0]`: it restarted, or let the
+    session expire."""
 
 
 class Gate:
@@ -147,6 +153,9 @@ class Session:
         # session.
         self.settled = threading.Event()
         self.settled.set()
+        # The client's `initialize` (message, line): a lost session is reopened with it.
+        self.opening: tuple[dict[str, Any], bytes] | None = None
+        self.reopening = threading.Lock()
 
     def current(self, message: dict[str, Any]) -> tuple[str | None, str | None]:
         """(session id, negotiated version) to send `message` with, once no `initialize` is
@@ -351,6 +360,7 @@ class Relay:
             self.modern = version
         if message["method"] == "initialize":
             self.session.settled.clear()
+            self.session.opening = (message, line)
         call = Call(message, self.pool)
         call.thread = threading.Thread(
             target=self._serve, args=(call, message, line), name="aat-relay-call", daemon=True
@@ -361,7 +371,7 @@ class Relay:
 
     def _serve(self, call: Call, message: dict[str, Any], line: bytes) -> None:
         try:
-            failure = self._forward(call, message, line)
+            failure = self._exchange(call, message, line)
         except EXCHANGE_ERRORS as exc:
             failure = None if call.cancelled else unreachable(self.endpoint.url, exc)
         finally:
@@ -373,12 +383,29 @@ class Relay:
         if failure is not None and not call.cancelled:
             self.out.send(failed_call(call, failure))
 
+    def _exchange(self, call: Call, message: dict[str, Any], line: bytes) -> str | None:
+        """`_forward`, sent once more in a new session when the server lost the first (it
+        never saw the request, so it runs at most once)."""
+        try:
+            return self._forward(call, message, line)
+        except SessionLost as lost:
+            if self._reopen(lost.args[0]):
+                with contextlib.suppress(SessionLost):
+                    return self._forward(call, message, line)
+        return (
+            f"aat at {self.endpoint.url} no longer knows this session and did not open a new "
+            "one: restart the MCP client"
+        )
+
     def _forward(self, call: Call, message: dict[str, Any], line: bytes) -> str | None:
         """POST one request and write its answer's messages as they come; None once its
         answer is written, else why there is none."""
         session, version = self.session.current(message)
         headers = request_headers(message, session=session, version=version)
         with call.exchange.open("POST", self.endpoint.headers(headers), line) as response:
+            if response.status == 404 and SESSION_HEADER in headers:
+                response.read()
+                raise SessionLost(session)
             offered = response.getheader(SESSION_HEADER) if call.method == "initialize" else None
             for data in messages(response):
                 answer = read_message(data)
@@ -406,6 +433,38 @@ class Relay:
         with self.session.lock:
             self.session.id = session_id
             self.session.version = version if isinstance(version, str) else None
+
+    def _reopen(self, stale: str) -> bool:
+        """Open a new session in place of `stale`, with the client's own `initialize` and
+        `initialized`; True when there is one (another thread may have opened it already)."""
+        with self.session.reopening:
+            with self.session.lock:
+                if self.session.id != stale:
+                    return self.session.id is not None
+                opening = self.session.opening
+            if opening is None or not self._open_session(*opening):
+                return False
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        self._post(initialized, dumps(initialized))
+        self._listen_once()
+        return True
+
+    def _open_session(self, message: dict[str, Any], line: bytes) -> bool:
+        headers = self.endpoint.headers(request_headers(message, session=None, version=None))
+        try:
+            with Exchange(self.pool).open("POST", headers, line) as response:
+                offered = response.getheader(SESSION_HEADER)
+                for data in messages(response):
+                    answer = read_message(data)
+                    if answer is not None and is_answer_to(answer, message.get("id")):
+                        result = answer.get("result")
+                        if offered is None or not isinstance(result, dict):
+                            return False
+                        self._adopt_session(offered, result)
+                        return True
+        except EXCHANGE_ERRORS:
+            pass
+        return False
 
     # Notifications and answers to server requests: in order, on the reading thread.
 
@@ -449,28 +508,45 @@ class Relay:
         threading.Thread(target=self._listen, name="aat-relay-listen", daemon=True).start()
 
     def _listen(self) -> None:
-        """Forward the server's messages outside any request (GET), reopening a broken stream."""
-        failures = 0
-        while failures < LISTEN_ATTEMPTS and not self.finished.is_set():
+        """Forward the server's messages outside any request (the GET stream) while the
+        session lasts: a broken stream is reopened, a lost session too. After
+        `LISTEN_ATTEMPTS` failures in a row (the server is down) it stops; the next request
+        that reopens the session starts it again."""
+        try:
+            failures = 0
+            while failures < LISTEN_ATTEMPTS and not self.finished.is_set():
+                with self.session.lock:
+                    session, version = self.session.id, self.session.version
+                try:
+                    refused = self._stream(session, version)
+                except EXCHANGE_ERRORS:
+                    failures += 1
+                    self.finished.wait(LISTEN_RETRY_S)
+                    continue
+                failures = 0
+                if refused is None:  # the server ended the stream: open it again, calmly
+                    self.finished.wait(LISTEN_RETRY_S)
+                elif not (refused == 404 and session and self._reopen(session)):
+                    self._no_stream(f"HTTP {refused}")
+                    return
+        finally:
             with self.session.lock:
-                session, version = self.session.id, self.session.version
-            headers = {"Accept": "text/event-stream", SESSION_HEADER: session or ""}
-            if version:
-                headers[VERSION_HEADER] = version
-            try:
-                with Exchange(self.pool).open("GET", self.endpoint.headers(headers)) as stream:
-                    kind = stream.getheader("Content-Type") or ""
-                    if stream.status != 200 or not kind.startswith("text/event-stream"):
-                        self._no_stream(f"HTTP {stream.status}")
-                        return
-                    failures = 0
-                    for data in sse_data(stream):
-                        self.out.write(data)
-            except EXCHANGE_ERRORS:
-                failures += 1
-            self.finished.wait(LISTEN_RETRY_S)
-        if failures:
-            self._no_stream("it broke and could not be reopened")
+                self.session.listening = False
+
+    def _stream(self, session: str | None, version: str | None) -> int | None:
+        """Forward the session's GET stream until it ends; the HTTP status if the server
+        offers none."""
+        headers = {"Accept": "text/event-stream", SESSION_HEADER: session or ""}
+        if version:
+            headers[VERSION_HEADER] = version
+        with Exchange(self.pool).open("GET", self.endpoint.headers(headers)) as stream:
+            kind = stream.getheader("Content-Type") or ""
+            if stream.status != 200 or not kind.startswith("text/event-stream"):
+                stream.read()
+                return stream.status
+            for data in sse_data(stream):
+                self.out.write(data)
+        return None
 
     def _no_stream(self, why: str) -> None:
         if not self.finished.is_set():
