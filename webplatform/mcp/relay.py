@@ -2,7 +2,8 @@
 
 Standard library only, like the local-socket relay (`webplatform.handoff`): the server does all
 MCP work, this process moves JSON-RPC messages between stdio and the server's streamable HTTP
-endpoint (`webplatform.mcp.upstream`), so it answers its first message in milliseconds and
+endpoint (`webplatform.mcp.upstream`; the messages it makes itself are in
+`webplatform.mcp.relay_messages`), so it answers its first message in milliseconds and
 holds a few MB. Each line the client writes is POSTed with the bearer token from
 `AAT_AGENT_TOKEN`; each message of the answer (a JSON body, or an SSE stream whose progress
 notifications and server requests, such as an elicitation, come before the response) is
@@ -12,7 +13,8 @@ hold up a `job_status` sent meanwhile.
 
 Both protocol eras pass through unchanged: a legacy session (`initialize`) keeps the
 server's `Mcp-Session-Id`, opens its notification stream (GET) once the client says
-`notifications/initialized`, and is ended with a DELETE when the relay exits; a sessionless
+`notifications/initialized`, is reopened with the client's own `initialize` when the
+server lost it (a restart), and is ended with a DELETE when the relay exits; a sessionless
 request (2026-07-28, the version in its `_meta`) goes with its version and method as
 headers, and a client's cancel of one closes its POST, which is how that era cancels.
 
@@ -30,24 +32,30 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-from webplatform import __version__
-
+from .relay_messages import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    PROBE_ID,
+    Gate,
+    Output,
+    dumps,
+    error_message,
+    failed_answer,
+    is_answer_to,
+    not_aat,
+    probe_message,
+    stdin_lines,
+)
 from .upstream import (
     EXCHANGE_ERRORS,
-    HOW_TO_FIX_URL,
-    MODERN_PROBE_VERSION,
-    SERVER_NAME,
     SESSION_HEADER,
     VERSION_HEADER,
-    VERSION_META,
     Endpoint,
     Exchange,
     Pool,
@@ -61,16 +69,11 @@ from .upstream import (
     unreachable,
 )
 
-CHUNK = 65536
-COMPACT = (",", ":")
-PARSE_ERROR, INVALID_REQUEST, INTERNAL_ERROR = -32700, -32600, -32603
 # Requests answered by a stream that lasts as long as the client wants it: not waited for
 # at the end of input.
 STREAM_METHODS = ("subscriptions/listen",)
-PROBE_ID = "aat-relay-probe"
 # A server that takes longer than this to say who it is is not one to forward to.
 PROBE_TIMEOUT_S = 30.0
-SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 # A notification stream that breaks is reopened this many times in a row, this far apart.
 LISTEN_ATTEMPTS, LISTEN_RETRY_S = 3, 1.0
 DELETE_TIMEOUT_S = 2.0
@@ -79,53 +82,6 @@ DELETE_TIMEOUT_S = 2.0
 class SessionLost(Exception):
     """The server answered 404 to the legacy session `args[0]`: it restarted, or let the
     session expire."""
-
-
-class Gate:
-    """Whether the server at the URL is aat: nothing reaches stdout before that is known."""
-
-    def __init__(self) -> None:
-        self._known = threading.Event()
-        self.failure: str | None = None
-
-    def open(self) -> None:
-        self._known.set()
-
-    def fail(self, reason: str) -> None:
-        self.failure = reason
-        self._known.set()
-
-    def wait(self) -> bool:
-        """Block until known; True when the server is aat."""
-        self._known.wait()
-        return self.failure is None
-
-
-class Output:
-    """The client's stdout: whole JSON-RPC messages, one a line, from any thread."""
-
-    def __init__(self, gate: Gate, broken: threading.Event) -> None:
-        self.gate = gate
-        self.broken = broken
-        self._lock = threading.Lock()
-
-    def write(self, data: bytes) -> None:
-        """Write one message (its JSON text) once the server is known to be aat."""
-        if not self.gate.wait():
-            return
-        if b"\n" in data or b"\r" in data:  # a multi-line SSE event: one line for stdio
-            data = dumps(json.loads(data))
-        view = memoryview(data + b"\n")
-        with self._lock:
-            try:
-                while view:
-                    view = view[os.write(1, view) :]
-            except OSError:
-                self.broken.set()
-
-    def send(self, message: dict[str, Any]) -> None:
-        """Write a message made here."""
-        self.write(dumps(message))
 
 
 class Call:
@@ -164,95 +120,6 @@ class Session:
             self.settled.wait()
         with self.lock:
             return self.id, self.version
-
-
-def stdin_lines() -> Iterator[bytes]:
-    """The client's lines, as they come, until its end of input."""
-    pending = b""
-    while True:
-        try:
-            chunk = os.read(0, CHUNK)
-        except OSError:
-            chunk = b""
-        if not chunk:
-            break
-        *lines, pending = (pending + chunk).split(b"\n")
-        yield from (line for line in lines if line.strip())
-    if pending.strip():
-        yield pending
-
-
-def dumps(message: dict[str, Any]) -> bytes:
-    """A message as one line of compact JSON (UTF-8 kept as it is)."""
-    return json.dumps(message, ensure_ascii=False, separators=COMPACT).encode()
-
-
-def error_message(id_: Any, code: int, text: str) -> dict[str, Any]:
-    """A JSON-RPC error answer."""
-    return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": text}}
-
-
-def failed_call(call: Call, reason: str) -> dict[str, Any]:
-    """The answer to a request the server could not answer: a tool error for `tools/call`
-    (the model reads it and can tell the user), an error for anything else."""
-    if call.method != "tools/call":
-        return error_message(call.id, INTERNAL_ERROR, reason)
-    failed = {"status": "failed", "error": reason}
-    result: dict[str, Any] = {
-        "content": [{"type": "text", "text": dumps(failed).decode()}],
-        "structuredContent": failed,
-        "isError": True,
-    }
-    if call.modern:
-        result["resultType"] = "complete"  # the sessionless era names a final result so
-    return {"jsonrpc": "2.0", "id": call.id, "result": result}
-
-
-def probe_message() -> dict[str, Any]:
-    """The relay's own `server/discover`: which server answers at the URL."""
-    meta = {
-        VERSION_META: MODERN_PROBE_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "aat-relay", "version": __version__},
-    }
-    return {
-        "jsonrpc": "2.0",
-        "id": PROBE_ID,
-        "method": "server/discover",
-        "params": {"_meta": meta},
-    }
-
-
-def not_aat(url: str, answer: dict[str, Any]) -> str | None:
-    """Why the answer to the probe is not aat's, or None."""
-    error = answer.get("error")
-    if error is not None:
-        said = error.get("message") if isinstance(error, dict) else error
-        return f"{url} did not answer as an aat MCP endpoint: {said}"
-    name = server_name(answer.get("result"))
-    if name != SERVER_NAME:
-        return f"{url} is an MCP server named {name!r}, not aat: {HOW_TO_FIX_URL}"
-    return None
-
-
-def server_name(result: Any) -> Any:
-    """The server's name in a handshake result: `serverInfo` (2025-11-25), or its `_meta`
-    (2026-07-28)."""
-    if not isinstance(result, dict):
-        return None
-    info = result.get("serverInfo")
-    if not isinstance(info, dict):
-        meta = result.get("_meta")
-        info = meta.get(SERVER_INFO_META) if isinstance(meta, dict) else None
-    return info.get("name") if isinstance(info, dict) else None
-
-
-def is_answer_to(message: dict[str, Any], id_: Any) -> bool:
-    """True when `message` is the response to request `id_` (an error without an id too:
-    the server could not read the request's id, and this exchange carried only that one)."""
-    if "method" in message or not ("result" in message or "error" in message):
-        return False
-    return message.get("id") == id_ or (message.get("id") is None and "error" in message)
 
 
 class Relay:
@@ -381,7 +248,7 @@ class Relay:
             if call.method == "initialize":
                 self.session.settled.set()
         if failure is not None and not call.cancelled:
-            self.out.send(failed_call(call, failure))
+            self.out.send(failed_answer(call.id, call.method, failure, modern=call.modern))
 
     def _exchange(self, call: Call, message: dict[str, Any], line: bytes) -> str | None:
         """`_forward`, sent once more in a new session when the server lost the first (it
