@@ -412,7 +412,8 @@ class Relay:
                 stream.read()
                 return stream.status
             for data in sse_data(stream):
-                self.out.write(data)
+                if read_message(data) is not None:
+                    self.out.write(data)
         return None
 
     def _no_stream(self, why: str) -> None:
