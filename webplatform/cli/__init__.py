@@ -3,7 +3,8 @@
 The command line itself is `webplatform.cli.main`. This entry point loads it only after
 `aat mcp` has tried to hand its session to a running `aat serve` (`webplatform.handoff`,
 standard library only), so a relayed `aat mcp` answers its client's first message at once
-instead of after a second of imports; `aat mcp --url` loads only what its relay needs.
+instead of after a second of imports; `aat mcp --url` loads only its relay, which
+needs nothing beyond the standard library either.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return relayed
         options = handoff.parse_mcp_args(args[1:])
         if options is not None and (options["url"] or os.environ.get("AAT_MCP_URL")):
-            # `aat mcp --url` needs the SDK's client, not the platform: skip the command line.
+            # `aat mcp --url` is a relay on the standard library: skip the command line.
             from webplatform.cli.remote import mcp_url
 
             return mcp_url(**options)
