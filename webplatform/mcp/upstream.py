@@ -34,7 +34,7 @@ MODERN_PROBE_VERSION = "2026-07-28"
 NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 CONNECT_TIMEOUT_S = 10.0
 # An idle kept-alive connection is reused only this soon: servers close theirs after a few
-# seconds (uvicorn: 5), and a POST written into a closing connection would be lost.
+# seconds (uvicorn: 5), and a POST written into a closing one has to be sent again.
 REUSE_WITHIN_S = 2.0
 IDLE_CONNECTIONS = 4
 HOW_TO_FIX_URL = "give the URL of `aat serve` ending in /mcp, e.g. http://127.0.0.1:8000/mcp"
