@@ -139,8 +139,9 @@ def test_tampered_arguments_are_not_run(engine: Engine, settings: Settings) -> N
 def test_a_long_run_keeps_its_lease_while_others_housekeep(
     engine: Engine, settings: Settings
 ) -> None:
-    quick = settings.model_copy(update={"worker_lease_s": 0.6, "heartbeat_s": 0.1})
-    job = _approved(engine, settings, _message(1, **{"delay-s": 2}))
+    # The run outlasts its lease more than twice; the lease leaves room for a loaded machine.
+    quick = settings.model_copy(update={"worker_lease_s": 1.5, "heartbeat_s": 0.1})
+    job = _approved(engine, settings, _message(1, **{"delay-s": 4}))
     worker = _worker(engine, quick)
     thread, stop = worker.start_thread()
     try:

@@ -100,7 +100,9 @@ def inspect(
         "MCP_CATALOG_PATH": str(state / "mcp.json"),
         "MCP_CLIENT_CONFIG_PATH": str(state / "client.json"),
     }
-    argv = [str(INSPECTOR), "--cli", "--protocol-era", era, "--format", "json", *args]
+    # A generous connect timeout: a loaded machine can take over 15 s (the default) to start aat.
+    argv = [str(INSPECTOR), "--cli", "--protocol-era", era, "--format", "json",
+            "--connect-timeout", "60000", *args]  # fmt: skip
     done = subprocess.run(
         [*argv, *target.args], env=env, capture_output=True, text=True, timeout=90, check=False
     )
