@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -162,6 +163,22 @@ def later(delay_s: float, fn: Callable[[], None]) -> threading.Thread:
 
     def go() -> None:
         threading.Event().wait(delay_s)
+        fn()
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread
+
+
+def later_when(ready: Callable[[], object], fn: Callable[[], None]) -> threading.Thread:
+    """Run `fn` in a thread as soon as `ready()` is true: an operator deciding once the test
+    has seen the call wait (its first progress, the dialog it asked for). After 30 s `fn`
+    runs anyway, and the test's own checks say what did not happen."""
+
+    def go() -> None:
+        deadline = time.monotonic() + 30
+        while not ready() and time.monotonic() < deadline:
+            threading.Event().wait(0.01)
         fn()
 
     thread = threading.Thread(target=go, daemon=True)

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_helpers import approve, body, connect, deny, later, make_platform
+from mcp_helpers import approve, body, connect, deny, later, later_when, make_platform
 from mcp_types import ServerNotification
 
 from webplatform.config import Settings
@@ -60,7 +60,7 @@ async def test_approved_call_runs_once_and_returns_the_result(
         approve(platform, int(waiting[0]["job"]))
 
     patient(platform)
-    later(0.8, approve_first_pending)
+    later_when(lambda: progress, approve_first_pending)
     async with connect(platform, era) as client:
         result = await client.call_tool("run_tool_confirmed", SEND, progress_callback=on_progress)
     answer = body(result)
