@@ -29,7 +29,10 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # Tests run on every core (pytest-xdist); a test file stays on one worker. Tiers: tests/conftest.py.
-PYTEST := $(BIN)/pytest -n auto --dist loadfile
+# Bytecode is cached even where the environment says not to (PYTHONDONTWRITEBYTECODE): without
+# it every worker re-compiles the tests' rewritten assertions and every `aat` process the tests
+# start re-compiles aat, several CPU-seconds per worker and a few hundred ms per process.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n auto --dist loadfile
 
 # The inner loop (under a minute on two cores): unit tests on SQLite. No browser, no
 # PostgreSQL, no `aat` processes, no npm clients, no wheel build.

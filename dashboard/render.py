@@ -12,7 +12,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
-from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
+from jinja2 import (
+    BytecodeCache,
+    Environment,
+    FileSystemLoader,
+    pass_context,
+    select_autoescape,
+)
+from jinja2.bccache import Bucket
 from jinja2.runtime import Context
 from starlette.responses import HTMLResponse
 
@@ -105,6 +112,26 @@ def self_reported(job: Any) -> bool:
     return not getattr(job, "requester_proof", None)
 
 
+class _CompiledTemplates(BytecodeCache):
+    """Templates compiled once per process, for every environment it builds (an app each;
+    the tests build hundreds). Jinja checks each entry against the template's source, so an
+    edited template is compiled again."""
+
+    def __init__(self) -> None:
+        self._code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        code = self._code.get(bucket.key)
+        if code is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        self._code[bucket.key] = bucket.bytecode_to_string()
+
+
+_COMPILED = _CompiledTemplates()
+
+
 def build_environment() -> Environment:
     """The template environment: autoescape on for every template, strict about typos."""
     env = Environment(
@@ -112,6 +139,7 @@ def build_environment() -> Environment:
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
+        bytecode_cache=_COMPILED,
     )
     env.filters["ago"] = _ago
     env.filters["until"] = _until

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -42,12 +43,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from argon2 import PasswordHasher, profiles
 from pg_server import HOW_TO, start_server, throwaway_server
 from sqlalchemy import Engine, create_engine, make_url, text
 from workspaces import aat_home_beside
 
 from webplatform.config import Settings
-from webplatform.store import make_engine
+from webplatform.store import engine as engine_module
+from webplatform.store import make_engine, operators, passwords
 
 TESTS = Path(__file__).resolve().parent
 # Every Platform would start an inotify watcher on its registry, and a test worker makes
@@ -218,3 +221,56 @@ def engine(settings: Settings) -> Iterator[Engine]:
         yield eng
     finally:
         eng.dispose()
+
+
+@pytest.fixture(autouse=True)
+def cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Operator passwords hashed with argon2's cheapest parameters in this process.
+
+    argon2-cffi's defaults (64 MiB, 3 passes, 4 lanes) cost 0.1-0.2 CPU-s per hash or check,
+    and a dashboard test adds operators, logs in and steps up several times: argon2 was the
+    largest CPU cost of the unit tier. The hashes are still real argon2id; the parameters
+    themselves and the upgrade of a weak hash are checked in tests/store/test_operators.py,
+    which overrides this fixture.
+    """
+    monkeypatch.setattr(passwords, "_hasher", PasswordHasher.from_parameters(profiles.CHEAPEST))
+    operators._dummy_hash.cache_clear()  # noqa: SLF001 (built with whichever hasher was set)
+    yield
+    operators._dummy_hash.cache_clear()  # noqa: SLF001
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated to head by alembic, once per test process."""
+    home = tmp_path_factory.mktemp("migrated") / "aat-home"
+    make_engine(Settings(home=home)).dispose()
+    return home / "aat.db"
+
+
+@pytest.fixture(autouse=True)
+def copied_migrations(migrated_sqlite: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh, empty SQLite database gets the schema of `migrated_sqlite` by a page copy.
+
+    Running alembic costs ~70 ms of CPU per database, and most tests open one or two: a
+    tenth of the unit tier's CPU. The copy is alembic's own result (same revision, same
+    tables); everything else `make_engine` does (the private file, WAL, the pragmas) still
+    runs. A database that is not empty, and any other backend, is migrated by alembic as
+    always; tests/store/test_engine.py and test_schema_head.py override this fixture so the
+    real migrations run there on empty databases too.
+    """
+    real_upgrade = engine_module._upgrade  # noqa: SLF001
+
+    def upgrade(engine: Engine) -> None:
+        if engine.dialect.name != "sqlite" or not _empty_sqlite(engine):
+            real_upgrade(engine)
+            return
+        with engine.connect() as conn, sqlite3.connect(migrated_sqlite) as source:
+            source.backup(conn.connection.dbapi_connection)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine_module, "_upgrade", upgrade)
+
+
+def _empty_sqlite(engine: Engine) -> bool:
+    """True when the SQLite database has no table at all (nothing alembic ever made)."""
+    with engine.connect() as conn:
+        return conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar() == 0

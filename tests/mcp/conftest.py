@@ -6,6 +6,7 @@ from mcp_helpers import (  # noqa: F401
     mcp_settings,
     platform,
     quick_progress,
+    quick_queue_watch,
     registry_root,
     worker,
 )

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -21,7 +22,7 @@ from stepup_helpers import job_step_up
 
 from webplatform import decisions, jobs, runner
 from webplatform.config import Settings
-from webplatform.mcp import build_server, create_mcp_app, waiting
+from webplatform.mcp import approvals, build_server, create_mcp_app, waiting
 from webplatform.mcp.http import create_chat_mcp_app
 from webplatform.platform import Platform
 from webplatform.registry import resolve_secrets
@@ -45,10 +46,18 @@ def quick_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(waiting, "PROGRESS_EVERY_S", 0.3)
 
 
+@pytest.fixture(autouse=True)
+def quick_queue_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The approval queue read every 0.1 s instead of every second for its subscribers."""
+    monkeypatch.setattr(approvals, "WATCH_EVERY_S", 0.1)
+
+
 @pytest.fixture
 def mcp_settings(settings: Settings) -> Settings:
-    """The test's settings (own AAT_HOME) with short waits for approval paths."""
-    return settings.model_copy(update={"approval_wait_s": 2.0})
+    """The test's settings (own AAT_HOME) with a short approval wait: a call nobody decides
+    answers `pending_approval` after half a second. A test whose decision lands while the
+    call waits makes the wait longer itself (`patient`, `approval_wait_s=30.0`)."""
+    return settings.model_copy(update={"approval_wait_s": 0.5})
 
 
 @pytest.fixture
@@ -154,6 +163,22 @@ def later(delay_s: float, fn: Callable[[], None]) -> threading.Thread:
 
     def go() -> None:
         threading.Event().wait(delay_s)
+        fn()
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread
+
+
+def later_when(ready: Callable[[], object], fn: Callable[[], None]) -> threading.Thread:
+    """Run `fn` in a thread as soon as `ready()` is true: an operator deciding once the test
+    has seen the call wait (its first progress, the dialog it asked for). After 30 s `fn`
+    runs anyway, and the test's own checks say what did not happen."""
+
+    def go() -> None:
+        deadline = time.monotonic() + 30
+        while not ready() and time.monotonic() < deadline:
+            threading.Event().wait(0.01)
         fn()
 
     thread = threading.Thread(target=go, daemon=True)

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_helpers import approve, body, connect, deny, later, make_platform
+from mcp_helpers import approve, body, connect, deny, later, later_when, make_platform
 from mcp_types import ServerNotification
 
 from webplatform.config import Settings
@@ -60,7 +60,7 @@ async def test_approved_call_runs_once_and_returns_the_result(
         approve(platform, int(waiting[0]["job"]))
 
     patient(platform)
-    later(0.8, approve_first_pending)
+    later_when(lambda: progress, approve_first_pending)
     async with connect(platform, era) as client:
         result = await client.call_tool("run_tool_confirmed", SEND, progress_callback=on_progress)
     answer = body(result)
@@ -135,6 +135,7 @@ async def test_deny_irreversible_refuses_without_queuing(mcp_settings: Settings,
 async def test_client_gone_mid_wait_job_survives(
     platform: Platform, worker: Worker, era: str
 ) -> None:
+    patient(platform)  # the client leaves while its call still waits
     async with connect(platform, era) as client:
         with anyio.move_on_after(0.5):
             await client.call_tool("run_tool_confirmed", SEND)
@@ -260,7 +261,7 @@ async def test_nobody_listening_leaves_the_queue_unread(
 
     monkeypatch.setattr(approvals, "pending_for", counted)
     async with connect(platform, "2026-07-28") as client:
-        await anyio.sleep(2.5)
+        await anyio.sleep(2.5 * approvals.WATCH_EVERY_S)  # the watcher's period, 2.5 times
         assert reads == [], "the queue was read with nobody subscribed"
         async with client.listen(resource_subscriptions=[PENDING_APPROVALS_URI]) as sub:
             with anyio.fail_after(10):

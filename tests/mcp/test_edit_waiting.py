@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client.context import ClientRequestContext
-from mcp_helpers import body, connect, later, make_platform
+from mcp_helpers import body, connect, later, later_when, make_platform
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from webplatform import edits
@@ -88,7 +88,7 @@ async def test_a_client_that_opened_the_job_page_gets_the_edited_outcome(
         return ElicitResult(action="accept")
 
     slow = make_platform(platform.settings, approval_wait_s=30.0)
-    later(1.0, lambda: edit_first_pending(platform))
+    later_when(lambda: urls, lambda: edit_first_pending(platform))
     async with connect(slow, era, elicitation_callback=open_page) as client:
         with anyio.fail_after(25):
             result = await client.call_tool("run_tool_confirmed", SEND)

@@ -5,7 +5,15 @@ from __future__ import annotations
 import anyio
 import pytest
 from mcp import Client
-from mcp_helpers import ERAS, aat_mcp_process, body, later, make_platform, serve_mcp
+from mcp_helpers import (
+    ERAS,
+    aat_mcp_process,
+    body,
+    later,
+    later_when,
+    make_platform,
+    serve_mcp,
+)
 from test_native_waiting import (
     PERSON_S,
     SEND,
@@ -29,7 +37,7 @@ async def test_http_client_opens_the_job_page_then_gets_the_outcome(
     del worker
     slow = make_platform(platform.settings, approval_wait_s=30.0)
     asked = Elicitations("accept")
-    later(1.0, lambda: approve_first_pending(platform))
+    later_when(lambda: asked.asked, lambda: approve_first_pending(platform))
     with serve_mcp(slow) as base:
         async with Client(f"{base}/mcp", mode=mode, elicitation_callback=asked) as client:
             with anyio.fail_after(30):

@@ -17,7 +17,7 @@ import anyio
 import pytest
 from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import approve, body, connect, later, make_platform
+from mcp_helpers import approve, body, connect, later_when, make_platform
 from mcp_types import (
     ElicitCompleteNotification,
     ElicitRequestParams,
@@ -102,14 +102,18 @@ async def test_client_opens_the_job_page_and_the_same_call_gets_the_outcome(
         ):
             notices.append(message.params.elicitation_id)
 
-    later(1.0, lambda: approve_first_pending(platform))
     progress: list[str | None] = []
+    # Decided once the dialog was asked for and, on the legacy era, progress flows.
+    later_when(
+        lambda: asked.asked and (progress or era != "legacy"),
+        lambda: approve_first_pending(platform),
+    )
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         del value, total
         progress.append(message)
 
-    # A generous wait: the approval lands after 1 s, the worker then runs it.
+    # A generous wait: the approval lands once the dialog was asked for, the worker runs it.
     slow = make_platform(platform.settings, approval_wait_s=30.0)
     async with connect(slow, era, elicitation_callback=asked, message_handler=on_message) as client:
         with anyio.fail_after(15):
@@ -149,7 +153,7 @@ async def test_a_client_that_answers_at_once_waits_as_one_without_elicitation(
     del worker
     slow = make_platform(platform.settings, approval_wait_s=30.0)
     asked = Elicitations(answer, error=answer == "error")
-    later(1.0, lambda: approve_first_pending(platform))
+    later_when(lambda: asked.asked, lambda: approve_first_pending(platform))
     async with connect(slow, era, elicitation_callback=asked) as client:
         with anyio.fail_after(20):
             result = await client.call_tool("run_tool_confirmed", SEND)

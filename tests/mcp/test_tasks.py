@@ -54,9 +54,11 @@ def the_job(platform: Platform, job_id: int) -> Job:
 
 
 async def test_task_works_until_an_operator_approves_then_carries_the_result(
-    platform: Platform, worker: Worker
+    platform: Platform, worker: Worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     del worker
+    # A long wait, so answering at once is told apart from holding the call for the wait.
+    monkeypatch.setattr(platform.settings, "approval_wait_s", 10.0)
     async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
         started = time.monotonic()
         created = await tc.call(client, "run_tool_confirmed", SEND)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,15 @@ from webplatform.registry import watch as watch_module
 
 if TYPE_CHECKING:
     from tests.registry.conftest import RegistryDir
+
+
+@pytest.fixture(autouse=True)
+def quick_watcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 0.2 s grace period (1 s in aat), retries after 0.02 s, a missing root looked for
+    every 0.1 s: no test here is about these lengths, and each waits for what it needs."""
+    monkeypatch.setattr(watch_module, "GRACE_S", 0.2)
+    monkeypatch.setattr(watch_module, "RETRY_S", 0.02)
+    monkeypatch.setattr(watch_module, "ABSENT_ROOTS_S", 0.1)
 
 
 @pytest.fixture
@@ -68,11 +78,12 @@ def test_an_edit_is_seen_even_before_the_watcher_wakes(
     # On a saturated CPU the watcher thread can wake late; the edit's event is queued in the
     # kernel by then, and a queued event counts as a change.
     real_wait = inotify.Inotify.wait
+    read = threading.Event()
 
     def late_wait(self: inotify.Inotify, timeout_s: float | None = None) -> bool:
         woke = real_wait(self, timeout_s)
         if woke:
-            time.sleep(2.0)
+            read.wait(10)  # still asleep when the test reads
         return woke
 
     monkeypatch.setattr(inotify.Inotify, "wait", late_wait)
@@ -87,6 +98,7 @@ def test_an_edit_is_seen_even_before_the_watcher_wakes(
         manifest.write_text(reg.tool_yaml("alpha").replace("Says hello", "Edited just now"))
         assert loader.load().tools["alpha"].description == "Edited just now"
     finally:
+        read.set()
         loader.close()
 
 

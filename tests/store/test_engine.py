@@ -21,6 +21,12 @@ from webplatform.store import Meta, make_engine, migrate, session_scope, transac
 from webplatform.store.engine import head_revision, is_locked_error
 from webplatform.store.models import Heartbeat
 
+
+@pytest.fixture(autouse=True)
+def copied_migrations() -> None:
+    """Here alembic itself migrates every database (tests/conftest.py copies its result)."""
+
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -33,6 +33,11 @@ from webplatform.store.sessions import end_session, session_operator, start_sess
 SEAL = fresh_seal()
 
 
+@pytest.fixture(autouse=True)
+def cheap_password_hashing() -> None:
+    """Here argon2-cffi's real parameters are under test (tests/conftest.py cheapens them)."""
+
+
 def test_password_hash_is_argon2id_and_verifies() -> None:
     hashed = hash_password("correct horse")
     assert hashed.startswith("$argon2id$")

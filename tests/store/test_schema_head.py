@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
@@ -11,6 +12,11 @@ from sqlalchemy import text
 import webplatform.store.engine as engine_module
 from webplatform.config import Settings
 from webplatform.store.engine import head_revision, make_engine
+
+
+@pytest.fixture(autouse=True)
+def copied_migrations() -> None:
+    """Here alembic itself migrates every database (tests/conftest.py copies its result)."""
 
 
 def test_head_revision_is_alembics_head() -> None:

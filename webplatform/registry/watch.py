@@ -43,6 +43,8 @@ HOT_FILES = 64
 # limits (inotify instances or watches per user) after twice as long each time, up to this.
 RETRY_S = 0.2
 MAX_RETRY_S = 30.0
+# No root exists yet (or any more): looked for again this often, the loader scanning meanwhile.
+ABSENT_ROOTS_S = 2.0
 _LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM})
 _DIR_MASK = inotify.CHANGES | inotify.SELF_GONE | inotify.ONLYDIR
 
@@ -168,7 +170,7 @@ class RegistryWatcher:
             existing = [str(r) for r, ino in zip(self.roots, inodes, strict=True) if ino]
             if not existing:
                 # Nothing to watch yet: look again now and then, scanning meanwhile.
-                self._stop.wait(2.0)
+                self._stop.wait(ABSENT_ROOTS_S)
                 continue
             try:
                 self._watch(existing, inodes)
