@@ -9,13 +9,20 @@ is kept beside the job for the approval card and the job page.
 
 Nothing here can hold up the queue: the call is answered as soon as its row exists, and a
 preview that hangs, fails or floods its output only ends up as an error on the card.
+
+Nor does a preview hold up its process's exit: when the process exits (an MCP client closing
+`aat mcp`, `aat serve` stopping) the previews still running are stopped, their process
+groups killed and their rows told why. `aat run` waits for its previews (`wait_all`) after
+printing its answer, since it would otherwise stop every one it starts.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,6 +46,17 @@ MAX_BYTES = 64 * 1024
 # Previews running at once in one process; more wait their turn (still `pending`), so a
 # burst of queued calls cannot start a burst of processes.
 _SLOTS = threading.BoundedSemaphore(4)
+# How often a running preview checks whether its process is exiting.
+_TICK_S = 0.1
+_STOP = threading.Event()
+_RUNNING: set[threading.Thread] = set()
+_RUNNING_LOCK = threading.Lock()
+STOPPED = "stopped before it finished: the aat process running it exited"
+
+
+class _Stopping(Exception):
+    """Raised from the runner's tick when the process is exiting: the runner then kills the
+    preview's process group."""
 
 
 @dataclass(frozen=True)
@@ -75,11 +93,11 @@ def start(
 ) -> threading.Thread:
     """Run job `job_id`'s preview in a background thread and record how it ended.
 
-    Not a daemon thread: a short-lived process (`aat run --no-wait`) has already printed its
-    answer, and finishes the preview before it exits rather than leaving it `pending`.
+    A daemon thread, stopped when the process exits (`stop_all`) rather than keeping it
+    alive: a client closing `aat mcp` would otherwise wait, or kill it and orphan the preview.
     """
     thread = threading.Thread(
-        target=_run_and_record,
+        target=_tracked,
         kwargs={
             "engine": engine,
             "settings": settings,
@@ -89,9 +107,44 @@ def start(
             "job_id": job_id,
         },
         name=f"aat-preview-{job_id}",
+        daemon=True,
     )
+    with _RUNNING_LOCK:
+        _RUNNING.add(thread)
     thread.start()
     return thread
+
+
+def wait_all(timeout_s: float) -> None:
+    """Wait up to `timeout_s` in all for the previews this process started to finish."""
+    deadline = time.monotonic() + timeout_s
+    for thread in _running():
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+@atexit.register
+def stop_all() -> None:
+    """Stop the previews still running and wait (briefly) for their rows to say so."""
+    _STOP.set()
+    wait_all(5.0)
+
+
+def _running() -> list[threading.Thread]:
+    with _RUNNING_LOCK:
+        return list(_RUNNING)
+
+
+def _tracked(**kwargs: Any) -> None:
+    try:
+        _run_and_record(**kwargs)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(threading.current_thread())
+
+
+def _tick() -> None:
+    if _STOP.is_set():
+        raise _Stopping
 
 
 def _run_and_record(
@@ -104,8 +157,9 @@ def _run_and_record(
     job_id: int,
 ) -> None:
     try:
-        with _SLOTS:
-            done = run_preview(settings=settings, spec=spec, preview=preview, args=args)
+        done = _run_in_a_slot(settings=settings, spec=spec, preview=preview, args=args)
+    except _Stopping:
+        done = Finished("failed", None, STOPPED)
     except Exception as exc:  # the runner's own failure: the card says so, nothing else
         log.error("job %d: the preview's runner raised %s", job_id, type(exc).__name__)
         done = Finished("failed", None, f"the preview could not run: {type(exc).__name__}")
@@ -123,6 +177,18 @@ def _run_and_record(
         )
     except Exception as exc:  # e.g. the database went away: the card keeps "pending"
         log.error("job %d: the preview was not recorded (%s)", job_id, type(exc).__name__)
+
+
+def _run_in_a_slot(
+    *, settings: Settings, spec: ToolSpec, preview: ActionSpec, args: dict[str, Any]
+) -> Finished:
+    """`run_preview` once one of the process's preview slots is free."""
+    while not _SLOTS.acquire(timeout=_TICK_S):
+        _tick()
+    try:
+        return run_preview(settings=settings, spec=spec, preview=preview, args=args)
+    finally:
+        _SLOTS.release()
 
 
 def run_preview(
@@ -149,6 +215,8 @@ def run_preview(
         fence=replace(confine.Fence.from_settings(settings), no_writes=True),
         max_output_bytes=MAX_BYTES,
         redact=mask,
+        on_tick=_tick,
+        tick_s=_TICK_S,
     )
     return finished(result, mask, settings.preview_timeout_s)
 
