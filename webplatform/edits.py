@@ -176,15 +176,7 @@ def approve_edited(
     job = platform.transact(apply)
     if preview is not None and job.state is JobState.pending_approval and job.id is not None:
         # The edited call still waits for others: they see what it would do (SPEC §16).
-        spec, action = preview
-        previews.start(
-            engine=platform.engine,
-            settings=platform.settings,
-            spec=spec,
-            preview=action,
-            args=edit.args,
-            job_id=job.id,
-        )
+        previews.start(platform, *preview, edit.args, job.id)
     return job
 
 

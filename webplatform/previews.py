@@ -32,6 +32,7 @@ from sqlmodel import Session
 from webplatform import confine, runner
 from webplatform.config import Settings
 from webplatform.outcome import RunResult
+from webplatform.platform import Platform
 from webplatform.redaction import Redactor
 from webplatform.registry import resolve_secrets
 from webplatform.registry.model import ActionSpec, ToolSpec
@@ -83,13 +84,7 @@ def add_pending(session: Session, job_id: int, preview: ActionSpec) -> None:
 
 
 def start(
-    *,
-    engine: Engine,
-    settings: Settings,
-    spec: ToolSpec,
-    preview: ActionSpec,
-    args: dict[str, Any],
-    job_id: int,
+    platform: Platform, spec: ToolSpec, preview: ActionSpec, args: dict[str, Any], job_id: int
 ) -> threading.Thread:
     """Run job `job_id`'s preview in a background thread and record how it ended.
 
@@ -99,8 +94,8 @@ def start(
     thread = threading.Thread(
         target=_tracked,
         kwargs={
-            "engine": engine,
-            "settings": settings,
+            "engine": platform.engine,
+            "settings": platform.settings,
             "spec": spec,
             "preview": preview,
             "args": dict(args),

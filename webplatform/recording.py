@@ -75,16 +75,8 @@ def queue_call(
     )
     if isinstance(job_id, str):
         return Answer(Status.refused, tool=spec.name, action=action.name, error=job_id)
-    if preview is not None:
-        # After the row is committed, so the answer never waits for the preview.
-        previews.start(
-            engine=platform.engine,
-            settings=platform.settings,
-            spec=spec,
-            preview=preview,
-            args=args,
-            job_id=job_id,
-        )
+    if preview is not None:  # the row is committed: the answer never waits for it
+        previews.start(platform, spec, preview, args, job_id)
     return job_answer(platform=platform, job_id=job_id)
 
 

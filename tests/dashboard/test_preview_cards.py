@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dash_helpers import queue_send
+from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf, queue_send
 from fastapi.testclient import TestClient
 
 from dashboard.app import create_app
@@ -192,3 +192,25 @@ def test_a_call_without_a_preview_shows_none(platform: Platform, alice: TestClie
     assert f'data-job-id="{job_id}"' in alice.get("/approvals").text
     assert "data-preview" not in alice.get("/approvals").text
     assert "data-preview" not in alice.get(f"/jobs/{job_id}").text
+
+
+def test_an_edited_call_still_waiting_gets_a_preview_of_its_new_arguments(
+    platform: Platform, browser: Callable[[str], TestClient], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(platform.settings, "approvals_required", 2)
+    add_operator(platform, "ada")
+    ada = browser("ada")
+    original = queue_send(platform, subject="first draft").job or 0
+    form = {
+        "csrf_token": csrf(ada),
+        "_password": PASSWORD,
+        "to": "carol@example.org",
+        "subject": "<i>second draft</i>",
+        "body": "b",
+    }
+    done = ada.post(f"/jobs/{original}/edit", data=form, headers=ORIGIN)
+    assert done.status_code == 303 and "done=edited-partial" in done.headers["location"]
+    edited = int(done.headers["location"].split("/jobs/")[1].split("?")[0])
+    landed(platform, edited)
+    shown = section(ada.get(f"/jobs/{edited}").text)
+    assert "&#34;subject&#34;: &#34;&lt;i&gt;second draft&lt;/i&gt;&#34;" in shown
