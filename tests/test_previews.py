@@ -6,18 +6,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from webplatform import previews
+from webplatform import decisions, previews
 from webplatform.answers import Answer, Status
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.platform import Actor, Platform
 from webplatform.services import Consent, request_run
 from webplatform.store import previews as preview_rows
-from webplatform.store.models import JobPreview, Surface
+from webplatform.store import queries
+from webplatform.store.models import JobPreview, Surface, utcnow
 
 TESTS = Path(__file__).resolve().parent
 AGENT = Actor(surface=Surface.mcp_stdio, client="test-agent")
@@ -190,3 +192,13 @@ def test_the_outbox_previews_what_a_delete_would_remove(platform: Platform) -> N
         ]
     }
     assert len(list(outbox.iterdir())) == 1  # nothing went
+
+
+def test_retention_prunes_a_preview_with_its_job(platform: Platform) -> None:
+    job_id = queue(platform, "send-json").job or 0
+    landed(platform, job_id)
+    decisions.deny(platform=platform, job_id=job_id, operator="olga", reason=None, address=None)
+    later = utcnow() + timedelta(days=1)
+    pruned = platform.transact(lambda s: queries.prune_finished(session=s, older_than=later))
+    assert pruned == 1
+    assert row(platform, job_id) is None
