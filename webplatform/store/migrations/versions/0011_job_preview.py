@@ -1,8 +1,8 @@
 """Previews: what a queued call's preview action printed, kept beside its job.
 
-Revision ID: 0009
-Revises: 0008
-Create Date: 2025-01-07
+Revision ID: 0011
+Revises: 0010
+Create Date: 2025-01-09
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009"
-down_revision = "0008"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
