@@ -134,15 +134,16 @@ def test_a_preview_writes_nothing_but_its_scratch_folder(
     )
     assert direct.result == {"scratch": "wrote", "declared": "wrote", "given": "wrote"}
     (workspace / "preview-probe.txt").unlink()
-    (platform.settings.home / "previewed" / "preview-probe.txt").unlink()
+    (platform.settings.home / "data" / "previewed" / "preview-probe.txt").unlink()
     done = landed(platform, queue(platform, "send-write", text=str(workspace)).job or 0)
     assert done.state == "succeeded", done.error
     assert done.output is not None
-    assert previews_answer(done) == {
-        "scratch": "wrote",
-        "declared": "refused: Permission denied",
-        "given": "refused: Permission denied",
-    }
+    tried = previews_answer(done)
+    assert tried["scratch"] == "wrote"
+    # Landlock says "Permission denied"; where the tool also has namespaces of its own, the
+    # read-only mount answers first.
+    for place in ("declared", "given"):
+        assert tried[place] in ("refused: Permission denied", "refused: Read-only file system")
     assert not (workspace / "preview-probe.txt").exists()
 
 
@@ -151,7 +152,7 @@ def previews_answer(done: JobPreview) -> Any:
 
 
 def test_no_preview_runs_where_tools_cannot_be_confined(settings: Settings) -> None:
-    plat = platform_for(settings, unconfined=True, confine_pretend_unavailable=True)
+    plat = platform_for(settings, unconfined="1", confine_pretend_unavailable=True)
     try:
         answer = queue(plat, "send-json")
         assert answer.status is Status.pending_approval

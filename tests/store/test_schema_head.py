@@ -88,6 +88,7 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
         conn.execute(text("ALTER TABLE job DROP COLUMN requester_proof"))
         for table in ("operator", "passkey", "agent_token", "operator_session"):  # 0010's
             conn.execute(text(f"ALTER TABLE {table} DROP COLUMN signature"))
+        conn.execute(text("DROP TABLE job_preview"))  # 0011's
         for i, (surface, requested_by, client) in enumerate(rows.values(), start=1):
             conn.execute(
                 text(

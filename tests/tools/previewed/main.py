@@ -30,7 +30,7 @@ def write(text):
     """Try scratch, the folder the manifest declares in `writes:`, and the folder `text`."""
     places = {
         "scratch": os.environ["TMPDIR"],
-        "declared": str(Path(os.environ["AAT_HOME"], "previewed")),
+        "declared": str(Path(os.environ["AAT_HOME"], "data", "previewed")),
     }
     if text:
         places["given"] = text
