@@ -13,13 +13,15 @@ from typing import Any
 
 from sqlmodel import Session
 
+from dashboard.previews import CARD_CHARS, PreviewView, preview_view
 from webplatform import jobs
 from webplatform.authority import report_forged, seal_for
 from webplatform.ledger import REFUSAL_EVENTS
 from webplatform.platform import Platform
 from webplatform.registry.model import Registry
 from webplatform.store import approvals, dashboard_queries, operators, queries
-from webplatform.store.models import AuditEvent, Job, JobState, JobSummary, Surface
+from webplatform.store import previews as preview_rows
+from webplatform.store.models import AuditEvent, Job, JobPreview, JobState, JobSummary, Surface
 from webplatform.store.seals import RowSeal
 
 PAGE_SIZE = 50
@@ -211,6 +213,8 @@ class Card:
     # What the tool may reach on the network (`none`, `connect 443`; SPEC §17); None when it
     # is no longer in the registry.
     network: str | None = None
+    # What the call would do, when its action has a preview (SPEC §16).
+    preview: PreviewView | None = None
 
 
 @dataclass
@@ -231,14 +235,26 @@ class Queue:
         return (self.page - 1) * CARDS_PER_PAGE + 1
 
 
-def _card(job: Job, head: str, size: int, policy: Approvals, registry: Registry) -> Card:
+def _card(
+    job: Job,
+    head: str,
+    size: int,
+    policy: Approvals,
+    registry: Registry,
+    preview: preview_rows.PreviewHead | None,
+) -> Card:
     if size > ARGS_SHOWN_CHARS:
         text, clipped = head[:ARGS_SHOWN_CHARS], True
     else:
         text, clipped = _pretty(head), False
     spec = registry.runnable("agent" if job.kind == "agent" else "tool", job.name)
     network = str(spec.network) if spec is not None else None
-    return Card(job, text, size, clipped, approvals=policy, network=network)
+    shown = (
+        None
+        if preview is None
+        else preview_view(preview.row, preview.head, size=preview.size, limit=CARD_CHARS)
+    )
+    return Card(job, text, size, clipped, approvals=policy, network=network, preview=shown)
 
 
 def _pretty(text: str) -> str:
@@ -254,9 +270,7 @@ def approval_queue(
     """One page of the pending queue (oldest first, or newest first), its true size, and the
     recent decisions (newest first)."""
 
-    def read(
-        session: Session,
-    ) -> tuple[int, int, list[tuple[Job, str, int]], int, list[Job], dict[int, Approvals]]:
+    def read(session: Session) -> tuple[int, int, list[tuple[Job, str, int]], int, list[Job], Any]:
         total = jobs.count_pending(session=session)
         last = max(1, -(-total // CARDS_PER_PAGE))
         shown = min(max(1, page), last)
@@ -270,15 +284,21 @@ def approval_queue(
         newest = queries.newest_pending_id(session=session)
         decided = list(dashboard_queries.recent_decisions(session=session, limit=history))
         policy = job_approvals(session, [job for job, _, _ in rows], seal)
-        return total, shown, rows, newest, decided, policy
+        previews = preview_rows.preview_heads(
+            session=session, job_ids=[job.id or 0 for job, _, _ in rows], head_chars=CARD_CHARS + 1
+        )
+        return total, shown, rows, newest, decided, (policy, previews)
 
     seal = seal_for(platform)
 
-    total, page, rows, newest, decided, policy = platform.transact(read, write=False)
+    total, page, rows, newest, decided, (policy, previews) = platform.transact(read, write=False)
     pages = max(1, -(-total // CARDS_PER_PAGE))
     registry = platform.registry()
     return Queue(
-        pending=[_card(job, head, size, policy[job.id or 0], registry) for job, head, size in rows],
+        pending=[
+            _card(job, head, size, policy[job.id or 0], registry, previews.get(job.id or 0))
+            for job, head, size in rows
+        ],
         history=decided,
         total=total,
         newest_id=newest,
@@ -305,22 +325,27 @@ class JobDetail:
     spent: str | None = None
     # The job an operator edited this one into (edit then approve), if any.
     edited_into: int | None = None
+    # What the call would do, when its action has a preview (SPEC §16).
+    preview: PreviewView | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
     """Everything about one job, or None when there is no such job."""
 
-    def read(session: Session) -> tuple[Job | None, list[AuditEvent], Approvals, Job | None]:
+    def read(
+        session: Session,
+    ) -> tuple[Job | None, list[AuditEvent], Approvals, Job | None, JobPreview | None]:
         job = jobs.get_job(session=session, job_id=job_id)
         if job is None:
-            return None, [], Approvals(), None
+            return None, [], Approvals(), None, None
         events = list(jobs.audit_events(session=session, job_id=job_id))
         edited = queries.edited_into(session=session, job_id=job_id)
-        return job, events, job_approvals(session, [job], seal)[job_id], edited
+        preview = preview_rows.preview_of(session=session, job_id=job_id)
+        return job, events, job_approvals(session, [job], seal)[job_id], edited, preview
 
     seal = seal_for(platform)
-    job, events, policy, edited = platform.transact(read, write=False)
+    job, events, policy, edited, preview = platform.transact(read, write=False)
     if job is None:
         return None
     duration = job.finished_at - job.started_at if job.finished_at and job.started_at else None
@@ -344,6 +369,7 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
         forged=next((e.detail for e in events if e.event == "signature-invalid"), None),
         spent=next((e.detail for e in events if e.event in REFUSAL_EVENTS), None),
         edited_into=edited.id if edited is not None else None,
+        preview=None if preview is None else preview_view(preview, preview.output),
     )
 
 

@@ -124,6 +124,39 @@ def test_irreversible_run_is_queued_not_sent(env: dict[str, str], tmp_path: Path
     )
 
 
+def test_aat_run_no_wait_leaves_its_preview_finished(env: dict[str, str], tmp_path: Path) -> None:
+    from webplatform.config import Settings
+    from webplatform.platform import Platform
+    from webplatform.store import previews
+
+    args = ["--to", "a@example.org", "--subject", "<b>hi</b>", "--body", "x", "--no-wait"]
+    done = aat(env, "run", "outbox", "send-message", *args)
+    job_id = json.loads(done.stdout)["job"]
+    platform = Platform(Settings(home=tmp_path / "home"))
+    try:
+        row = platform.transact(lambda s: previews.preview_of(session=s, job_id=job_id))
+    finally:
+        platform.engine.dispose()
+    # The command waited for the preview it started, after printing its answer.
+    assert row is not None and row.state == "succeeded", row
+    assert row.action == "preview-message" and "<b>hi</b>" in (row.output or "")
+
+
+def test_check_refuses_a_preview_that_is_not_read_only(env: dict[str, str], tmp_path: Path) -> None:
+    tool = tmp_path / "reg" / "tools" / "mailer"
+    tool.mkdir(parents=True)
+    (tool / "main.py").write_text("print('{}')\n")
+    (tool / "tool.yaml").write_text(
+        "name: mailer\ndescription: x\nversion: 0.1.0\nruntime: python\nentrypoint: main.py\n"
+        "actions:\n  - name: send\n    preview: draft\n  - name: draft\n"
+    )
+    done = aat(env, "check", "--registry", str(tmp_path / "reg"))
+    assert done.returncode == 1
+    error_lines = [line for line in done.stdout.splitlines() if line.startswith("error")]
+    assert len(error_lines) == 1, done.stdout
+    assert "tool.yaml:8" in error_lines[0] and "'draft' must be read-only" in error_lines[0]
+
+
 def test_operator_add_list_remove(env: dict[str, str]) -> None:
     short = aat(env, "operator", "add", "ada", "--password-stdin", stdin="short\n")
     assert short.returncode == 2 and "8" in short.stderr

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     db_url: SecretStr = SecretStr("")
     approval_ttl_s: Positive = 900.0
     approval_wait_s: Positive = 50.0
+    # A queued call's preview (SPEC §16) is stopped after this many seconds.
+    preview_timeout_s: Positive = 5.0
     worker_lease_s: Positive = 10.0
     capabilities_max_bytes: PositiveInt = 40_000
     result_max_bytes: PositiveInt = 20_000

@@ -16,14 +16,14 @@ from typing import Any
 
 from sqlmodel import Session
 
-from webplatform import calls, jobs, signing
+from webplatform import calls, jobs, previews, signing
 from webplatform.admission import args_too_big
 from webplatform.answers import Answer, Status
 from webplatform.authority import seal_for
 from webplatform.canonical import args_digest
 from webplatform.platform import Platform
 from webplatform.policy import policy_for
-from webplatform.registry.model import ActionSpec, RunnableKind
+from webplatform.registry.model import ActionSpec, RunnableKind, ToolSpec
 from webplatform.resolution import resolve_call
 from webplatform.stepup import StepUp, check_step_up
 from webplatform.store.audit import record_event
@@ -114,6 +114,7 @@ def approve_edited(
     signer = signing.signer_for(platform.settings.home)
     seal = seal_for(platform)
     proof = step_up.describe()
+    preview = _preview_of(platform, edit)
 
     def apply(session: Session) -> Job:
         # Queued behind Approve and Deny of the same job: of an edit and an approval of the
@@ -158,7 +159,7 @@ def approve_edited(
         )
         assert edited.id is not None  # flushed by create_job
         _record_edit(session, original, edited, operator, address)
-        return jobs.approve(
+        approved = jobs.approve(
             session=session,
             job_id=edited.id,
             operator=operator,
@@ -168,8 +169,25 @@ def approve_edited(
             step_up=proof,
             seal=seal,
         )
+        if preview is not None and approved.state is JobState.pending_approval:
+            previews.add_pending(session, edited.id, preview[1])
+        return approved
 
-    return platform.transact(apply)
+    job = platform.transact(apply)
+    if preview is not None and job.state is JobState.pending_approval and job.id is not None:
+        # The edited call still waits for others: they see what it would do (SPEC §16).
+        previews.start(platform, *preview, edit.args, job.id)
+    return job
+
+
+def _preview_of(platform: Platform, edit: Edit) -> tuple[ToolSpec, ActionSpec] | None:
+    """The edited call's tool and preview action, when its action has one."""
+    resolved = resolve_call(platform.registry(), edit.kind, edit.name, edit.action)
+    if isinstance(resolved, Answer):
+        return None
+    spec, action = resolved
+    preview = previews.preview_action(spec, action)
+    return None if preview is None else (spec, preview)
 
 
 def _record_edit(

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from webplatform import admission, calls, jobs, signing
+from webplatform import admission, calls, jobs, previews, signing
 from webplatform.answers import Answer, Status
 from webplatform.canonical import args_digest
 from webplatform.platform import Actor, Platform
@@ -52,6 +52,9 @@ def queue_call(
         start = calls.Waiting(ttl_s=platform.settings.approval_ttl_s)
         if step_up is not None and policy.self_approval and actor.operator:
             after = _first_approval(platform, actor, step_up)
+    # A call that waits for an operator gets its preview (SPEC §16); one approved at once
+    # has nobody left to show it to.
+    preview = None if at_once else previews.preview_action(spec, action)
     job_id = record_job(
         platform=platform,
         spec=spec,
@@ -68,11 +71,35 @@ def queue_call(
             "self_approval": policy.self_approval,
             "agent_reason": reason,
         },
-        after=after,
+        after=_then(after, _pending_preview(preview)),
     )
     if isinstance(job_id, str):
         return Answer(Status.refused, tool=spec.name, action=action.name, error=job_id)
+    if preview is not None:  # the row is committed: the answer never waits for it
+        previews.start(platform, spec, preview, args, job_id)
     return job_answer(platform=platform, job_id=job_id)
+
+
+AfterFn = Callable[[Session, Job], None]
+
+
+def _pending_preview(preview: ActionSpec | None) -> AfterFn | None:
+    """Writes the job's `pending` preview row, in the transaction that queues the job."""
+    if preview is None:
+        return None
+    return lambda session, job: previews.add_pending(session, job.id or 0, preview)
+
+
+def _then(first: AfterFn | None, second: AfterFn | None) -> AfterFn | None:
+    """Both callbacks, in order (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(session: Session, job: Job) -> None:
+        first(session, job)
+        second(session, job)
+
+    return both
 
 
 def _first_approval(

@@ -82,8 +82,10 @@ def render_job(
     message: str | None = None,
     error: str | None = None,
     status_code: int = 200,
+    block: str | None = None,
 ) -> Response:
-    """The job page, optionally with a message about what just happened."""
+    """The job page, optionally with a message about what just happened; only `block` of it
+    when htmx asks for that fragment."""
     operator = getattr(request.state, "operator", "")
     detail = data.job_detail(platform, job_id)
     if detail is None:
@@ -98,6 +100,7 @@ def render_job(
             "message": message,
             "error": error,
         },
+        block=block,
         status_code=status_code,
     )
 
@@ -113,7 +116,9 @@ def job_page(
     new: int | None = None,
 ) -> Response:
     """Arguments, digest, timeline, result and output of one job; Approve/Deny while pending."""
-    return render_job(request, platform, pages, job_id, message=_notice(done, job_id, new))
+    # htmx polls only the preview while it is pending (templates/_preview.html).
+    notice = _notice(done, job_id, new)
+    return render_job(request, platform, pages, job_id, message=notice, block="preview")
 
 
 def _notice(done: str | None, job_id: int, new: int | None) -> str | None:

@@ -31,6 +31,7 @@ def test_manifests_use_only_the_spec_fields(manifest) -> None:  # type: ignore[n
     top |= {"reads", "writes"}  # SPEC §14
     top |= {"warm"}  # SPEC §12
     action_keys = {"name", "description", "read_only", "reversible", "timeout_s", "args"}
+    action_keys |= {"preview"}  # SPEC §16
     arg_keys = {"name", "type", "required", "description", "default", "enum", "secret"}
     assert set(raw) <= top and {"name", "runtime", "entrypoint", "actions"} <= set(raw)
     assert raw["name"] == manifest.parent.name

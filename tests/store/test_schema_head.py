@@ -36,6 +36,7 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
         conn.execute(text("DROP TABLE passkey"))
         conn.execute(text("DROP TABLE webauthn_challenge"))
         conn.execute(text("DROP TABLE job_approval"))
+        conn.execute(text("DROP TABLE job_preview"))
         conn.execute(text("ALTER TABLE operator DROP COLUMN role"))
         conn.execute(text("ALTER TABLE job DROP COLUMN note"))
         conn.execute(text("ALTER TABLE job DROP COLUMN requester_proof"))
@@ -71,7 +72,7 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
     engine.dispose()
     assert version == head_revision()
     assert {"ix_job_irreversible_updated_at", "ix_job_edited_from"} <= indexes
-    assert {"agent_token", "passkey", "webauthn_challenge", "job_approval"} <= tables
+    assert {"agent_token", "passkey", "webauthn_challenge", "job_approval", "job_preview"} <= tables
     assert {"prev_hash", "event_hash"} <= columns
     assert {"note", "requester_proof"} <= job_columns
     assert signed == {"operator", "passkey", "agent_token", "operator_session"}
@@ -93,6 +94,7 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
         conn.execute(text("ALTER TABLE job DROP COLUMN requester_proof"))
         for table in ("operator", "passkey", "agent_token", "operator_session"):  # 0010's
             conn.execute(text(f"ALTER TABLE {table} DROP COLUMN signature"))
+        conn.execute(text("DROP TABLE job_preview"))  # 0011's
         for i, (surface, requested_by, client) in enumerate(rows.values(), start=1):
             conn.execute(
                 text(

@@ -37,7 +37,7 @@ def split_run_args(extra: list[str]) -> dict[str, str] | str:
 
 def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
     """Run one tool action from the command line and print its answer as JSON."""
-    from webplatform import resolution, services
+    from webplatform import previews, resolution, services
     from webplatform.platform import Actor, Platform
     from webplatform.store.models import Surface
     from webplatform.tracking import wait_for_job
@@ -87,4 +87,9 @@ def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
             )
         except KeyboardInterrupt:
             print(f"stopped waiting; job {answer.job} is still queued", file=sys.stderr)
-    return print_answer(answer)
+    code = print_answer(answer)
+    # The answer is out; the queued call's preview (SPEC §16) still runs in this process,
+    # which would stop it on exit: let it finish first.
+    sys.stdout.flush()
+    previews.wait_all(settings.preview_timeout_s + 5)
+    return code

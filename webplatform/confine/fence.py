@@ -34,6 +34,10 @@ class Fence:
     landlock_alone: bool = False
     pretend_unavailable: bool = False
     pretend_no_namespaces: bool = False
+    # A preview (SPEC §16): the tool writes nothing but its scratch folder; what it could
+    # write otherwise (`writes:`, workspaces) it may only read; and it runs confined or not
+    # at all, whatever `unconfined` says.
+    no_writes: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Fence:

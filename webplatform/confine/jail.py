@@ -83,6 +83,10 @@ UNAVAILABLE = (
     "tools are not run: this kernel has no Landlock to confine them (needs Linux 5.13+ with "
     "Landlock enabled); to run them unconfined anyway, the operator sets AAT_UNCONFINED=1"
 )
+NO_WRITES_UNAVAILABLE = (
+    "not run: a preview runs only where it cannot write, and this kernel has no Landlock "
+    "to stop it (needs Linux 5.13+ with Landlock enabled)"
+)
 NO_NAMESPACES = (
     "tools are not run: this system cannot give them namespaces of their own ({why}); allow "
     "unprivileged user namespaces (sysctl user.max_user_namespaces, and on Ubuntu "
@@ -213,8 +217,8 @@ def startup_note(fence: Fence) -> str | None:
 def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
     """The jail for one run of `tool`, or a one-line reason it must not run at all."""
     confined = available(fence)
-    if not confined and not fence.unconfined:
-        return UNAVAILABLE
+    if not confined and (fence.no_writes or not fence.unconfined):
+        return NO_WRITES_UNAVAILABLE if fence.no_writes else UNAVAILABLE
     problem = namespaces_problem(fence)
     if problem is not None and not (fence.unconfined or fence.landlock_alone):
         return NO_NAMESPACES.format(why=problem)
@@ -227,14 +231,18 @@ def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
     declared = _declared(tool, fence)
     if isinstance(declared, str):
         return declared
+    reads, writes = declared
+    writable = workspaces.paths
+    if fence.no_writes:
+        reads, writes, writable = [*reads, *writes, *writable], [], []
     scratch = Path(tempfile.mkdtemp(prefix=f"aat-{tool.name}-")).resolve()
     # Tools learn their workspaces so they can say where they may write before they try.
-    env = {"TMPDIR": str(scratch), "AAT_WORKSPACES": ":".join(str(w) for w in workspaces.paths)}
+    env = {"TMPDIR": str(scratch), "AAT_WORKSPACES": ":".join(str(w) for w in writable)}
     # `network: none` runs in a network of its own; any other reach, in the host's.
     netns = None if problem else "own" if tool.network.none else "host"
     jail = Jail(scratch, env=env, landlock=confined, net=net, netns=netns, note=workspaces.note)
     if confined or netns:
-        jail.paths = _paths(tool, scratch, workspaces.paths, *declared)
+        jail.paths = _paths(tool, scratch, writable, reads, writes)
         exposed = _exposed(jail.paths, fence)
         if exposed:
             jail.__exit__(None, None, None)
@@ -330,7 +338,7 @@ def _declared(tool: ToolSpec, fence: Fence) -> tuple[list[Path], list[Path]] | s
             problem = _declared_problem(path, key, raw, fence, home)
             if problem:
                 return f"{tool.name}: {problem}; fix {tool.manifest_path.name}"
-            if key == "writes" and not path.exists():
+            if key == "writes" and not path.exists() and not fence.no_writes:
                 path.mkdir(parents=True, exist_ok=True)  # Landlock rules need the folder
             into.append(path)
     return reads, writes

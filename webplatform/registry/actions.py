@@ -9,6 +9,7 @@ from typing import Any
 
 from webplatform.registry.checks import Collector, Where, did_you_mean
 from webplatform.registry.model import ARG_TYPES, ActionSpec, ArgSpec, ArgType
+from webplatform.registry.previews import preview_problems
 from webplatform.registry.verbs import irreversible_verbs_in
 
 ACTION_KEYS = (
@@ -21,6 +22,7 @@ ACTION_KEYS = (
     "output_schema",
     "approvals",
     "self_approval",
+    "preview",
 )
 ARG_KEYS = ("name", "type", "required", "description", "default", "enum", "secret")
 
@@ -60,6 +62,8 @@ class ActionCheck(Collector):
             return ()
         specs: list[ActionSpec] = []
         first_line: dict[str, int | None] = {}
+        index_of: dict[str, int] = {}
+        errors_before = len(self.errors)
         for i, item in enumerate(raw):
             where: Where = ("actions", i)
             if not isinstance(item, dict):
@@ -75,10 +79,22 @@ class ActionCheck(Collector):
                 continue
             if isinstance(name, str):
                 first_line[name] = self.doc.line(*where, "name") if self.doc else None
+                index_of[name] = i
             spec = self.action(item, where, tool_name, i)
             if spec is not None:
                 specs.append(spec)
+        # Links between actions are judged once each action is right on its own: an action
+        # with a broken argument would otherwise be reported twice, once as a bad preview.
+        if len(self.errors) == errors_before:
+            self.preview_links(tool_name, specs, index_of)
         return tuple(specs)
+
+    def preview_links(
+        self, tool_name: str, specs: list[ActionSpec], index_of: dict[str, int]
+    ) -> None:
+        """Each `preview:` names a read-only action that takes the same arguments (SPEC §16)."""
+        for name, problem in preview_problems(tool_name, specs).items():
+            self.fail(problem, ("actions", index_of[name], "preview"))
 
     def action(
         self, item: dict[Any, Any], where: Where, tool_name: str, index: int
@@ -103,6 +119,7 @@ class ActionCheck(Collector):
         output_schema = self.output_schema(item, label, where)
         approvals = self.approvals(item, label, where)
         self_approval = self.flag(item, "self_approval", label, where)
+        preview = self.text(item, "preview", label, where, required=False)
         if name is None:
             return None
         self.gate_flags(tool_name, name, read_only, reversible, where)
@@ -116,6 +133,7 @@ class ActionCheck(Collector):
             output_schema,
             approvals=approvals,
             self_approval=self_approval,
+            preview=preview,
         )
 
     def approvals(self, item: dict[Any, Any], label: str, where: Where) -> int | None:

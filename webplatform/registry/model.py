@@ -44,6 +44,8 @@ class ActionSpec:
     approvals: int | None = None
     # False: the operator who asked may not approve (None: AAT_SELF_APPROVAL decides).
     self_approval: bool | None = None
+    # The read-only action of the same tool that shows what this one would do (SPEC §16).
+    preview: str | None = None
 
     def arg(self, name: str) -> ArgSpec | None:
         """The argument called exactly `name`, or None."""

@@ -217,6 +217,31 @@ class JobApproval(SQLModel, table=True):
     at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
+class JobPreview(SQLModel, table=True):
+    """What a queued call's preview action printed (SPEC §16), kept beside its job.
+
+    One row per job whose action names a `preview:`, written `pending` with the job and
+    finished once by the process that ran the preview. `job_id` has no foreign key, as
+    for approvals: retention deletes both.
+    """
+
+    __tablename__ = "job_preview"
+
+    job_id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    # The read-only action that ran, and how it ended: pending | succeeded | failed |
+    # timed_out | not_run.
+    action: str = Field(sa_type=String(200))
+    state: str = Field(default="pending", sa_type=String(16))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # The preview's JSON answer, or (when it failed) the head of what it printed; secrets
+    # masked, at most `webplatform.previews.MAX_BYTES`.
+    output: str | None = Field(default=None, sa_type=Text)
+    error: str | None = Field(default=None, sa_type=Text)
+    # Whether the preview printed more than was kept.
+    truncated: bool = False
+
+
 class JobSummary(SQLModel):
     """A job as listed in history: no arguments, result or output, so pages stay light."""
 

@@ -11,6 +11,7 @@ from sqlalchemy.orm import defer, load_only
 from sqlmodel import Session, col, delete, func, select
 
 from webplatform.canonical import canonical_json
+from webplatform.store import previews
 from webplatform.store.audit import DECISION_EVENTS, record_event
 from webplatform.store.audit_chain import PRUNED_EVENT, bridges_over, lock_chain
 from webplatform.store.models import (
@@ -234,6 +235,7 @@ def prune_finished(
         ).all()
         session.exec(delete(AuditEvent).where(*doomed))
         session.exec(delete(Job).where(col(Job.id).in_(ids)))
+        previews.forget(session=session, job_ids=[i for i in ids if i is not None])
         if links:
             summary = {
                 "jobs": len(ids),

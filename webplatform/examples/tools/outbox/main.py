@@ -2,6 +2,9 @@
 
 `send-message` writes one JSON file per message into $AAT_HOME/outbox/ (after sleeping
 `--delay-s` seconds); `list-messages` lists them; `delete-messages` removes them.
+`preview-message` and `preview-deletion` (read-only) show what those two would do, as
+the operator's approval card shows it: the file a message would be, as a diff, and the
+messages a delete would remove, as a table.
 Prints one JSON object; exit 0 ok, 2 for a call that needs fixing, 1 when AAT_HOME is missing.
 """
 
@@ -62,6 +65,43 @@ def send_message(args):
     return {"sent": True, "id": message_id, "file": str(final)}
 
 
+def preview_message(args):
+    message = {
+        "id": "(set when sent)",
+        "to": args.to,
+        "subject": args.subject,
+        "body": args.body,
+        "sent_at": "(set when sent)",
+    }
+    lines = json.dumps(message, ensure_ascii=False, indent=2).splitlines()
+    header = [
+        "--- /dev/null",
+        f"+++ {outbox()}/(new message).json",
+        f"@@ -0,0 +1,{len(lines)} @@",
+    ]
+    if args.delay_s:
+        header.insert(0, f"(written after a delay of {args.delay_s:g} s)")
+    return {"diff": "\n".join([*header, *(f"+{line}" for line in lines)]) + "\n"}
+
+
+def preview_deletion(_args):
+    gone = []
+    for f in message_files():
+        try:
+            message = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            message = {}
+        gone.append(
+            {
+                "file": f.name,
+                "to": message.get("to"),
+                "subject": message.get("subject"),
+                "sent_at": message.get("sent_at"),
+            }
+        )
+    return {"messages": gone}
+
+
 def message_files():
     folder = outbox()
     return sorted(folder.glob("[!.]*.json")) if folder.is_dir() else []
@@ -89,8 +129,13 @@ def build_parser():
     for name in ("--to", "--subject", "--body"):
         send.add_argument(name, required=True)
     send.add_argument("--delay-s", type=delay, default=0.0)
+    draft = actions.add_parser("preview-message")
+    for name in ("--to", "--subject", "--body"):
+        draft.add_argument(name, required=True)
+    draft.add_argument("--delay-s", type=delay, default=0.0)
     actions.add_parser("list-messages")
     actions.add_parser("delete-messages")
+    actions.add_parser("preview-deletion")
     return parser
 
 
@@ -105,6 +150,8 @@ def main():
         "send-message": send_message,
         "list-messages": list_messages,
         "delete-messages": delete_messages,
+        "preview-message": preview_message,
+        "preview-deletion": preview_deletion,
     }
     try:
         args = build_parser().parse_args()

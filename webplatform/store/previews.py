@@ -1,0 +1,93 @@
+"""Preview rows (SPEC §16): written `pending` with their job, finished once, read by pages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import update
+from sqlalchemy.orm import defer
+from sqlmodel import Session, col, delete, func, select
+
+from webplatform.store.models import JobPreview, utcnow
+
+PENDING = "pending"
+
+
+@dataclass(frozen=True)
+class PreviewHead:
+    """A preview as a card shows it: the row without its output, the output's head, and how
+    long the whole output is (in characters)."""
+
+    row: JobPreview
+    head: str | None
+    size: int
+
+
+def add_pending(*, session: Session, job_id: int, action: str) -> None:
+    """Record that job `job_id`'s preview `action` is about to run."""
+    session.add(JobPreview(job_id=job_id, action=action, state=PENDING))
+    session.flush()
+
+
+def finish(
+    *,
+    session: Session,
+    job_id: int,
+    state: str,
+    output: str | None,
+    error: str | None,
+    truncated: bool,
+    at: datetime | None = None,
+) -> bool:
+    """Record how the preview ended, once: False when it was no longer pending (or is gone)."""
+    stmt = (
+        update(JobPreview)
+        .where(col(JobPreview.job_id) == job_id, col(JobPreview.state) == PENDING)
+        .values(
+            state=state,
+            output=output,
+            error=error,
+            truncated=truncated,
+            finished_at=at or utcnow(),
+        )
+    )
+    return bool(session.execute(stmt).rowcount)  # type: ignore[attr-defined]
+
+
+def preview_of(*, session: Session, job_id: int) -> JobPreview | None:
+    """Job `job_id`'s preview, whole, or None when its action has none."""
+    return session.get(JobPreview, job_id)
+
+
+def preview_heads(
+    *, session: Session, job_ids: Iterable[int], head_chars: int
+) -> dict[int, PreviewHead]:
+    """The previews of `job_ids` with at most `head_chars` of each output, by job id.
+
+    The database cuts the output, so a page of cards never reads whole large previews.
+    """
+    ids = list(job_ids)
+    if not ids:
+        return {}
+    stmt = (
+        select(
+            JobPreview,
+            func.substr(JobPreview.output, 1, head_chars),
+            func.coalesce(func.length(JobPreview.output), 0),
+        )
+        .options(defer(JobPreview.output))  # type: ignore[arg-type]
+        .where(col(JobPreview.job_id).in_(ids))
+    )
+    return {
+        row.job_id: PreviewHead(row=row, head=head, size=int(size))
+        for row, head, size in session.exec(stmt).all()
+    }
+
+
+def forget(*, session: Session, job_ids: Iterable[int]) -> None:
+    """Delete the previews of jobs that retention deletes."""
+    ids = list(job_ids)
+    if ids:
+        session.execute(delete(JobPreview).where(col(JobPreview.job_id).in_(ids)))
