@@ -14,6 +14,7 @@ stopped earlier, by the xlsx tool's own input checks: that is what its test chec
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import openpyxl

@@ -39,7 +39,8 @@ def write(text):
 
 def preview(action, text):
     if action == "show-diff":
-        answer({"diff": f"--- a/note.txt\n+++ b/note.txt\n@@ -1 +1 @@\n-old line\n+{text}\n kept\n"})
+        diff = f"--- a/note.txt\n+++ b/note.txt\n@@ -1 +1 @@\n-old line\n+{text}\n kept\n"
+        answer({"diff": diff})
     if action == "show-table":
         answer({"rows": [{"name": "first", "value": text}, {"name": "second", "value": 2}]})
     if action == "show-json":
