@@ -233,7 +233,8 @@ def cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     themselves and the upgrade of a weak hash are checked in tests/store/test_operators.py,
     which overrides this fixture.
     """
-    monkeypatch.setattr(passwords, "_hasher", PasswordHasher.from_parameters(profiles.CHEAPEST))
+    cheapest = PasswordHasher.from_parameters(profiles.CHEAPEST)
+    monkeypatch.setattr(passwords, "_hasher", lambda: cheapest)
     operators._dummy_hash.cache_clear()  # noqa: SLF001 (built with whichever hasher was set)
     yield
     operators._dummy_hash.cache_clear()  # noqa: SLF001
