@@ -28,6 +28,7 @@ from stepup_helpers import job_step_up
 
 from dashboard.app import create_app
 from webplatform import calls, decisions, jobs, leases, ledger, runner, signing
+from webplatform.authority import seal_for
 from webplatform.canonical import args_digest
 from webplatform.cli.main import main as aat
 from webplatform.config import EXAMPLES_ROOT, Settings
@@ -408,7 +409,9 @@ def test_a_run_form_job_moved_back_to_approved_never_runs_again_and_says_why(
     platform: Platform, settings: Settings
 ) -> None:
     with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name="olga", password=PASSWORD)
+        operators.add_operator(
+            session=session, name="olga", password=PASSWORD, seal=seal_for(platform)
+        )
     app = create_app(settings, platform=platform, embed_worker=False, mcp=False)
     base = "http://127.0.0.1:8000"
     with TestClient(app, base_url=base, follow_redirects=False) as client:
