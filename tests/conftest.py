@@ -37,7 +37,7 @@ import os
 import sqlite3
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ from typing import Any
 import pytest
 from argon2 import PasswordHasher, profiles
 from pg_server import HOW_TO, start_server, throwaway_server
-from sqlalchemy import Engine, create_engine, make_url, text
+from sqlalchemy import Engine, create_engine, event, make_url, text
 from workspaces import aat_home_beside
 
 from webplatform.config import Settings
@@ -250,25 +250,62 @@ def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def copied_migrations(migrated_sqlite: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fresh, empty SQLite database gets the schema of `migrated_sqlite` by a page copy.
+    """A fresh, empty database gets alembic's schema without running alembic again.
 
     Running alembic costs ~70 ms of CPU per database, and most tests open one or two: a
-    tenth of the unit tier's CPU. The copy is alembic's own result (same revision, same
-    tables); everything else `make_engine` does (the private file, WAL, the pragmas) still
-    runs. A database that is not empty, and any other backend, is migrated by alembic as
-    always; tests/store/test_engine.py and test_schema_head.py override this fixture so the
-    real migrations run there on empty databases too.
+    tenth of the unit tier's CPU. An empty SQLite file gets the pages of `migrated_sqlite`;
+    an empty PostgreSQL schema gets the statements alembic sent for the first one this
+    process migrated, replayed. Either way it is alembic's own result (same revision, same
+    tables), and everything else `make_engine` does (the private file, WAL, the pragmas)
+    still runs. A database that is not empty is migrated by alembic as always;
+    tests/store/test_engine.py and test_schema_head.py override this fixture so the real
+    migrations run there on empty databases too.
     """
     real_upgrade = engine_module._upgrade  # noqa: SLF001
 
     def upgrade(engine: Engine) -> None:
-        if engine.dialect.name != "sqlite" or not _empty_sqlite(engine):
+        if engine.dialect.name == "sqlite" and _empty_sqlite(engine):
+            with engine.connect() as conn, sqlite3.connect(migrated_sqlite) as source:
+                source.backup(conn.connection.dbapi_connection)  # type: ignore[arg-type]
+        elif engine.dialect.name == "postgresql" and _empty_pg_schema(engine):
+            _replay_pg_migration(engine, real_upgrade)
+        else:
             real_upgrade(engine)
-            return
-        with engine.connect() as conn, sqlite3.connect(migrated_sqlite) as source:
-            source.backup(conn.connection.dbapi_connection)  # type: ignore[arg-type]
 
     monkeypatch.setattr(engine_module, "_upgrade", upgrade)
+
+
+# What alembic sent to migrate an empty PostgreSQL schema, in order (recorded once per process).
+_PG_MIGRATION: list[tuple[str, Any]] = []
+
+
+def _replay_pg_migration(engine: Engine, real_upgrade: Callable[[Engine], None]) -> None:
+    """Migrate an empty schema: the first time by alembic, recording what it sends; after
+    that by sending the same statements (unqualified, so they land in this schema)."""
+    if _PG_MIGRATION:
+        with engine.begin() as conn:
+            for statement, parameters in _PG_MIGRATION:
+                conn.exec_driver_sql(statement, parameters)
+        return
+    sent: list[tuple[str, Any]] = []
+
+    def record(*args: Any) -> None:
+        sent.append((args[2], args[3]))  # statement, parameters (a list for executemany)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        real_upgrade(engine)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    if not _PG_MIGRATION:  # two threads may have migrated at once: keep one recording
+        _PG_MIGRATION.extend(sent)
+
+
+def _empty_pg_schema(engine: Engine) -> bool:
+    """True when the connection's schema has no table at all (nothing alembic ever made)."""
+    query = "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+    with engine.connect() as conn:
+        return conn.exec_driver_sql(query).scalar() == 0
 
 
 def _empty_sqlite(engine: Engine) -> bool:

@@ -19,6 +19,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, Page, expect
 
+from webplatform.config import Settings
+from webplatform.store import make_engine, session_scope
+from webplatform.store.agents import add_agent
+from webplatform.store.operators import add_operator
+
 CHROMIUM = "/usr/bin/chromium"
 # A foreign name that resolves to the dashboard, as DNS rebinding would make it.
 REBOUND_HOST = "rebound.example"
@@ -79,6 +84,26 @@ def serve_env(home: Path, port: int) -> dict[str, str]:
         }
     )
     return env
+
+
+def add_to_store(
+    home: Path, operators: list[tuple[str, str | None]], agents: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Operators (password PASSWORD; role None: the default) and agent tokens (name: owner)
+    written into HOME's database from this process, as `aat operator add` and `aat agent add`
+    would write them, without a process start each. Returns the agents' tokens by name."""
+    agents = agents or {}
+    engine = make_engine(Settings(home=home))
+    try:
+        with session_scope(engine) as session:
+            for name, role in operators:
+                add_operator(session=session, name=name, password=PASSWORD, role=role)
+            minted = [
+                add_agent(session=session, name=n, owner=o) for n, o in (agents or {}).items()
+            ]
+        return {row.name: token for row, token in minted}
+    finally:
+        engine.dispose()
 
 
 @dataclass

@@ -3,8 +3,6 @@ page on another loopback port."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,9 +13,9 @@ from browser_helpers import (
     CHROMIUM,
     CHROMIUM_ARGS,
     OPERATOR,
-    PASSWORD,
     Attacker,
     Server,
+    add_to_store,
     log_in,
     serve_env,
 )
@@ -30,14 +28,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
     """`python -m webplatform serve` on a free port, with operator alice already added."""
     home, port = tmp_path / "aat-home", free_port()
     env = serve_env(home, port)
-    subprocess.run(
-        [sys.executable, "-m", "webplatform", "operator", "add", OPERATOR, "--password-stdin"],
-        input=PASSWORD + "\n",
-        text=True,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    add_to_store(home, [(OPERATOR, None)])
     log = tmp_path / "serve.log"
     with aat_serve(env=env, port=port, log=log) as url:
         yield Server(url=url, port=port, home=home, log=log, env=env)

@@ -10,8 +10,6 @@ and that forging the missing button from the page's own session changes nothing.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,6 +20,7 @@ from browser_helpers import (
     PASSWORD,
     McpCall,
     Server,
+    add_to_store,
     job_state,
     log_in,
     queue_directly,
@@ -35,7 +34,6 @@ from webplatform.config import EXAMPLES_ROOT
 
 pytestmark = pytest.mark.browser
 
-AAT = [sys.executable, "-m", "webplatform"]
 MESSAGE = {"to": "bob@example.org", "subject": "Board minutes", "body": "Attached."}
 
 # Sent by the page's own script with the session cookie and the page's CSRF token: the
@@ -82,25 +80,12 @@ def start(tmp_path: Path) -> Iterator[Start]:
             # The agent's call answers `pending_approval` after 1 s; the job waits on.
             env = {**serve_env(home, port), "AAT_REGISTRY": str(registry)}
             env["AAT_APPROVAL_WAIT_S"] = "1"
-            for name, role in operators:
-                _aat(env, "operator", "add", name, "--role", role, "--password-stdin")
-            tokens = {
-                name: _aat(env, "agent", "add", name, "--owner", owner).strip()
-                for name, owner in (agents or {}).items()
-            }
+            tokens = add_to_store(home, list(operators), agents)
             log = tmp_path / "serve.log"
             url = stack.enter_context(aat_serve(env=env, port=port, log=log))
             return Server(url=url, port=port, home=home, log=log, env=env), tokens
 
         yield start
-
-
-def _aat(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [*AAT, *args], input=PASSWORD + "\n", env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.fixture

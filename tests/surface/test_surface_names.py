@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 import re
+import string
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -10,11 +12,20 @@ from hypothesis import strategies as st
 from webplatform.surface import Key, NameTable, PublishedTool, forward_name, name_room
 from webplatform.surface.names import NAME_BUDGET, client_prefixes
 
+
+def word(first: str, rest: str, longest: int) -> st.SearchStrategy[str]:
+    """Strings matching [FIRST][REST]{0,LONGEST}: built from characters directly, about three
+    times cheaper to generate than `st.from_regex` of the same pattern."""
+    return st.builds(operator.add, st.sampled_from(first), st.text(rest, max_size=longest))
+
+
 # The alphabets the registry allows: tool and agent names, action names, and namespaces.
-TOOL_NAMES = st.from_regex(r"[a-z0-9][a-z0-9-]{0,15}", fullmatch=True)
-ACTION_NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,15}", fullmatch=True)
-PLAIN_ACTIONS = st.from_regex(r"[a-z0-9][a-z0-9-]{0,15}", fullmatch=True)
-NAMESPACES = st.from_regex(r"[a-z0-9][a-z0-9-]{0,8}", fullmatch=True)
+LOWER = string.ascii_lowercase + string.digits
+MIXED = string.ascii_letters + string.digits
+TOOL_NAMES = word(LOWER, LOWER + "-", 15)  # [a-z0-9][a-z0-9-]{0,15}
+ACTION_NAMES = word(MIXED, MIXED + "_.-", 15)  # [A-Za-z0-9][A-Za-z0-9_.-]{0,15}
+PLAIN_ACTIONS = word(LOWER, LOWER + "-", 15)  # [a-z0-9][a-z0-9-]{0,15}
+NAMESPACES = word(LOWER, LOWER + "-", 8)  # [a-z0-9][a-z0-9-]{0,8}
 KINDS = st.sampled_from(["tool", "agent"])
 PUBLISHED = re.compile(r"^[a-zA-Z0-9_-]+$")
 
