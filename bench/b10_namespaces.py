@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.common import EXAMPLES, Report, alternate, median_ms, ms, temp_home, timed
-from webplatform import confine, runner
+from webplatform.process import confine, runner
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import ToolSpec
 

@@ -20,7 +20,7 @@ import anyio
 
 from bench.clients import aat_mcp, body, minimal_mcp
 from bench.common import EXAMPLES, Report, median_ms, ms, temp_home
-from webplatform import launch, runner
+from webplatform.process import launch, runner
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import ToolSpec
 

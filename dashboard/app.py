@@ -24,14 +24,14 @@ from dashboard.render import Pages, build_environment
 from dashboard.routes import ROUTERS
 from dashboard.security import Guard, GuardConfig
 from dashboard.urls import RootPath
-from webplatform import signing
-from webplatform.authority import seal_for
 from webplatform.config import Settings
 from webplatform.housekeeping import Housekeeper
-from webplatform.mcp.http import create_chat_mcp_app, create_mcp_app
-from webplatform.mcp.local import local_sessions
+from webplatform.mcp.transports.http import create_chat_mcp_app, create_mcp_app
+from webplatform.mcp.transports.local import local_sessions
 from webplatform.platform import Platform
 from webplatform.store.notify import StopEvent
+from webplatform.trust import signing
+from webplatform.trust.authority import seal_for
 from webplatform.worker import Worker, make_worker
 
 log = logging.getLogger("aat.dashboard")
@@ -50,7 +50,7 @@ def create_app(
     Nothing starts until the app's lifespan runs (the server starts it): then the heartbeat,
     the embedded worker (`embed_worker`) and the MCP session manager start, and they stop
     with it. `local_socket`: also serve `aat mcp` sessions handed over on the socket in
-    `AAT_HOME` (`webplatform.mcp.local`), as `aat serve` does.
+    `AAT_HOME` (`webplatform.mcp.transports.local`), as `aat serve` does.
     """
     platform = platform or Platform(settings)
     # The decision key is made on the dashboard's first start, before anyone can approve;

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from sqlmodel import Session
 from starlette.responses import Response
 
-from webplatform.authority import report_forged, seal_for
 from webplatform.platform import Platform
 from webplatform.store import audit, operators, sessions
+from webplatform.trust.authority import report_forged, seal_for
 
 SESSION_COOKIE = "aat_session"
 SESSION_TTL_S = 7 * 24 * 3600.0

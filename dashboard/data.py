@@ -14,15 +14,15 @@ from typing import Any
 from sqlmodel import Session
 
 from dashboard.previews import CARD_CHARS, PreviewView, preview_view
-from webplatform import jobs
-from webplatform.authority import report_forged, seal_for
-from webplatform.ledger import REFUSAL_EVENTS
+from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
 from webplatform.registry.model import Registry
 from webplatform.store import approvals, dashboard_queries, operators, queries
 from webplatform.store import previews as preview_rows
 from webplatform.store.models import AuditEvent, Job, JobPreview, JobState, JobSummary, Surface
 from webplatform.store.seals import RowSeal
+from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.ledger import REFUSAL_EVENTS
 
 PAGE_SIZE = 50
 EXPORT_LIMIT = 100_000

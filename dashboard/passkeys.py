@@ -7,7 +7,7 @@ name (`127.0.0.1`, a proxy's name), the page says to open it at `localhost` inst
 Challenges live in the database (`webplatform.store.passkeys`), are single-use and expire
 after `CHALLENGE_TTL_S`; each is consumed, in its own committed transaction, before the
 assertion is checked, so a failed or replayed attempt never finds it again. A registration
-challenge is issued only with a step-up for registering (`webplatform.stepup.Change`): the
+challenge is issued only with a step-up for registering (`webplatform.trust.stepup.Change`): the
 session cookie alone cannot add a passkey. Passkey rows are signed by aat; an unsigned one
 is never offered or accepted.
 """
@@ -40,12 +40,12 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from webplatform.authority import seal_for
-from webplatform.changes import check_change
 from webplatform.platform import Platform
-from webplatform.stepup import Change, StepUp
 from webplatform.store import passkeys as store
 from webplatform.store.models import Passkey, WebauthnChallenge
+from webplatform.trust.authority import seal_for
+from webplatform.trust.changes import check_change
+from webplatform.trust.stepup import Change, StepUp
 
 RP_ID = "localhost"
 RP_NAME = "aat"

@@ -4,7 +4,7 @@ The link carries a random token; only its sha256 is kept (in `Meta`), it works o
 stops working for good as soon as any operator exists: removing every operator later does not
 bring it back (add one with `aat operator add` then). Nothing else can create the first
 operator from the browser. "For good" is kept outside the database too (a marker in
-`AAT_HOME`, `webplatform.authority.OPERATORS_FILE`): a database writer who deletes every
+`AAT_HOME`, `webplatform.trust.authority.OPERATORS_FILE`): a database writer who deletes every
 operator and plants a setup token hash of their own still finds setup closed.
 """
 
@@ -19,10 +19,10 @@ from typing import TextIO
 
 from sqlmodel import Session
 
-from webplatform.authority import OPERATORS_FILE, remember, remembers, seal_for
 from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import meta, operators
+from webplatform.trust.authority import OPERATORS_FILE, remember, remembers, seal_for
 
 SETUP_TOKEN_KEY = "dashboard.setup_token_sha256"
 

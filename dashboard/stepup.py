@@ -1,5 +1,5 @@
 """Step-up: the fresh proof, besides the session, that turns a click into a decision or a
-change of who may decide (see `webplatform.stepup` for why and for the value this produces).
+change of who may decide (see `webplatform.trust.stepup` for why and for the value this produces).
 
 Verification lives here, in the dashboard, because only here are the request's parts (the
 password typed with the decision or change, the browser's passkey assertion, its origin);
@@ -17,12 +17,12 @@ from typing import Any
 
 from dashboard import passkeys
 from dashboard.auth import LoginLimiter
-from webplatform.authority import report_forged, seal_for
 from webplatform.platform import Platform
-from webplatform.stepup import Change, StepUp, StepUpMethod, change_digest
 from webplatform.store import audit, operators
 from webplatform.store import passkeys as passkey_store
 from webplatform.store.models import utcnow
+from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.stepup import Change, StepUp, StepUpMethod, change_digest
 
 NEEDED = (
     "approving needs a fresh proof that you are here: type your password in the card "

@@ -9,9 +9,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from webplatform import gate
 from webplatform.registry import ActionSpec, ArgSpec, Registry, ToolSpec, secret_status
 from webplatform.registry.model import RunnableKind
+from webplatform.trust import gate
 
 _PLACEHOLDER: dict[str, Any] = {
     "string": "...",

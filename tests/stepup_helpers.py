@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from webplatform import jobs
 from webplatform.canonical import args_digest
+from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
-from webplatform.stepup import StepUp, StepUpMethod
 from webplatform.store.engine import session_scope
+from webplatform.trust.stepup import StepUp, StepUpMethod
 
 
 def password_step_up(

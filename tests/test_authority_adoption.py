@@ -8,7 +8,6 @@ from datetime import timedelta
 
 from sqlmodel import select
 
-from webplatform import authority
 from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import AuditEvent, Operator, OperatorSession, session_scope, utcnow
@@ -18,6 +17,7 @@ from webplatform.store.models import AgentToken, Passkey
 from webplatform.store.operators import authenticate
 from webplatform.store.passkeys import has_passkey
 from webplatform.store.passwords import hash_password
+from webplatform.trust import authority
 
 PASSWORD = "correct horse battery"
 TOKEN = "aat_" + "t" * 43

@@ -13,12 +13,12 @@ import openpyxl
 import pytest
 from workspaces import aat_home_beside
 
-from webplatform import confine
-from webplatform.answers import Answer, Status
 from webplatform.config import Settings
-from webplatform.confine import landlock
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.services import Consent, request_run
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
+from webplatform.process import confine
+from webplatform.process.confine import landlock
 from webplatform.store.models import Surface
 
 TESTS = Path(__file__).resolve().parent

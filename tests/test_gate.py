@@ -8,14 +8,14 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from webplatform.gate import (
+from webplatform.registry import ActionSpec
+from webplatform.trust.gate import (
     IRREVERSIBLE_VERBS,
     describe,
     is_irreversible,
     name_words,
     why_irreversible,
 )
-from webplatform.registry import ActionSpec
 
 VERBS = sorted(IRREVERSIBLE_VERBS)
 SEPARATORS = st.sampled_from(["-", "_", "."])

@@ -1,4 +1,4 @@
-"""`webplatform.handoff`, the standard-library side of `aat mcp` relaying to `aat serve`."""
+"""`aat mcp` relaying to `aat serve` (`webplatform.mcp.transports.handoff`): standard library."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from webplatform import handoff
+from webplatform.mcp.transports import handoff
 
 
 def test_a_socket_in_a_long_home_is_reached_through_its_folder(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def test_the_hello_carries_no_secret_and_absolute_paths(tmp_path: Path) -> None:
 
 def test_the_entry_point_reaches_the_relay_on_the_standard_library_alone() -> None:
     code = (
-        "import sys, webplatform.cli, webplatform.handoff; "
+        "import sys, webplatform.cli, webplatform.mcp.transports.handoff; "
         "print(sorted(m.split('.')[0] for m in sys.modules))"
     )
     done = subprocess.run(

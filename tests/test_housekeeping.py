@@ -24,10 +24,11 @@ from seal_helpers import fresh_seal
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
-from webplatform import calls, leases
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
 from webplatform.housekeeping import STALE_HEARTBEAT_S, Housekeeper
+from webplatform.jobs import calls, leases
+from webplatform.jobs.tracking import _dashboard_alive
 from webplatform.store import (
     Heartbeat,
     Job,
@@ -42,7 +43,6 @@ from webplatform.store.heartbeats import beat
 from webplatform.store.notify import StopEvent
 from webplatform.store.operators import add_operator
 from webplatform.store.sessions import start_session
-from webplatform.tracking import _dashboard_alive
 
 S = JobState
 ARGS = {"to": "ops@example.org", "subject": "hi", "body": "hello"}
@@ -193,7 +193,7 @@ def test_an_approval_asked_while_it_sleeps_expires_on_time(
 _ASK_ELSEWHERE = """
 import sys
 from pathlib import Path
-from webplatform import calls
+from webplatform.jobs import calls
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
 from webplatform.store import Surface, make_engine, transact

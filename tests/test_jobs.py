@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, event
 from sqlmodel import Session
 
-from webplatform import calls, jobs, leases
-from webplatform.answers import IN_PROGRESS, Status
 from webplatform.canonical import args_digest, canonical_json
-from webplatform.jobs import LEGAL_MOVES
-from webplatform.signing import DecisionSigner
+from webplatform.jobs import calls, leases
+from webplatform.jobs import states as jobs
+from webplatform.jobs.answers import IN_PROGRESS, Status
+from webplatform.jobs.states import LEGAL_MOVES
 from webplatform.store import (
     UNFINISHED_STATES,
     Job,
@@ -29,6 +29,7 @@ from webplatform.store import (
     transact,
     utcnow,
 )
+from webplatform.trust.signing import DecisionSigner
 
 S = JobState
 ALL_STATES = list(JobState)

@@ -27,14 +27,17 @@ from sqlalchemy import Engine, text
 from stepup_helpers import job_step_up
 
 from dashboard.app import create_app
-from webplatform import calls, decisions, jobs, leases, ledger, runner, signing
-from webplatform.authority import seal_for
 from webplatform.canonical import args_digest
 from webplatform.cli.main import main as aat
 from webplatform.config import EXAMPLES_ROOT, Settings
+from webplatform.jobs import calls, decisions, leases
+from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
+from webplatform.process import runner
 from webplatform.registry import RegistryLoader, resolve_secrets
 from webplatform.store import Job, JobState, Surface, operators, session_scope, transact, utcnow
+from webplatform.trust import ledger, signing
+from webplatform.trust.authority import seal_for
 from webplatform.worker import Worker
 
 S = JobState

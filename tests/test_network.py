@@ -23,15 +23,15 @@ from pathlib import Path
 import pytest
 from workspaces import aat_home_beside
 
-from webplatform import confine, runner
-from webplatform.answers import Status
 from webplatform.config import Settings
-from webplatform.confine import landlock
-from webplatform.outcome import RunResult
+from webplatform.jobs.answers import Status
+from webplatform.jobs.services import Consent, request_run
 from webplatform.platform import Actor, Platform
+from webplatform.process import confine, runner
+from webplatform.process.confine import landlock
+from webplatform.process.outcome import RunResult
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import ToolSpec
-from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 
 NET = Path(__file__).parent / "tools" / "net"

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from webplatform import calls
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
+from webplatform.jobs import calls
 from webplatform.notifications import check_urls, clean, new_pending_notice, reminder_notice
 from webplatform.store import Job, JobState, Surface, transact, utcnow
 from webplatform.store.notices import claim_new_pending, claim_reminders

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from webplatform import decisions, previews
-from webplatform.answers import Answer, Status
 from webplatform.config import EXAMPLES_ROOT, Settings
+from webplatform.jobs import decisions, previews
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.services import Consent, request_run
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
 from webplatform.store import previews as preview_rows
 from webplatform.store import queries
 from webplatform.store.models import JobPreview, Surface, utcnow

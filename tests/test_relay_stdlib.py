@@ -1,4 +1,4 @@
-"""`aat mcp --url`'s HTTP side (`webplatform.mcp.upstream`), on the standard library alone."""
+"""`aat mcp --url`'s HTTP side (`mcp.transports.upstream`), on the standard library alone."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import subprocess
 import sys
 from typing import Any, cast
 
-from webplatform.mcp import upstream
+from webplatform.mcp.transports import upstream
 
 
 def test_the_url_mode_loads_only_the_standard_library() -> None:
     code = (
-        "import sys, webplatform.cli, webplatform.cli.remote, webplatform.mcp.relay; "
+        "import sys, webplatform.cli, webplatform.cli.remote, webplatform.mcp.transports.relay; "
         "print(sorted(m.split('.')[0] for m in sys.modules))"
     )
     done = subprocess.run(

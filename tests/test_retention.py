@@ -17,15 +17,17 @@ from sqlalchemy import Engine, event, update
 from sqlmodel import Session, col, select
 
 from dashboard.app import create_app
-from webplatform import calls, housekeeping, jobs, leases
-from webplatform.authority import seal_for
+from webplatform import housekeeping
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
+from webplatform.jobs import calls, leases
+from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
 from webplatform.registry import RegistryLoader, resolve_secrets
-from webplatform.signing import DecisionSigner
 from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope, transact
 from webplatform.store.models import utcnow
+from webplatform.trust.authority import seal_for
+from webplatform.trust.signing import DecisionSigner
 from webplatform.worker import Worker
 
 S = JobState

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from webplatform import launch, runner
 from webplatform.config import EXAMPLES_ROOT
-from webplatform.outcome import RunResult
+from webplatform.process import launch, runner
+from webplatform.process.outcome import RunResult
 from webplatform.registry.model import ActionSpec, ArgSpec, ToolSpec
 
 TOOLS = Path(__file__).parent / "tools"

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from webplatform import decisions
-from webplatform.answers import Status
 from webplatform.config import Settings
+from webplatform.jobs import decisions
+from webplatform.jobs.answers import Status
+from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.tracking import job_answer
 from webplatform.mcp.results import answer_result
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
-from webplatform.tracking import job_answer
 
 TESTS_ROOT = Path(__file__).parent  # tests/tools/* is a registry root of fixture tools
 AGENT = Actor(surface=Surface.mcp_stdio, client="test-agent")

@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 from stepup_helpers import job_step_up, password_step_up
 
-from webplatform import decisions, jobs
-from webplatform.answers import Answer, Status
 from webplatform.config import Settings
+from webplatform.jobs import decisions
+from webplatform.jobs import states as jobs
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.tracking import job_answer, wait_for_job
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
-from webplatform.stepup import StepUp
 from webplatform.store.engine import session_scope
 from webplatform.store.models import JobState, Surface
-from webplatform.tracking import job_answer, wait_for_job
+from webplatform.trust.stepup import StepUp
 from webplatform.worker import make_worker
 
 AGENT = Actor(surface=Surface.mcp_stdio, client="test-agent")

@@ -11,7 +11,8 @@ def test_the_in_process_bridge_loads_no_other_command_nor_the_chat_surface() -> 
     # The modules `aat mcp` (generic surface, no server running) imports to answer.
     code = (
         "import sys, webplatform.cli, webplatform.cli.main, webplatform.cli.daemons, "
-        "webplatform.mcp.stdio, webplatform.mcp.server; print(json.dumps(sorted(sys.modules)))"
+        "webplatform.mcp.transports.stdio, webplatform.mcp.server; "
+        "print(json.dumps(sorted(sys.modules)))"
     )
     done = subprocess.run(
         [sys.executable, "-c", f"import json; {code}"],

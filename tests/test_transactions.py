@@ -11,10 +11,11 @@ import pytest
 from sqlalchemy.exc import OperationalError
 from stepup_helpers import job_step_up
 
-from webplatform import decisions, jobs
 from webplatform.config import Settings
+from webplatform.jobs import decisions
+from webplatform.jobs import states as jobs
+from webplatform.jobs.services import Consent, request_run
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
 from webplatform.store import engine as engine_module
 from webplatform.store import session_scope
 from webplatform.store.models import JobState, Surface

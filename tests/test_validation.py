@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from webplatform.registry.model import ActionSpec, ArgSpec
-from webplatform.validation import SECRET_MASK, mask_secrets, parse_text_args, validate_args
+from webplatform.registry.validation import (
+    SECRET_MASK,
+    mask_secrets,
+    parse_text_args,
+    validate_args,
+)
 
 ACTION = ActionSpec(
     name="read-sheet",

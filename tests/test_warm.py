@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from test_runner import TOOLS, load_tool, wait_dead
 
-from webplatform import confine, runner, warm
-from webplatform.outcome import RunResult
+from webplatform.process import confine, runner, warm
+from webplatform.process.outcome import RunResult
 
 TESTS = TOOLS.parent
 # What differs call by call however the tool runs: its ids and its fresh scratch folder.

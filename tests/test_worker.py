@@ -11,11 +11,14 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from webplatform import calls, jobs, leases, runner, signing
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
+from webplatform.jobs import calls, leases
+from webplatform.jobs import states as jobs
+from webplatform.process import runner
 from webplatform.registry import RegistryLoader, resolve_secrets
 from webplatform.store import Job, JobState, Surface, session_scope, transact
+from webplatform.trust import signing
 from webplatform.worker import Worker
 
 S = JobState

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from workspaces import aat_home_beside
 
-from webplatform import confine
-from webplatform.answers import Answer, Status
 from webplatform.config import Settings
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
+from webplatform.process import confine
 from webplatform.store.models import Surface
-from webplatform.tracking import job_answer
 
 TESTS = Path(__file__).resolve().parent
 USER_HOME = Path(pwd.getpwuid(os.getuid()).pw_dir).resolve()

@@ -32,8 +32,10 @@ from typing import Literal
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from webplatform import jobs, leases, notifications
+from webplatform import notifications
 from webplatform.config import Settings
+from webplatform.jobs import leases
+from webplatform.jobs import states as jobs
 from webplatform.store.deadlines import next_deadlines
 from webplatform.store.engine import transact
 from webplatform.store.heartbeats import beat_all, prune_heartbeats

@@ -3,8 +3,8 @@
 A claim moves the job to `running` with a lease that the worker renews while the subprocess
 runs. A worker that dies stops renewing; any worker's housekeeping then marks the job `lost`,
 and nothing ever runs it again. Before the subprocess starts, the worker checks the
-approval's signature (`webplatform.signing`), records the decision in this host's ledger of
-started decisions (`webplatform.ledger`, which refuses one it has seen or one too old), and
+approval's signature (`webplatform.trust.signing`), records the decision in this host's ledger of
+started decisions (`webplatform.trust.ledger`, which refuses one it has seen or one too old), and
 re-checks the stored arguments against the digest the operator approved. `start_claimed` is
 that one door: every run of an approved job passes it.
 
@@ -28,18 +28,20 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-from webplatform import jobs, leases, signing
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
-from webplatform.execution import RunFn, execute, finish_job
 from webplatform.housekeeping import Housekeeper
-from webplatform.ledger import DecisionLedger, ledger_for, max_age_s
+from webplatform.jobs import leases
+from webplatform.jobs import states as jobs
+from webplatform.jobs.execution import RunFn, execute, finish_job
 from webplatform.registry.model import ActionSpec, Registry, ToolSpec
 from webplatform.store.audit import record_event
 from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
 from webplatform.store.notify import JobNotifications, StopEvent
 from webplatform.store.transitions import call_detail
+from webplatform.trust import signing
+from webplatform.trust.ledger import DecisionLedger, ledger_for, max_age_s
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +262,7 @@ class Worker:
 
 
 class PlatformLike(Protocol):
-    """What `make_worker` needs from `webplatform.services.Platform` (a sibling layer)."""
+    """What `make_worker` needs from `webplatform.jobs.services.Platform` (a sibling layer)."""
 
     @property
     def engine(self) -> Engine: ...
@@ -274,7 +276,7 @@ def make_worker(
 ) -> Worker:
     """A worker wired to the real registry loader, runner and secret store (`housekeeping`:
     see `Worker`)."""
-    from webplatform import runner
+    from webplatform.process import runner
     from webplatform.registry import resolve_secrets
 
     return Worker(

@@ -34,12 +34,12 @@ from dashboard.deps import (
 )
 from dashboard.render import Pages
 from dashboard.urls import url_for
-from webplatform import changes
-from webplatform.authority import report_forged, seal_for
 from webplatform.platform import Platform
-from webplatform.stepup import Change, StepUp, StepUpMismatch
 from webplatform.store import operators
 from webplatform.store import passkeys as store
+from webplatform.trust import changes
+from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.stepup import Change, StepUp, StepUpMismatch
 
 router = APIRouter()
 DONE = {

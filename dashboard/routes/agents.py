@@ -23,11 +23,11 @@ from dashboard.deps import (
     RelyingPartyDep,
 )
 from dashboard.render import Pages
-from webplatform import changes
-from webplatform.authority import report_forged, seal_for
 from webplatform.platform import Platform
-from webplatform.stepup import Change, StepUpMismatch
 from webplatform.store import agents
+from webplatform.trust import changes
+from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.stepup import Change, StepUpMismatch
 
 router = APIRouter()
 

@@ -28,12 +28,13 @@ from dashboard.deps import (
 from dashboard.render import Pages, is_htmx
 from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
-from webplatform import edits, jobs
-from webplatform.answers import Answer
+from webplatform.jobs import edits
+from webplatform.jobs import states as jobs
+from webplatform.jobs.answers import Answer
 from webplatform.platform import Platform
-from webplatform.stepup import StepUpMismatch
+from webplatform.registry.validation import parse_text_args
 from webplatform.store.models import Job, JobState
-from webplatform.validation import parse_text_args
+from webplatform.trust.stepup import StepUpMismatch
 
 router = APIRouter()
 

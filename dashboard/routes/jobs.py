@@ -1,6 +1,6 @@
 """Job history, one job's page, and the decisions taken on it (approve, deny, re-run).
 
-Deciding goes only through `webplatform.decisions`, which compares-and-sets in the database:
+Deciding goes only through `webplatform.jobs.decisions`, which compares-and-sets in the database:
 of two operators clicking at once, one wins and the other is told who decided.
 """
 
@@ -28,10 +28,11 @@ from dashboard.deps import (
 from dashboard.render import Pages, is_htmx
 from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
-from webplatform import decisions, jobs
+from webplatform.jobs import decisions
+from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
-from webplatform.stepup import StepUpMismatch
 from webplatform.store.models import Job, JobState, Surface
+from webplatform.trust.stepup import StepUpMismatch
 
 router = APIRouter()
 NOTICES = {

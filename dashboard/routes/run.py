@@ -24,13 +24,13 @@ from dashboard.deps import (
     RunnableDep,
 )
 from dashboard.urls import url_for
-from webplatform import gate
-from webplatform.answers import Status
 from webplatform.canonical import args_digest
-from webplatform.policy import policy_for
+from webplatform.jobs.answers import Status
+from webplatform.jobs.services import Consent, request_run
 from webplatform.registry import ActionSpec
-from webplatform.services import Consent, request_run
-from webplatform.validation import parse_text_args
+from webplatform.registry.validation import parse_text_args
+from webplatform.trust import gate
+from webplatform.trust.policy import policy_for
 
 router = APIRouter()
 

@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 
 from dashboard import passkeys
 from dashboard.deps import OperatorDep, PlatformDep, RelyingPartyDep
-from webplatform.stepup import Change, change_digest
+from webplatform.trust.stepup import Change, change_digest
 
 router = APIRouter()
 PURPOSES = ("approve", "run", "change")

@@ -7,13 +7,13 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from webplatform.answers import Answer
-from webplatform.authority import seal_for
+from webplatform.jobs.answers import Answer
+from webplatform.jobs.services import Consent, request_run
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface
+from webplatform.trust.authority import seal_for
 
 BASE = "http://127.0.0.1:8000"
 ORIGIN = {"Origin": BASE}

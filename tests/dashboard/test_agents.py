@@ -9,12 +9,12 @@ import re
 from dash_helpers import ORIGIN, PASSWORD, csrf
 from fastapi.testclient import TestClient
 
-from webplatform.authority import seal_for
+from webplatform.jobs.services import Consent, request_run
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
 from webplatform.store import agents
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface
+from webplatform.trust.authority import seal_for
 
 
 def _mint(client: TestClient, name: str, password: str = PASSWORD) -> tuple[int, str]:

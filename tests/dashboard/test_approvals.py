@@ -8,13 +8,13 @@ import pytest
 from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf, log_in, queue_send
 from fastapi.testclient import TestClient
 
-from webplatform import jobs
-from webplatform.answers import Status
+from webplatform.jobs import states as jobs
+from webplatform.jobs.answers import Status
+from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor
-from webplatform.services import Consent, request_run
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface, utcnow
-from webplatform.tracking import job_answer
 
 
 def _job(platform, job_id):

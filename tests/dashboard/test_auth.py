@@ -10,10 +10,10 @@ from fastapi.testclient import TestClient
 
 from dashboard.app import create_app
 from dashboard.setup import print_setup_link
-from webplatform.authority import seal_for
 from webplatform.platform import Platform
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
+from webplatform.trust.authority import seal_for
 
 PAGES = [
     "/",

@@ -26,9 +26,8 @@ from sqlmodel import select
 from webauthn.helpers import bytes_to_base64url
 
 from dashboard.setup import SETUP_TOKEN_KEY, print_setup_link
-from webplatform import decisions, jobs
-from webplatform.authority import seal_for
-from webplatform.stepup import StepUp, StepUpMethod
+from webplatform.jobs import decisions
+from webplatform.jobs import states as jobs
 from webplatform.store.engine import session_scope
 from webplatform.store.models import (
     AgentToken,
@@ -41,6 +40,8 @@ from webplatform.store.models import (
 )
 from webplatform.store.passwords import hash_password
 from webplatform.store.seals import FORGED_EVENT, sign_row
+from webplatform.trust.authority import seal_for
+from webplatform.trust.stepup import StepUp, StepUpMethod
 
 LOCAL = "http://localhost:8000"  # the passkeys' relying party
 LOCAL_ORIGIN = {"Origin": LOCAL}

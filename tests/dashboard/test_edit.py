@@ -19,18 +19,20 @@ from sqlmodel import col, select
 from stepup_helpers import job_step_up
 
 from dashboard.app import create_app
-from webplatform import decisions, edits, jobs, runner
-from webplatform.answers import Answer, Status
-from webplatform.authority import seal_for
 from webplatform.config import EXAMPLES_ROOT, Settings
+from webplatform.jobs import decisions, edits
+from webplatform.jobs import states as jobs
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
+from webplatform.process import runner
 from webplatform.registry import RegistryLoader, resolve_secrets
-from webplatform.services import Consent, request_run
-from webplatform.stepup import StepUp, StepUpMethod
 from webplatform.store.agents import add_agent
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Job, JobState, Surface
-from webplatform.tracking import job_answer
+from webplatform.trust.authority import seal_for
+from webplatform.trust.stepup import StepUp, StepUpMethod
 from webplatform.worker import Worker
 
 EDITED = {"to": "carol@example.org", "subject": "edited subject", "body": "edited body"}

@@ -11,8 +11,8 @@ import pytest
 from dash_helpers import queue_send
 from fastapi.testclient import TestClient
 
+from webplatform.jobs.services import Consent, request_run
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 
 WARNING = "invisible or direction-changing characters"

@@ -9,18 +9,19 @@ import pytest
 from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf, queue_send
 from fastapi.testclient import TestClient
 
-from webplatform import jobs, runner
-from webplatform.answers import Status
-from webplatform.authority import seal_for
 from webplatform.config import EXAMPLES_ROOT
+from webplatform.jobs import states as jobs
+from webplatform.jobs.answers import Status
+from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
+from webplatform.process import runner
 from webplatform.registry import RegistryLoader, resolve_secrets
-from webplatform.services import Consent, request_run
 from webplatform.store import operators
 from webplatform.store.agents import add_agent
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Job, JobState, Surface
-from webplatform.tracking import job_answer
+from webplatform.trust.authority import seal_for
 from webplatform.worker import Worker
 
 

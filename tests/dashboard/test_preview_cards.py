@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 
 from dashboard.app import create_app
 from webplatform.config import EXAMPLES_ROOT, Settings
+from webplatform.jobs.services import Consent, request_run
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
 from webplatform.store import previews as preview_rows
 from webplatform.store.models import JobPreview, Surface, utcnow
 

@@ -8,7 +8,7 @@ import io
 from dash_helpers import ORIGIN, PASSWORD, csrf, queue_send
 from openpyxl import load_workbook
 
-from webplatform import jobs
+from webplatform.jobs import states as jobs
 from webplatform.store.engine import session_scope
 
 

@@ -9,7 +9,7 @@ from dash_helpers import BASE, ORIGIN, PASSWORD, csrf, queue_send
 from fastapi.testclient import TestClient
 
 from dashboard.app import create_app
-from webplatform import jobs
+from webplatform.jobs import states as jobs
 from webplatform.store.engine import session_scope
 from webplatform.store.models import JobState
 

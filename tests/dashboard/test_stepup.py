@@ -9,10 +9,11 @@ from dash_helpers import ORIGIN, PASSWORD, csrf, queue_send
 from sqlmodel import select
 from stepup_helpers import job_step_up
 
-from webplatform import decisions, jobs
-from webplatform.stepup import StepUpMismatch
+from webplatform.jobs import decisions
+from webplatform.jobs import states as jobs
 from webplatform.store.engine import session_scope
 from webplatform.store.models import AuditEvent, JobState
+from webplatform.trust.stepup import StepUpMismatch
 
 
 def _job(platform, job_id):

@@ -9,7 +9,7 @@ import pytest
 from example_support import RunExample, load_example
 from workspaces import aat_home_beside
 
-from webplatform import confine, outcome, runner
+from webplatform.process import confine, outcome, runner
 
 
 @pytest.fixture

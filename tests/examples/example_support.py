@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import yaml
 
-from webplatform import outcome
 from webplatform.config import EXAMPLES_ROOT
+from webplatform.process import outcome
 from webplatform.registry.model import ActionSpec, ArgSpec, ToolSpec
 
 RunExample = Callable[..., outcome.RunResult]

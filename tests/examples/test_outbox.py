@@ -9,7 +9,7 @@ from pathlib import Path
 
 from example_support import RunExample, load_example
 
-from webplatform import runner
+from webplatform.process import runner
 
 
 def test_send_writes_exactly_one_file_per_message(run_example: RunExample, home: Path) -> None:

@@ -27,7 +27,7 @@ from webplatform.config import EXAMPLES_ROOT
 from webplatform.registry import RegistryLoader
 from webplatform.registry.manifest import load_manifest
 from webplatform.registry.model import ARG_TYPES, ActionSpec, ArgSpec
-from webplatform.validation import parse_text_args, validate_args
+from webplatform.registry.validation import parse_text_args, validate_args
 
 VALID = """\
 name: fuzzed

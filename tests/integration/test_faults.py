@@ -34,13 +34,13 @@ from serving import free_port
 from sqlmodel import select
 from stepup_helpers import job_step_up, password_step_up
 
-from webplatform import decisions
-from webplatform.answers import Status
-from webplatform.authority import seal_for
 from webplatform.config import Settings
+from webplatform.jobs import decisions
+from webplatform.jobs.answers import Status
+from webplatform.jobs.services import Consent, request_run
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
 from webplatform.store import AuditEvent, JobState, Surface, operators, session_scope
+from webplatform.trust.authority import seal_for
 
 S = JobState
 PASSWORD = "correct horse battery"
@@ -226,10 +226,10 @@ WRITER = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from webplatform import jobs
+    from webplatform.jobs import states as jobs
     from webplatform.config import get_settings
     from webplatform.platform import Actor, Platform
-    from webplatform.services import Consent, request_run
+    from webplatform.jobs.services import Consent, request_run
     from webplatform.store import Surface, transact
 
     name, count, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])

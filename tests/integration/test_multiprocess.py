@@ -23,12 +23,12 @@ from serving import free_port
 from sqlmodel import col, func, select
 from stepup_helpers import password_step_up
 
-from webplatform.answers import Status
-from webplatform.authority import seal_for
 from webplatform.config import Settings
+from webplatform.jobs.answers import Status
+from webplatform.jobs.services import Consent, request_run
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
 from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope
+from webplatform.trust.authority import seal_for
 
 JOBS = 500
 PASSWORD = "correct horse battery"

@@ -31,12 +31,12 @@ from mcp_helpers import approve
 from serving import aat_serve, free_port
 from sqlmodel import select
 
-from webplatform.answers import IN_PROGRESS
 from webplatform.config import Settings
+from webplatform.jobs.answers import IN_PROGRESS
+from webplatform.jobs.tracking import pending_for
 from webplatform.platform import Platform
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Job
-from webplatform.tracking import pending_for
 
 NODE_BIN = Path(__file__).parent / "node" / "node_modules" / ".bin"
 SEND = {

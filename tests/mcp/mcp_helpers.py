@@ -20,11 +20,13 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from stepup_helpers import job_step_up
 
-from webplatform import decisions, jobs, runner
 from webplatform.config import Settings
+from webplatform.jobs import decisions
+from webplatform.jobs import states as jobs
 from webplatform.mcp import approvals, build_server, create_mcp_app, waiting
-from webplatform.mcp.http import create_chat_mcp_app
+from webplatform.mcp.transports.http import create_chat_mcp_app
 from webplatform.platform import Platform
+from webplatform.process import runner
 from webplatform.registry import resolve_secrets
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface

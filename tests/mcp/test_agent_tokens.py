@@ -15,11 +15,8 @@ from pydantic import SecretStr
 from sqlalchemy import text
 from sqlmodel import select
 
-from webplatform import changes
-from webplatform.authority import seal_for
 from webplatform.config import Settings
 from webplatform.platform import Platform
-from webplatform.stepup import Change, StepUp, StepUpMethod, change_digest
 from webplatform.store import AuditEvent, Job, JobState, session_scope, utcnow
 from webplatform.store.agents import (
     AgentTokenError,
@@ -30,6 +27,9 @@ from webplatform.store.agents import (
 )
 from webplatform.store.operators import add_operator
 from webplatform.store.seals import FORGED_EVENT
+from webplatform.trust import changes
+from webplatform.trust.authority import seal_for
+from webplatform.trust.stepup import Change, StepUp, StepUpMethod, change_digest
 
 pytestmark = pytest.mark.anyio
 

@@ -15,13 +15,13 @@ from mcp_helpers import approve, body, connect, deny, later, later_when, make_pl
 from mcp_types import ServerNotification
 
 from webplatform.config import Settings
+from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.tracking import pending_for
 from webplatform.mcp import approvals
 from webplatform.mcp.approvals import pending_body
 from webplatform.mcp.naming import PENDING_APPROVALS_URI
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
-from webplatform.tracking import pending_for
 from webplatform.worker import Worker
 
 pytestmark = pytest.mark.anyio

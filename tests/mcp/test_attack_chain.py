@@ -22,11 +22,11 @@ import pytest
 from mcp_helpers import body, connect, make_platform
 from sqlmodel import text
 
-from webplatform import signing
 from webplatform.config import EXAMPLES_ROOT
+from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Platform
 from webplatform.store.engine import session_scope
-from webplatform.tracking import job_answer
+from webplatform.trust import signing
 from webplatform.worker import Worker
 
 pytestmark = pytest.mark.anyio

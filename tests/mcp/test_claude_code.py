@@ -45,9 +45,9 @@ from serving import aat_serve, free_port
 from sqlmodel import Session, select
 
 from webplatform.config import Settings
+from webplatform.jobs.withdrawal import DECLINED_IN_CLIENT
 from webplatform.store import make_engine
 from webplatform.store.models import Job, JobState
-from webplatform.withdrawal import DECLINED_IN_CLIENT
 
 pytestmark = [
     pytest.mark.integration,

@@ -14,11 +14,11 @@ from mcp.client.context import ClientRequestContext
 from mcp_helpers import body, connect, later, later_when, make_platform
 from mcp_types import ElicitRequestParams, ElicitResult
 
-from webplatform import edits
-from webplatform.answers import Answer
+from webplatform.jobs import edits
+from webplatform.jobs.answers import Answer
+from webplatform.jobs.tracking import pending_for
 from webplatform.platform import Platform
-from webplatform.stepup import StepUp, StepUpMethod
-from webplatform.tracking import pending_for
+from webplatform.trust.stepup import StepUp, StepUpMethod
 from webplatform.worker import Worker
 
 pytestmark = pytest.mark.anyio

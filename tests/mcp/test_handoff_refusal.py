@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import webplatform
-from webplatform import handoff
 from webplatform.config import Settings
-from webplatform.mcp.local import _read_hello, refusal
+from webplatform.mcp.transports import handoff
+from webplatform.mcp.transports.local import _read_hello, refusal
 
 
 def _hello(env: dict[str, str]) -> dict[str, object]:

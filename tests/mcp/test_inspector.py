@@ -22,12 +22,12 @@ import pytest
 from serving import aat_serve, free_port
 from sqlmodel import Session
 
-from webplatform import decisions
 from webplatform.config import Settings
+from webplatform.jobs import decisions
+from webplatform.jobs.tracking import pending_for
 from webplatform.platform import Platform
 from webplatform.store import make_engine
 from webplatform.store.models import Job, JobState, Surface
-from webplatform.tracking import pending_for
 
 pytestmark = pytest.mark.integration
 

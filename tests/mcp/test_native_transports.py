@@ -23,8 +23,8 @@ from test_native_waiting import (
     job_page,
 )
 
+from webplatform.jobs.tracking import job_state
 from webplatform.platform import Platform
-from webplatform.tracking import job_state
 from webplatform.worker import Worker
 
 pytestmark = pytest.mark.anyio

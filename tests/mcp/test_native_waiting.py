@@ -28,13 +28,13 @@ from mcp_types import (
 )
 from sqlmodel import select
 
-from webplatform import withdrawal
-from webplatform.answers import Answer, Status
+from webplatform.jobs import withdrawal
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.tracking import job_state, pending_for
 from webplatform.mcp import native
 from webplatform.platform import Platform
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Job
-from webplatform.tracking import job_state, pending_for
 from webplatform.worker import Worker
 
 pytestmark = pytest.mark.anyio

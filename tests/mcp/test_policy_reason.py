@@ -10,10 +10,10 @@ from fastapi.testclient import TestClient
 from mcp_helpers import approve, body, connect, make_platform
 
 from dashboard.app import create_app
-from webplatform.authority import seal_for
 from webplatform.platform import Platform
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
+from webplatform.trust.authority import seal_for
 
 pytestmark = pytest.mark.anyio
 BASE = "http://127.0.0.1:8000"

@@ -11,8 +11,8 @@ import pytest
 from mcp import Client
 from mcp_helpers import aat_mcp_process, body
 
-from webplatform import previews
 from webplatform.config import EXAMPLES_ROOT, Settings
+from webplatform.jobs import previews
 from webplatform.platform import Platform
 from webplatform.store import previews as preview_rows
 

@@ -23,11 +23,11 @@ import pytest
 from workspaces import aat_home_beside
 
 import webplatform
-from webplatform import handoff
 from webplatform.config import Settings
-from webplatform.mcp.local import local_sessions, refusal
+from webplatform.jobs.services import Consent, request_run
+from webplatform.mcp.transports import handoff
+from webplatform.mcp.transports.local import local_sessions, refusal
 from webplatform.platform import Actor, Platform
-from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 
 pytestmark = pytest.mark.anyio
@@ -129,7 +129,7 @@ async def test_a_tool_in_its_namespaces_does_not_see_the_relay(
     served: tuple[Platform, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
     platform, path = served
-    with caplog.at_level(logging.WARNING, logger="webplatform.mcp.local"):
+    with caplog.at_level(logging.WARNING, logger="webplatform.mcp.transports.local"):
         result = await anyio.to_thread.run_sync(_relay_from_a_tool, platform)
     # AAT_HOME is not in the tool's view: neither the secret nor the socket is there.
     assert result == {
@@ -145,7 +145,7 @@ async def test_a_tool_with_landlock_alone_reaches_the_relay_and_gets_no_session(
 ) -> None:
     """Landlock does not govern connecting to a socket by its path: the secret refuses it."""
     platform, _path = served_landlock_alone
-    with caplog.at_level(logging.WARNING, logger="webplatform.mcp.local"):
+    with caplog.at_level(logging.WARNING, logger="webplatform.mcp.transports.local"):
         result = await anyio.to_thread.run_sync(_relay_from_a_tool, platform)
     assert result["secret"] == "Permission denied"  # confinement never grants AAT_HOME/run
     assert result["answer"] == ""  # not even a refusal to read

@@ -22,13 +22,13 @@ from sqlmodel import select
 from test_edit_waiting import edit_first_pending
 from test_native_waiting import SEND, all_jobs, job_page
 
-from webplatform import withdrawal
+from webplatform.jobs import withdrawal
+from webplatform.jobs.tracking import job_state, pending_for
 from webplatform.mcp import build_server, tasks
 from webplatform.platform import Platform
 from webplatform.store.audit import audit_events
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Job, JobState, Surface
-from webplatform.tracking import job_state, pending_for
 from webplatform.worker import Worker
 
 pytestmark = pytest.mark.anyio

@@ -10,9 +10,9 @@ from mcp_helpers import aat_mcp_process, approve, serve_mcp
 from test_native_waiting import SEND, all_jobs
 from test_tasks import MODERN, poll_until_done
 
+from webplatform.jobs.tracking import pending_for
 from webplatform.platform import Platform
 from webplatform.store.models import JobState
-from webplatform.tracking import pending_for
 from webplatform.worker import Worker
 
 pytestmark = pytest.mark.anyio

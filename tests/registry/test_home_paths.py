@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from webplatform import confine
+from webplatform.process import confine
 from webplatform.registry.model import ToolSpec
 
 if TYPE_CHECKING:

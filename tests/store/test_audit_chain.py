@@ -19,9 +19,10 @@ import pytest
 from sqlalchemy import Engine, text, update
 from sqlmodel import col
 
-from webplatform import calls, jobs, leases
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
+from webplatform.jobs import calls, leases
+from webplatform.jobs import states as jobs
 from webplatform.store import Job, JobState, Surface, session_scope, transact, utcnow
 from webplatform.store.audit import record_event
 from webplatform.store.audit_chain import verify_chain

@@ -17,12 +17,16 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 from workspaces import aat_home_beside
 
-from webplatform import calls, inotify, jobs, runner, signing
+from webplatform import inotify
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
+from webplatform.jobs import calls
+from webplatform.jobs import states as jobs
+from webplatform.process import runner
 from webplatform.registry import RegistryLoader, resolve_secrets
 from webplatform.store import JobState, Surface, make_engine, session_scope, transact
 from webplatform.store.notify import JobNotifications, StopEvent
+from webplatform.trust import signing
 from webplatform.worker import Worker
 
 SEND = {"to": "ops@example.org", "subject": "wake up", "body": "hi"}
@@ -148,7 +152,8 @@ def test_an_idle_worker_on_postgresql_runs_an_approval_at_once(pg_settings: Sett
 _APPROVE_ELSEWHERE = """
 import sys
 from pathlib import Path
-from webplatform import jobs, signing
+from webplatform.jobs import states as jobs
+from webplatform.trust import signing
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
 from webplatform.store import make_engine, transact

@@ -1,10 +1,10 @@
 """`aat`: start the dashboard, the MCP bridge and workers; run, check and configure.
 
 The command line itself is `webplatform.cli.main`. This entry point loads it only after
-`aat mcp` has tried to hand its session to a running `aat serve` (`webplatform.handoff`,
-standard library only), so a relayed `aat mcp` answers its client's first message at once
-instead of after a second of imports; `aat mcp --url` loads only its relay, which
-needs nothing beyond the standard library either.
+`aat mcp` has tried to hand its session to a running `aat serve`
+(`webplatform.mcp.transports.handoff`, standard library only), so a relayed `aat mcp` answers
+its client's first message at once instead of after a second of imports; `aat mcp --url`
+loads only its relay, which needs nothing beyond the standard library either.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `aat` console script; returns the exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["mcp"]:
-        from webplatform import handoff
+        from webplatform.mcp.transports import handoff
 
         relayed = handoff.relay(args[1:])
         if relayed is not None:

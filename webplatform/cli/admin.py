@@ -95,9 +95,9 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
 
     Rows are signed with the decision key in `AAT_HOME` (this OS user holds it, and with it
     every power a dashboard step-up guards, so none is asked for here)."""
-    from webplatform.authority import OPERATORS_FILE, remember, seal_for
     from webplatform.platform import Platform
     from webplatform.store import operators
+    from webplatform.trust.authority import OPERATORS_FILE, remember, seal_for
 
     platform = Platform(settings_from(ns))
     seal = seal_for(platform)

@@ -11,9 +11,9 @@ from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_fr
 
 def cmd_agent(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Mint, list or revoke agent tokens; `add` prints the token, alone, on stdout."""
-    from webplatform.authority import TOKENS_FILE, remember, seal_for
     from webplatform.platform import Platform
     from webplatform.store import agents
+    from webplatform.trust.authority import TOKENS_FILE, remember, seal_for
 
     platform = Platform(settings_from(ns))
     seal = seal_for(platform)

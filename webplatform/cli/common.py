@@ -9,8 +9,8 @@ import threading
 import time
 from typing import Any
 
-from webplatform.answers import Answer, Status
 from webplatform.config import Settings, get_settings
+from webplatform.jobs.answers import Answer, Status
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -62,7 +62,7 @@ def say_confinement(settings: Settings, command: str, *, after_s: float = 0.0) -
     The check starts a short-lived process, so it runs beside the start, not before it, and
     `after_s` seconds in (`aat mcp` answers its first message first, SPEC §13).
     """
-    from webplatform import confine
+    from webplatform.process import confine
 
     fence = confine.Fence.from_settings(settings)
 

@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
-import sys
 import threading
-from typing import TYPE_CHECKING
 
 from webplatform.cli.common import (
-    EXIT_FAILED,
     EXIT_OK,
-    EXIT_USAGE,
     notify_refusal,
     say_confinement,
     settings_from,
 )
 from webplatform.config import get_settings
-
-if TYPE_CHECKING:
-    from webplatform.platform import Platform
 
 
 def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
@@ -52,7 +46,7 @@ def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
         from webplatform.cli.remote import mcp_url
 
         return mcp_url(url=ns.url, registry=ns.registry, db=ns.db, surface=ns.surface)
-    from webplatform.mcp.stdio import run_stdio
+    from webplatform.mcp.transports.stdio import run_stdio
 
     settings = settings_from(ns)
     say_confinement(settings, "aat mcp", after_s=1.0)
@@ -62,56 +56,11 @@ def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
 
 def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Serve the dashboard, `/mcp` and an embedded worker."""
-    import uvicorn
-
-    from dashboard.app import create_app
-    from dashboard.server import Server
-    from dashboard.setup import print_setup_link, setup_base_url
-    from webplatform.mcp.http import is_loopback
-    from webplatform.platform import Platform
-
-    settings = settings_from(ns)
-    if "dashboard_url" not in settings.model_fields_set:
-        # Links in MCP answers and notifications point at the port actually served, not at
-        # the default 8000, unless AAT_DASHBOARD_URL says where people reach it.
-        served = setup_base_url(settings, ns.host, ns.port)
-        settings = settings.model_copy(update={"dashboard_url": served})
+    # The dashboard sits above the platform: named here, at `aat serve` time, not imported.
+    serve = importlib.import_module("dashboard.serve")
+    settings = serve.served_settings(settings_from(ns), ns.host, ns.port)
     if (refused := notify_refusal(settings, "aat serve")) is not None:
         return refused
     say_confinement(settings, "aat serve")
-    platform = Platform(settings)
-    if (
-        not is_loopback(ns.host)
-        and not settings.mcp_token.get_secret_value()
-        and not _agent_tokens_exist(platform)
-    ):
-        print(
-            f"aat serve: refusing to listen on {ns.host} without a bearer token for /mcp; "
-            "mint an agent token (`aat agent add NAME`) or set AAT_MCP_TOKEN "
-            "(and AAT_ALLOWED_HOSTS for the dashboard's Host names)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    app = create_app(settings, platform=platform, embed_worker=not ns.no_worker, local_socket=True)
-    print_setup_link(settings, platform, host=ns.host, port=ns.port)
-    # uvicorn believes X-Forwarded-For from loopback unless told otherwise: only the proxies
-    # AAT_TRUSTED_PROXIES names may set the client address audit events and login limits see.
-    proxies = settings.trusted_proxy_list
-    config = uvicorn.Config(
-        app,
-        host=ns.host,
-        port=ns.port,
-        log_level="info",
-        proxy_headers=bool(proxies),
-        forwarded_allow_ips=proxies or None,
-    )
-    server = Server(config)
-    server.run()
-    return EXIT_OK if server.started else EXIT_FAILED
-
-
-def _agent_tokens_exist(platform: Platform) -> bool:
-    """True while an active agent token guards `/mcp` (see `webplatform.mcp.http.BearerGate`)."""
-    from webplatform.store import agents
-
-    return platform.transact(lambda s: agents.active_agents_exist(session=s), write=False)
+    code: int = serve.serve(settings, host=ns.host, port=ns.port, worker=not ns.no_worker)
+    return code

@@ -2,7 +2,7 @@
 
 No command here can approve a job: `aat run` of an irreversible action goes through the
 approval queue like any other request (an import-linter contract keeps this module away
-from `webplatform.decisions`).
+from `webplatform.jobs.decisions`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Kept apart from the rest of the command line (and from `webplatform.config`, which loads
 pydantic) so this mode starts with the standard library alone: the relay
-(`webplatform.mcp.relay`) reads the two variables it needs itself.
+(`webplatform.mcp.transports.relay`) reads the two variables it needs itself.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def mcp_url(
             "drop them (the server at the URL decides)\n"
         )
         return EXIT_USAGE
-    from webplatform.mcp.relay import run_relay
+    from webplatform.mcp.transports.relay import run_relay
 
     environ = os.environ
     return run_relay(

@@ -7,8 +7,8 @@ import getpass
 import sys
 from pathlib import Path
 
-from webplatform.answers import Answer, Status
 from webplatform.cli.common import print_answer, settings_from
+from webplatform.jobs.answers import Answer, Status
 from webplatform.registry.model import RunnableKind
 
 
@@ -37,11 +37,11 @@ def split_run_args(extra: list[str]) -> dict[str, str] | str:
 
 def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
     """Run one tool action from the command line and print its answer as JSON."""
-    from webplatform import previews, resolution, services
+    from webplatform.jobs import previews, resolution, services
+    from webplatform.jobs.tracking import wait_for_job
     from webplatform.platform import Actor, Platform
+    from webplatform.registry.validation import parse_text_args
     from webplatform.store.models import Surface
-    from webplatform.tracking import wait_for_job
-    from webplatform.validation import parse_text_args
 
     settings = settings_from(ns)
     platform = Platform(settings)

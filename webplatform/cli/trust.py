@@ -12,7 +12,7 @@ from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_fr
 
 def cmd_keys(ns: argparse.Namespace, _extra: list[str]) -> int:
     """`aat keys show`: the decision public key, for AAT_DECISION_PUBLIC_KEY on worker hosts."""
-    from webplatform import signing
+    from webplatform.trust import signing
 
     settings = settings_from(ns)
     private = settings.home / signing.PRIVATE_KEY_FILE

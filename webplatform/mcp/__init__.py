@@ -16,8 +16,8 @@ __all__ = ["build_server", "config_claude", "config_opencode", "create_mcp_app",
 
 _HOMES = {
     "build_server": "webplatform.mcp.server",
-    "run_stdio": "webplatform.mcp.stdio",
-    "create_mcp_app": "webplatform.mcp.http",
+    "run_stdio": "webplatform.mcp.transports.stdio",
+    "create_mcp_app": "webplatform.mcp.transports.http",
     "config_claude": "webplatform.mcp.client_config",
     "config_opencode": "webplatform.mcp.client_config",
 }

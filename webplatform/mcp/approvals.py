@@ -22,11 +22,10 @@ import anyio.to_thread
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ServerEvent
 
+from webplatform.jobs.tracking import pending_for, pending_of_client
+from webplatform.mcp.naming import PENDING_APPROVALS_URI
 from webplatform.platform import Platform
 from webplatform.store.models import Surface
-from webplatform.tracking import pending_for, pending_of_client
-
-from .naming import PENDING_APPROVALS_URI
 
 logger = logging.getLogger(__name__)
 

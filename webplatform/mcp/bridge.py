@@ -15,20 +15,19 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult
 
-from webplatform.answers import IN_PROGRESS, Answer, Status
+from webplatform.jobs.answers import IN_PROGRESS, Answer, Status
+from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.tracking import asked_by, job_answer, no_such_job, recent_of_requester
+from webplatform.jobs.withdrawal import DECLINED_IN_CLIENT, withdraw
+from webplatform.mcp import naming, native, tasks, waiting
+from webplatform.mcp.approvals import ApprovalWatcher
+from webplatform.mcp.discovery import discover
+from webplatform.mcp.protocol import progress_sender, raw_arguments, request_actor
+from webplatform.mcp.results import answer_result, plain_result, tool_result
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import ActionSpec, RunnableKind
-from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 from webplatform.suggest import did_you_mean
-from webplatform.tracking import asked_by, job_answer, no_such_job, recent_of_requester
-from webplatform.withdrawal import DECLINED_IN_CLIENT, withdraw
-
-from . import naming, native, tasks, waiting
-from .approvals import ApprovalWatcher
-from .discovery import discover
-from .protocol import progress_sender, raw_arguments, request_actor
-from .results import answer_result, plain_result, tool_result
 
 ToolFn = Callable[[Context], Coroutine[Any, Any, CallToolResult | InputRequiredResult]]
 

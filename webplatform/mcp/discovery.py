@@ -13,14 +13,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from webplatform import gate
-from webplatform.answers import Answer, Status
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.resolution import action_schema
+from webplatform.mcp import naming
 from webplatform.registry import secret_status
 from webplatform.registry.model import ActionSpec, Registry, SkillSpec, ToolSpec
-from webplatform.resolution import action_schema
 from webplatform.suggest import did_you_mean, word_set
-
-from . import naming
+from webplatform.trust import gate
 
 SEARCH_LIMIT = 50
 _PLACEHOLDER = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from . import protocol
+from webplatform.mcp import protocol
 
 CAPABILITIES: Final = "capabilities"
 RUN_TOOL: Final = "run_tool"

@@ -38,12 +38,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
 from mcp_types.version import is_version_at_least
 
-from webplatform.answers import Answer, Status
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.tracking import job_answer
+from webplatform.jobs.withdrawal import DECLINED_IN_CLIENT, withdraw
+from webplatform.mcp import waiting
 from webplatform.platform import Actor, Platform
-from webplatform.tracking import job_answer
-from webplatform.withdrawal import DECLINED_IN_CLIENT, withdraw
-
-from . import waiting
 
 logger = logging.getLogger(__name__)
 

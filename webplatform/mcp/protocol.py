@@ -21,14 +21,13 @@ from mcp_types import CallToolResult, ListToolsResult, ToolAnnotations
 from mcp_types import methods as wire_methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from webplatform.answers import Answer, Status
 from webplatform.canonical import canonical_json, sha256_hex
+from webplatform.jobs.answers import Answer, Status
+from webplatform.mcp import waiting
+from webplatform.mcp.results import answer_result
 from webplatform.platform import Actor
 from webplatform.store.models import Surface
 from webplatform.suggest import did_you_mean
-
-from . import waiting
-from .results import answer_result
 
 logger = logging.getLogger(__name__)
 

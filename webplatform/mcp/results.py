@@ -13,7 +13,7 @@ from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
-from webplatform.answers import NOT_ERRORS, Answer, Status
+from webplatform.jobs.answers import NOT_ERRORS, Answer, Status
 from webplatform.registry.model import ActionSpec
 
 # Argument names that, by convention, make a tool's answer smaller.

@@ -26,8 +26,7 @@ from mcp.server.request_state import AESGCMRequestStateCodec, RequestStateSecuri
 from mcp.shared.exceptions import MCPError
 
 from webplatform import keyfiles
-
-from .protocol import agent_name
+from webplatform.mcp.protocol import agent_name
 
 KEY_FILE = "mcp-state.key"
 KEY_BYTES = 32

@@ -1,4 +1,4 @@
-"""The MCP bridge: seven tools on `MCPServer`, every run through `webplatform.services`.
+"""The MCP bridge: seven tools on `MCPServer`, every run through `webplatform.jobs.services`.
 
 Protocol handling (eras, transports, JSON-RPC) is the SDK's; this module only maps MCP calls
 onto the platform and the platform's answers back onto MCP results. A tool problem (unknown
@@ -27,19 +27,18 @@ from mcp_types import (
 )
 
 import webplatform
-from webplatform.platform import Platform
-from webplatform.services import Consent
-from webplatform.store.models import Surface
-
-from . import naming, protocol, sealing
-from .approvals import ApprovalWatcher, pending_body
-from .bridge import Bridge, ToolFn
-from .protocol import (
+from webplatform.jobs.services import Consent
+from webplatform.mcp import naming, protocol, sealing
+from webplatform.mcp.approvals import ApprovalWatcher, pending_body
+from webplatform.mcp.bridge import Bridge, ToolFn
+from webplatform.mcp.protocol import (
     client_name,
     tools_digest,
     wire_tools_digest,
 )
-from .tasks import TasksExtension
+from webplatform.mcp.tasks import TasksExtension
+from webplatform.platform import Platform
+from webplatform.store.models import Surface
 
 logger = logging.getLogger(__name__)
 

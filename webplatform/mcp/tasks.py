@@ -39,15 +39,14 @@ from mcp_types import INVALID_PARAMS, CallToolRequestParams, CallToolResult, Req
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
-from webplatform import jobs
-from webplatform.answers import Answer, Status
+from webplatform.jobs import states as jobs
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.tracking import job_answer
+from webplatform.jobs.withdrawal import WITHDRAWN, withdraw
+from webplatform.mcp import naming
+from webplatform.mcp.protocol import agent_name, client_address, client_name
 from webplatform.platform import Actor, Platform
 from webplatform.store.models import Surface
-from webplatform.tracking import job_answer
-from webplatform.withdrawal import WITHDRAWN, withdraw
-
-from . import naming
-from .protocol import agent_name, client_address, client_name
 
 logger = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from webplatform.answers import Answer
+from webplatform.jobs.answers import Answer
+from webplatform.jobs.tracking import job_answer, job_state
 from webplatform.platform import Platform
 from webplatform.store.models import UNFINISHED_STATES
-from webplatform.tracking import job_answer, job_state
 
 PROGRESS_EVERY_S = 3.0
 # A state read is a sub-millisecond indexed lookup; polling often keeps approvals snappy.

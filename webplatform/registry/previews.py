@@ -16,7 +16,7 @@ from webplatform.registry.verbs import irreversible_verbs_in
 
 
 def is_irreversible(tool_name: str, action: ActionSpec) -> bool:
-    """The gate's rule (`webplatform.gate`), which the registry may not import."""
+    """The gate's rule (`webplatform.trust.gate`), which the registry may not import."""
     return bool(irreversible_verbs_in(tool_name, action.name)) or action.reversible is False
 
 

@@ -1,6 +1,6 @@
 """Storage: the tables, the engine and sessions, migrations, operators and their passwords.
 
-This package (with the data functions in `webplatform.jobs`) is the only place SQL is issued.
+This package (with the data functions in `webplatform.jobs.states`) is the only place SQL is issued.
 """
 
 from webplatform.store.engine import make_engine, migrate, session_scope, transact

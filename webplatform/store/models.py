@@ -1,6 +1,6 @@
 """The tables: jobs, their audit trail, operators and their sessions, heartbeats, settings.
 
-Only `webplatform.store` and the data functions built on it (`webplatform.jobs`) issue SQL;
+Only `webplatform.store` and the data functions built on it (`webplatform.jobs.states`) issue SQL;
 everything else passes these objects around.
 """
 
@@ -54,7 +54,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 class JobState(StrEnum):
-    """Where a job is in its life. Only `webplatform.jobs.LEGAL_MOVES` may change it."""
+    """Where a job is in its life. Only `webplatform.jobs.states.LEGAL_MOVES` may change it."""
 
     # Irreversible call waiting for an operator's decision in the dashboard.
     pending_approval = "pending_approval"
@@ -190,7 +190,7 @@ class Job(JobBase, table=True):
     # The pending job an operator edited into this one (SPEC §11, edit then approve): that
     # one ended denied, and the agent waiting on it follows this job instead.
     edited_from: int | None = Field(default=None, index=True)
-    # The dashboard's Ed25519 signature over the decision (webplatform.signing); a worker
+    # The dashboard's Ed25519 signature over the decision (webplatform.trust.signing); a worker
     # runs nothing whose approval does not verify.
     decision_signature: str | None = Field(default=None, sa_type=String(200))
     # When AAT_NOTIFY was told about this pending job, and reminded before its window
@@ -235,7 +235,7 @@ class JobPreview(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     # The preview's JSON answer, or (when it failed) the head of what it printed; secrets
-    # masked, at most `webplatform.previews.MAX_BYTES`.
+    # masked, at most `webplatform.jobs.previews.MAX_BYTES`.
     output: str | None = Field(default=None, sa_type=Text)
     error: str | None = Field(default=None, sa_type=Text)
     # Whether the preview printed more than was kept.

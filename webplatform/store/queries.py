@@ -1,4 +1,4 @@
-"""Job reads for pages and answers, and retention: no state moves here (see webplatform.jobs)."""
+"""Job reads for pages and answers, and retention: no state moves here (see `jobs.states`)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ authority; wherever authority is checked (login, step-up, decision, `/mcp`), a r
 signature does not verify counts as absent, and the audit trail says so once per row.
 
 This module says which bytes are signed and checks them; the key is loaded above the store
-(`webplatform.signing`), and rows without a signature from before the upgrade are adopted
-once (`webplatform.authority`).
+(`webplatform.trust.signing`), and rows without a signature from before the upgrade are adopted
+once (`webplatform.trust.authority`).
 """
 
 from __future__ import annotations

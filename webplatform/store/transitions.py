@@ -1,6 +1,6 @@
 """The compare-and-set at the heart of the job state machine, and its refusals.
 
-`webplatform.jobs` builds every operation (approve, claim, finish, ...) on `compare_and_set`
+`webplatform.jobs.states` builds every operation (approve, claim, finish, ...) on `compare_and_set`
 and re-exports LEGAL_MOVES and the exceptions; this module is only the SQL of a move.
 """
 

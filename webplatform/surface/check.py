@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from webplatform import gate
 from webplatform.registry.model import ActionSpec, ArgSpec, Registry
 from webplatform.suggest import did_you_mean
 from webplatform.surface.load import find_declaration, load_declaration
 from webplatform.surface.model import Declaration, Problem, PublishedArg, PublishedTool
 from webplatform.surface.names import NameTable, client_prefixes, name_room
+from webplatform.trust import gate
 
 _COMPARED = ("type", "required", "default", "enum")
 

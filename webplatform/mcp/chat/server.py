@@ -18,13 +18,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 
-from webplatform import gate
-from webplatform.answers import Answer, Status
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.services import Consent, request_run
 from webplatform.mcp import protocol, waiting
 from webplatform.mcp.results import answer_result
 from webplatform.platform import Platform
 from webplatform.registry.model import Registry
-from webplatform.services import Consent, request_run
 from webplatform.store.models import Surface
 from webplatform.surface import (
     Declaration,
@@ -35,6 +34,7 @@ from webplatform.surface import (
     load_and_check,
     tool_problems,
 )
+from webplatform.trust import gate
 
 SURFACE_VERSION_META_KEY = "aat/surfaceVersion"
 DEFAULT_INSTRUCTIONS = (

@@ -1,7 +1,7 @@
 """Signed authority rows: operators, passkeys, agent tokens and sessions carry aat's signature.
 
 Rows from before this revision have none; `aat serve` or the command line signs them once
-(`webplatform.authority.adopt_unsigned`), and ends the unsigned sessions.
+(`webplatform.trust.authority.adopt_unsigned`), and ends the unsigned sessions.
 
 Revision ID: 0010
 Revises: 0009

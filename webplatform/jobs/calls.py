@@ -1,0 +1,181 @@
+"""Recording a new job: a requested call becomes a row in its first state, with audit events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, ClassVar
+
+from sqlalchemy import insert
+from sqlmodel import Session, col, update
+
+from webplatform.canonical import args_digest, canonical_json
+from webplatform.store.audit import record_event
+from webplatform.store.models import Job, JobState, Surface, utcnow
+from webplatform.store.notify import notify_job
+from webplatform.store.transitions import DigestMismatch, IllegalMove, call_detail
+from webplatform.trust.signing import DecisionSigner, decision_of
+
+S = JobState
+_INSERT_JOB = insert(Job)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One requested call as it is recorded: what runs, with which arguments, and who asked.
+
+    `args` are stored as given (secrets already masked) and `digest` must be
+    `args_digest(kind, name, action, args)` over exactly those args, since the worker
+    re-checks it from the stored row before running.
+    """
+
+    kind: str
+    name: str
+    action: str
+    args: dict[str, Any]
+    digest: str
+    irreversible: bool
+    surface: Surface
+    client: str | None = None
+    requested_by: str | None = None
+    # What vouched for `requested_by` ("token", "login"); None: the client's own word.
+    requester_proof: str | None = None
+    address: str | None = None
+    rerun_of: int | None = None
+    # The pending job this call replaces, edited by an operator (its args are the edit).
+    edited_from: int | None = None
+    # The approval policy the job keeps (SPEC §11): how many distinct operators must
+    # approve, whether the operator who asked may be one of them, and who that operator is.
+    approvals_required: int = 1
+    self_approval: bool = True
+    asked_by_operator: str | None = None
+    # Why the agent asked, in its own words.
+    agent_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Start in `pending_approval`, waiting for an operator; expire after `ttl_s` (None: never)."""
+
+    state: ClassVar[JobState] = JobState.pending_approval
+    ttl_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Approved:
+    """Start `approved`: an operator ran it from the dashboard after confirming.
+
+    `step_up` names the proof they gave, for the audit trail; the decision is signed with
+    the dashboard's key (`signer`).
+    """
+
+    state: ClassVar[JobState] = JobState.approved
+    decided_by: str
+    signer: DecisionSigner
+    step_up: str | None = None
+
+
+@dataclass(frozen=True)
+class Running:
+    """Start `running`: a reversible call run inline by the requester.
+
+    The requester must renew the lease while it runs, or the job is reaped as lost.
+    """
+
+    state: ClassVar[JobState] = JobState.running
+    worker_id: str
+    lease_s: float
+
+
+Start = Waiting | Approved | Running
+INITIAL_STATES = frozenset(start.state for start in (Waiting, Approved, Running))
+
+
+def create_job(*, session: Session, call: Call, start: Start) -> Job:
+    """Record `call` as a new job in its first state (`start`) and audit it."""
+    if call.kind not in ("tool", "agent"):
+        raise ValueError(f"kind must be 'tool' or 'agent', not {call.kind!r}")
+    if call.irreversible and isinstance(start, Running):
+        raise IllegalMove("an irreversible job cannot start running: it needs an approval")
+    digest = args_digest(kind=call.kind, name=call.name, action=call.action, args=call.args)
+    if call.digest != digest:
+        raise DigestMismatch("digest is not args_digest(kind, name, action, args) of these args")
+    surface = Surface(call.surface)  # a plain string is accepted too
+    now = utcnow()
+    values: dict[str, Any] = {
+        "kind": call.kind,
+        "name": call.name,
+        "action": call.action,
+        "args_json": canonical_json(call.args),
+        "args_digest": call.digest,
+        "irreversible": call.irreversible,
+        "state": start.state,
+        "surface": surface,
+        "client": call.client,
+        "requested_by": call.requested_by,
+        "requester_proof": call.requester_proof,
+        "created_at": now,
+        "updated_at": now,
+        "rerun_of": call.rerun_of,
+        "edited_from": call.edited_from,
+        "approvals_required": call.approvals_required,
+        "self_approval": call.self_approval,
+        "asked_by_operator": call.asked_by_operator,
+        "agent_reason": call.agent_reason,
+    }
+    decided_by = None
+    if isinstance(start, Waiting) and start.ttl_s is not None:
+        values["expires_at"] = now + timedelta(seconds=start.ttl_s)
+    if isinstance(start, Approved):
+        if not start.decided_by:
+            raise ValueError("an approved job needs decided_by (the operator who ran it)")
+        decided_by = start.decided_by
+        values.update(decided_by=decided_by, decided_at=now, decided_from=call.address)
+    if isinstance(start, Running):
+        if not start.worker_id:
+            raise ValueError("a running job needs worker_id and lease_s")
+        values.update(
+            worker_id=start.worker_id,
+            started_at=now,
+            lease_expires_at=now + timedelta(seconds=start.lease_s),
+        )
+    state = start.state
+    # A Core INSERT: the unit of work's bookkeeping cost more than the statement (one call
+    # of an agent's loop writes this row before its tool starts). The job handed back is
+    # built from the same values, outside the session.
+    connection = session.connection()
+    inserted = connection.execute(_INSERT_JOB, values).inserted_primary_key
+    assert inserted is not None  # an INSERT of one row
+    job_id = inserted[0]
+    job = Job(id=job_id, **values)
+    if isinstance(start, Approved):
+        # The signature covers the job id, known only now.
+        decision = decision_of(job, "approved")
+        assert decision is not None  # decided_by and decided_at are set above
+        job.decision_signature = start.signer.sign(decision)
+        connection.execute(
+            update(Job).where(col(Job.id) == job_id),
+            {"decision_signature": job.decision_signature},
+        )
+    actor = decided_by or call.requested_by or call.client or surface.value
+    record_event(
+        session=session,
+        actor=actor,
+        event="created",
+        job_id=job_id,
+        to_state=state.value,
+        detail=call_detail(job),
+        address=call.address,
+    )
+    if isinstance(start, Approved):
+        record_event(
+            session=session,
+            actor=actor,
+            event="approved",
+            job_id=job_id,
+            to_state=state.value,
+            detail=call_detail(job) + (f"; {start.step_up}" if start.step_up else ""),
+            address=call.address,
+        )
+    notify_job(session, job_id, state)
+    return job

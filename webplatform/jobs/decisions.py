@@ -1,0 +1,114 @@
+"""Operator decisions on queued jobs. Only the dashboard imports this module.
+
+An import-linter contract keeps the MCP bridge and the command line away from it, so no
+agent-facing tool and no CLI command can approve anything.
+"""
+
+from __future__ import annotations
+
+import json
+
+from webplatform.jobs import states as jobs
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.resolution import resolve_call
+from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.tracking import job_answer
+from webplatform.platform import Actor, Platform
+from webplatform.registry.model import RunnableKind as RunnableKindLiteral
+from webplatform.store.models import Job
+from webplatform.trust import signing
+from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.stepup import StepUp, check_step_up
+
+
+def approve(
+    *,
+    platform: Platform,
+    job_id: int,
+    operator: str,
+    digest: str,
+    address: str | None,
+    step_up: StepUp,
+) -> Job:
+    """Approve a pending job for exactly the arguments whose digest the operator saw.
+
+    `step_up` is the fresh proof the dashboard verified (password or passkey); it must be
+    this operator's and for this digest, or `StepUpMismatch` is raised and nothing changes.
+    The approval is signed with the dashboard's decision key (made on first use). Raises
+    `jobs.StaleState` (someone else decided), `jobs.ApprovalExpired`, `jobs.DigestMismatch`
+    or `jobs.JobNotFound`; the caller shows them as messages.
+    """
+    check_step_up(step_up, operator=operator, digest=digest)
+    signer = signing.signer_for(platform.settings.home)
+    seal = seal_for(platform)
+    try:
+        return platform.transact(
+            lambda session: jobs.approve(
+                session=session,
+                job_id=job_id,
+                operator=operator,
+                digest=digest,
+                address=address,
+                step_up=step_up.describe(),
+                signer=signer,
+                seal=seal,
+            )
+        )
+    finally:
+        report_forged(platform)
+
+
+def deny(
+    *, platform: Platform, job_id: int, operator: str, reason: str | None, address: str | None
+) -> Job:
+    """Deny a pending job, signed like an approval; the reason reaches the agent that asked."""
+    reason = (reason or "").strip()[:500] or None
+    signer = signing.signer_for(platform.settings.home)
+    seal = seal_for(platform)
+    try:
+        return platform.transact(
+            lambda session: jobs.deny(
+                session=session,
+                job_id=job_id,
+                operator=operator,
+                reason=reason,
+                address=address,
+                signer=signer,
+                seal=seal,
+            )
+        )
+    finally:
+        report_forged(platform)
+
+
+def rerun(*, platform: Platform, job_id: int, actor: Actor) -> Answer:
+    """Ask again for a finished job's exact call: a new job, with a new approval if irreversible."""
+    job = platform.transact(lambda s: jobs.get_job(session=s, job_id=job_id), write=False)
+    if job is None:
+        return Answer(Status.invalid, error=f"no job {job_id}")
+    kind: RunnableKindLiteral = "agent" if job.kind == "agent" else "tool"
+    name, action, args = job.name, job.action, json.loads(job.args_json)
+    resolved = resolve_call(platform.registry(), kind, name, action)
+    if isinstance(resolved, Answer):
+        return resolved
+    masked = [a.name for a in resolved[1].args if a.secret and a.name in args]
+    if masked:
+        # Stored secret arguments are masks, not values: re-running would send the mask.
+        return Answer(
+            Status.invalid,
+            job=job_id,
+            error=f"job {job_id} had secret argument(s) {', '.join(masked)}, which are "
+            "never stored; run it again from the run form with the values",
+        )
+    return request_run(
+        platform=platform,
+        kind=kind,
+        name=name,
+        action=action,
+        args=args,
+        actor=actor,
+        consent=Consent.QUEUE,
+    )
+
+
+__all__ = ["approve", "deny", "rerun", "job_answer"]

@@ -1,0 +1,60 @@
+"""Naming a call: the tool or agent and the action a call means, and the schema agents see.
+
+Every surface resolves a call here first, so an unknown name gets the same did-you-mean
+answer everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webplatform.jobs.answers import Answer, Status
+from webplatform.registry.model import ActionSpec, Registry, RunnableKind, ToolSpec
+from webplatform.registry.validation import describe_arg
+from webplatform.suggest import did_you_mean
+
+
+def resolve_call(
+    registry: Registry, kind: RunnableKind, name: str, action: str | None
+) -> tuple[ToolSpec, ActionSpec] | Answer:
+    """The tool and action a call names, or an `invalid` answer saying how to fix the call."""
+    spec = registry.runnable(kind, name)
+    if spec is None:
+        known = sorted(registry.runnables(kind))
+        near = did_you_mean(name, known)
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        return Answer(
+            Status.invalid,
+            tool=name,
+            error=f"unknown {kind} {name!r}{hint}; call capabilities to list every {kind}",
+            did_you_mean=near or None,
+        )
+    names = [a.name for a in spec.actions]
+    if action is None or action == "":
+        if len(spec.actions) == 1:
+            return spec, spec.actions[0]
+        return Answer(
+            Status.invalid,
+            tool=name,
+            error=(
+                f"{kind} {name!r} has {len(names)} actions; pass action: one of {', '.join(names)}"
+            ),
+            did_you_mean=names,
+        )
+    act = spec.action(action)
+    if act is None:
+        near = did_you_mean(action, names)
+        hint = f" did you mean {', '.join(near)}?" if near else ""
+        return Answer(
+            Status.invalid,
+            tool=name,
+            action=action,
+            error=f"{kind} {name!r} has no action {action!r};{hint} actions: {', '.join(names)}",
+            did_you_mean=near or None,
+        )
+    return spec, act
+
+
+def action_schema(action: ActionSpec) -> list[dict[str, Any]]:
+    """The argument schema of an action, as agents are shown it."""
+    return [describe_arg(a) for a in action.args]

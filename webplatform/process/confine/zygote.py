@@ -1,0 +1,378 @@
+"""The warm interpreter of one `warm: true` tool (SPEC §12): it forks a fresh child per call.
+
+This file imports only the standard library and `landlock.py` and `namespaces.py` beside it.
+The runner (`webplatform.process.warm`) starts it with the interpreter and environment variables a
+plain call starts the tool with, minus everything that belongs to one call (no secrets, no
+`AAT_*`):
+
+    python zygote.py ENTRYPOINT CONTROL_FD [VIEW]
+
+It holds nothing of aat's (no database, no keys, no settings: its only open descriptor is the
+control socket) and is not confined by Landlock itself, because Landlock can only ever narrow:
+each call's child gets the call's own rules, which differ call by call (scratch folder,
+caller's workspace). Given a VIEW (JSON: the static paths, and the network), it first enters
+the tools' namespaces (`namespaces.enter`: user, mount and, for `network: none`, network; SPEC
+§17), once, so no call pays for making them; it then pre-imports, inside them, the
+standard-library and third-party modules the entrypoint imports (never the tool's own modules),
+and serves calls on one thread (fork safety). Namespaces it could not enter make it answer
+every call with why, and fork nothing.
+
+One call: the runner sends one message on CONTROL_FD (a SOCK_SEQPACKET socket) carrying four
+descriptors: the call's stdin, stdout, stderr and a channel (a stream socket). The zygote
+forks. The child reads the request `{"argv", "env", "cwd", "paths", "own", "landlock", "net"}`
+(one JSON line) from the channel, starts its own session (so its process group is its own and
+is killed on timeout), wires the three descriptors to 0/1/2, takes the call's environment,
+answers `{"pid": N}`, closes every other descriptor (the control socket, other calls' channels)
+and confines itself: in namespaces, a mount namespace of its own with the call's `own` paths
+bound (`namespaces.narrow`), then the call's working folder, then Landlock's rules for `paths`
+(and `net`, its TCP ports) when `landlock` says so. It then waits for the runner's go-ahead
+(`GO`, one byte on the channel), which the runner sends once the call's job row is written:
+that write and the fork overlap, and a call whose row was not written ends here having run
+nothing. Then it runs the entrypoint with `runpy.run_path` as `__main__`, so module globals
+start fresh every call; exceptions, `sys.exit` and interpreter shutdown (non-daemon threads
+joined, atexit handlers) are the interpreter's own.
+
+The zygote waits on each child with a pidfd; when it exits it kills the child's process group
+(while the child is an unreaped zombie, so the group id cannot be reused), reaps it and writes
+`{"status": WAIT_STATUS}` on the channel. The zygote reports the status, not the runner through
+a pidfd of its own, because only a process's parent can read its wait status. When the control
+socket closes, the zygote finishes its calls in flight and exits.
+
+Plain calls (`warm: false`) go through one zygote in exec mode (`python -S zygote.py --exec
+CONTROL_FD [VIEW]`, one per namespaces' network): it preloads nothing, and each child, once it
+has taken on the call as above, confined itself and had the go-ahead, execs the call's argv
+with the call's environment, as `subprocess.Popen` would have. aat's own process is large and
+multi-threaded, so forking it per call (which a Landlock step before exec needs) cost several
+milliseconds; this small single-threaded process forks in a fraction of one. An exec that fails
+is reported as `{"exec_error": ...}`.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit  # noqa: F401 - its exit functions are run by `_finish`
+import contextlib
+import gc
+import importlib
+import importlib.util
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from webplatform.process.confine import landlock, namespaces
+else:  # run as a script: the sibling files, without importing aat
+    import landlock
+    import namespaces
+
+    # A tool may have its own `landlock.py`: keep ours out of the module table it will see.
+    del sys.modules["landlock"], sys.modules["namespaces"]
+
+EXIT_NOT_CONFINED = landlock.EXIT_NOT_CONFINED
+# What this zygote's namespaces hold for its calls (`namespaces.Views`; None: it entered none).
+Static = tuple[list[tuple[str, str, str]], int] | None
+# A child whose call the runner dropped before its start exits with this, having run nothing.
+EXIT_DROPPED = 125
+_MAX_REQUEST = 64 * 1024 * 1024
+# The runner's go-ahead, once the call's job row is written: the child may start the tool.
+GO = b"g"
+# In place of an entrypoint: preload nothing, and exec each call's argv (plain calls).
+EXEC_MODE = "--exec"
+
+
+def preimport(entry: str, folder: str) -> None:
+    """Import what `entry` imports, except modules found in the tool's own folder."""
+    try:
+        with open(entry, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return  # the child will meet the same problem and report it as a plain run would
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    own = os.path.realpath(folder) + os.sep
+    for name in dict.fromkeys(names):
+        if name == "__future__":
+            continue
+        try:
+            spec = importlib.util.find_spec(name.split(".")[0])
+            origin = spec.origin if spec else None
+            if not origin or os.path.realpath(origin).startswith(own):
+                continue
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a module that will not import is just not warm
+            continue
+    for name, module in list(sys.modules.items()):  # pulled in indirectly from the folder
+        path = getattr(module, "__file__", None)
+        if path and os.path.realpath(path).startswith(own):
+            del sys.modules[name]
+
+
+def serve(
+    control: socket.socket, refusal: str | None = None
+) -> tuple[socket.socket, list[int]] | None:
+    """Fork a child per call until the control socket closes; in a child, return its call.
+
+    With a `refusal` (the namespaces could not be entered), each call is answered with it
+    and nothing is forked.
+    """
+    sel = selectors.DefaultSelector()
+    sel.register(control, selectors.EVENT_READ, None)
+    accepting, running = True, 0
+    while accepting or running:
+        for key, _ in sel.select():
+            if key.data is None:
+                try:
+                    _, fds, _, _ = socket.recv_fds(control, 16, 4)
+                except OSError:
+                    fds = []
+                if len(fds) != 4:
+                    for fd in fds:
+                        os.close(fd)
+                    sel.unregister(control)
+                    control.close()
+                    accepting = False
+                    continue
+                channel = socket.socket(fileno=fds[3])
+                try:
+                    if refusal is not None:
+                        raise OSError(0, refusal)
+                    pid = os.fork()
+                except OSError as exc:
+                    why = refusal or f"fork: {exc.strerror}"
+                    with contextlib.suppress(OSError):
+                        channel.sendall(json.dumps({"error": why}).encode() + b"\n")
+                    pid = -1
+                if pid == 0:  # the child keeps nothing of the zygote's or of other calls
+                    for other in sel.get_map().values():
+                        if other.data is not None:
+                            other.data[1].close()
+                            os.close(other.fd)
+                    sel.close()
+                    control.close()
+                    return channel, fds[:3]
+                for fd in fds[:3]:
+                    os.close(fd)
+                if pid < 0:
+                    channel.close()
+                    continue
+                sel.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, channel))
+                running += 1
+            else:
+                pid, channel = key.data
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
+                with contextlib.suppress(OSError):
+                    channel.sendall(json.dumps({"status": status}).encode() + b"\n")
+                channel.close()
+                sel.unregister(key.fd)
+                os.close(key.fd)
+                running -= 1
+    return None
+
+
+def become(channel: socket.socket, stdio: list[int], static: Static) -> str:
+    """In the forked child: take on the call (session, stdio, env, confinement); the entrypoint."""
+    request = _read_request(channel)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    _take_on(channel, stdio)
+    _close_all_but(channel, static)
+    _confine(request, static)
+    _await_go(channel)
+    channel.close()
+    argv = request["argv"]
+    sys.argv = list(argv[1:])
+    sys.path[0] = os.path.dirname(argv[1])
+    if "tempfile" in sys.modules:  # it caches the zygote's TMPDIR; the call has its own
+        vars(sys.modules["tempfile"])["tempdir"] = None
+    return str(argv[1])
+
+
+def execute(channel: socket.socket, stdio: list[int], static: Static) -> None:
+    """In the forked child of an exec-mode zygote: take on the call, then exec its argv.
+
+    What the new program starts with is what `subprocess.Popen(argv, env=..., cwd=...,
+    start_new_session=True, close_fds=True, restore_signals=True)` would give it. Only the
+    channel stays open until the exec (close-on-exec), to report an exec that fails.
+    """
+    request = _read_request(channel)
+    _take_on(channel, stdio)
+    os.set_inheritable(channel.fileno(), False)
+    _close_all_but(channel, static)
+    _confine(request, static)
+    for name in ("SIGPIPE", "SIGXFSZ"):  # what the interpreter ignores, as Popen restores
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    _await_go(channel)
+    argv = request["argv"]
+    try:
+        os.execvpe(argv[0], argv, request["env"])
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte inside an argument
+        with contextlib.suppress(OSError):
+            channel.sendall(json.dumps({"exec_error": str(exc)}).encode() + b"\n")
+    os._exit(127)
+
+
+def _take_on(channel: socket.socket, stdio: list[int]) -> None:
+    """Its own session and the call's stdio; then tell the runner its pid."""
+    os.setsid()
+    for target, fd in enumerate(stdio):
+        os.dup2(fd, target)
+        os.close(fd)
+    channel.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+
+
+def _close_all_but(channel: socket.socket, static: Static) -> None:
+    """Close every descriptor but stdio, the channel and the tools' namespace (which
+    `namespaces.narrow` closes once it has moved into it)."""
+    kept = sorted({channel.fileno(), *([static[1]] if static is not None else [])})
+    low = 3
+    for fd in kept:
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
+def _await_go(channel: socket.socket) -> None:
+    """Wait, confined, for the runner's go-ahead (one byte): it writes the job's row first.
+
+    Anything else (the runner gone, the call dropped because its row was not written) ends
+    the child before any of the tool runs.
+    """
+    try:
+        go = channel.recv(1)
+    except OSError:
+        go = b""
+    if go != GO:
+        os._exit(EXIT_DROPPED)
+
+
+def _confine(request: dict[str, Any], static: Static) -> None:
+    """The call's own view of the files (in namespaces), its working folder, its Landlock
+    rules; a child that cannot have them all exits 126, having run nothing of the tool."""
+    none: dict[str, list[str]] = {"read": [], "write": []}
+    paths, own = request["paths"] or none, request["own"] or none
+    try:
+        if static is not None:
+            namespaces.narrow(static, list(own["read"]), list(own["write"]))
+        os.chdir(request["cwd"])
+        if request["landlock"]:
+            landlock.restrict(list(paths["read"]), list(paths["write"]), request["net"])
+    except OSError as exc:
+        sys.stderr.write(f"aat: the tool was not run: confinement failed ({exc.strerror})\n")
+        sys.stderr.flush()
+        os._exit(EXIT_NOT_CONFINED)
+
+
+def _read_request(channel: socket.socket) -> dict[str, Any]:
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        chunk = channel.recv(65536)
+        if not chunk or len(data) > _MAX_REQUEST:
+            os._exit(EXIT_NOT_CONFINED)  # the runner went away before sending the call
+        data += chunk
+    value: dict[str, Any] = json.loads(data)
+    return value
+
+
+def enter(view: dict[str, Any] | None) -> tuple[Static, str | None]:
+    """Enter the namespaces `view` asks for (None: none); the static view, or why not."""
+    if view is None:
+        return None, None
+    try:
+        return namespaces.enter(view), None
+    except OSError as exc:
+        return None, f"namespaces for tools could not be made ({exc.strerror or exc})"
+
+
+def main() -> None:
+    entry, control_fd = sys.argv[1], int(sys.argv[2])
+    static, refusal = enter(json.loads(sys.argv[3]) if len(sys.argv) > 3 else None)
+    control = socket.socket(fileno=control_fd)
+    if entry == EXEC_MODE:
+        call = serve(control, refusal)
+        if call is None:
+            sys.exit(0)
+        execute(*call, static)
+    folder = os.path.dirname(entry)
+    sys.path[0] = folder  # as for `python ENTRYPOINT`, not this file's folder
+    if static is not None:
+        os.chdir(folder)  # the namespaces moved the root away from the one it started in
+    if refusal is None:  # the tool's imports run in the namespaces, never without them
+        preimport(entry, folder)
+    gc.collect()
+    gc.freeze()  # children then share the pre-imported objects' pages longer
+    call = serve(control, refusal)
+    if call is None:
+        sys.exit(0)
+    code = run(become(*call, static))
+    if code < 0:  # an uncaught KeyboardInterrupt ends the interpreter by SIGINT
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
+
+
+def run(path: str) -> int:
+    """Run the entrypoint as `python PATH` would and end as its interpreter would; the exit code.
+
+    The child then leaves with `os._exit`: a full interpreter teardown in a forked child would
+    write to every inherited object (reference counts, the collector) and so copy the whole
+    warm heap page by page, which costs more than the call. What a tool can observe of the end
+    is kept: the exit code of `sys.exit`, the traceback of an uncaught exception (from the
+    entrypoint's own frame on, as the plain interpreter prints it), non-daemon threads joined,
+    atexit handlers run, stdout and stderr flushed.
+    """
+    try:
+        runpy.run_path(path, run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    except BaseException as exc:  # noqa: BLE001 - what the interpreter does with it, below
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != path:
+            tb = tb.tb_next
+        if tb is not None:  # the hook prints the exception's own traceback
+            exc.__traceback__ = tb
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        code = -signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
+    return _finish(code)
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"{code}\n")
+    return 1
+
+
+def _finish(code: int) -> int:
+    """The interpreter's own shutdown steps that a tool can see, without tearing the heap down."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        with contextlib.suppress(BaseException):
+            getattr(threading, "_shutdown")()  # noqa: B009 - joins non-daemon threads
+    with contextlib.suppress(BaseException):
+        getattr(sys.modules["atexit"], "_run_exitfuncs")()  # noqa: B009
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            code = code or 120  # as the interpreter reports a failed flush at exit
+    return code
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""The one subprocess runner: turns a tool call into a process and its output into a RunResult.
+
+Every surface (bridge, dashboard, CLI, worker) runs tools through `run()`. It knows nothing of
+the database, the gate or approvals; callers decide *whether* to run, this module decides *how*:
+
+- argv is a list (`<runtime> <entrypoint> ACTION --arg-name value ...`), never a shell;
+- the environment is a small fixed base plus the tool's declared secrets, never the caller's;
+- the tool runs in its own session; when it exits or times out its whole process group is
+  killed with SIGKILL, so nothing it started outlives the run;
+- stdout and stderr are read concurrently and capped, so a chatty tool cannot exhaust memory;
+- a tool that misbehaves (hangs, crashes, prints garbage, is missing) yields a RunResult with a
+  one-line `error` that says how to fix it; `run()` does not raise for tool misbehaviour.
+
+A `warm: true` python tool runs in a child forked from its warm interpreter instead
+(`webplatform.process.warm`, SPEC §12); what it can observe is the same.
+
+`run()` blocks until the tool is done; async code calls it from a worker thread. A process that
+leaves its session (its own `setsid`) escapes the group kill; containing that needs cgroups.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from webplatform.process import confine, warm
+from webplatform.process.confine import denials
+from webplatform.process.launch import build_argv, build_env
+from webplatform.process.outcome import RunResult, classify
+from webplatform.process.supervise import Capture, Process, close_pipes, kill_group, supervise
+from webplatform.redaction import NO_SECRETS, Redactor
+from webplatform.registry.model import ActionSpec, ToolSpec
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MAX_OUTPUT_BYTES = 1_000_000
+
+
+def run(
+    tool: ToolSpec,
+    action: ActionSpec,
+    args: Mapping[str, Any],
+    *,
+    home: Path,
+    secrets: Mapping[str, str],
+    timeout_s: float | None = None,
+    caller_cwd: Path | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
+    tick_s: float = 1.0,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    fence: confine.Fence | None = None,
+    redact: Redactor = NO_SECRETS,
+    admit: Callable[[], None] | None = None,
+) -> RunResult:
+    """Run one action of a tool to completion and describe what happened.
+
+    The timeout is `action.timeout_s`, else `timeout_s`, else 60 s; on expiry the whole process
+    group is killed. `on_start(pid)` is called right after the spawn, `on_tick()` every `tick_s`
+    while the tool runs (a worker renews its lease there). If a callback raises, the process
+    group is killed and the exception propagates: that is the caller's failure, not the tool's.
+    `caller_cwd`, when given, reaches the tool as `AAT_CALLER_CWD` so it can resolve relative
+    paths the user typed (the tool's own cwd is its folder), and is a workspace. The process is
+    confined (`process.confine`) by `fence`, by default one that protects `home`. `redact`
+    masks secret values in stdout, stderr and the error line before any of them is cut (the
+    parsed `result` is left for the caller to mask). `admit()`, when given, runs once the
+    process exists and before it runs anything of the tool (the caller writes the job's row
+    there, while the process is being prepared); if it raises, the process ends without
+    running the tool and the exception propagates. When nothing could be started, it may
+    not have been called (the result says why).
+    """
+    argv = build_argv(tool, action, args)
+    env = build_env(tool, action, home=home, secrets=secrets, caller_cwd=caller_cwd)
+    limit = action.timeout_s or timeout_s or DEFAULT_TIMEOUT_S
+    problem = _missing_program(tool, argv[0], env["PATH"])
+    fence = fence or confine.Fence(home=home)
+    jail = problem or confine.lock(tool, fence, caller_cwd)
+    if isinstance(jail, str):
+        return _not_started(jail)
+    if jail.note is not None:
+        # The caller's folder was left out (jail.note says why): the tool runs as if it
+        # had been called without one.
+        env.pop("AAT_CALLER_CWD", None)
+    watch = _Watch(limit, on_tick, tick_s, max_output_bytes)
+    with jail:
+        result = _run_jailed(tool, jail, argv, {**env, **jail.env}, watch, on_start, redact, admit)
+    result = _explain_refusal(result, tool, jail, fence)
+    return result if jail.note is None else replace(result, note=jail.note)
+
+
+def _explain_refusal(
+    result: RunResult, tool: ToolSpec, jail: confine.Jail, fence: confine.Fence
+) -> RunResult:
+    """`result` with its error saying why, when the tool failed on its confinement: the path
+    it was refused and how to allow it (`confine.denials`), else the connection its manifest
+    does not allow and how to declare one (SPEC §17)."""
+    if result.outcome not in ("failed", "usage_error") or not result.error:
+        return result
+    extra = None
+    if jail.paths is not None:
+        text, namespaces = f"{result.stderr}\n{result.error}", jail.netns is not None
+        extra = denials.hint(text, jail.paths, fence, namespaces=namespaces)
+    # A named path is the surer sign; the network's words are the fallback.
+    if extra is None and result.outcome == "failed":
+        extra = confine.explain_network(tool.network, result.error)
+    return result if extra is None else replace(result, error=f"{result.error}; {extra}")
+
+
+def _run_jailed(
+    tool: ToolSpec,
+    jail: confine.Jail,
+    argv: list[str],
+    env: dict[str, str],
+    watch: _Watch,
+    on_start: Callable[[int], None] | None,
+    redact: Redactor,
+    admit: Callable[[], None] | None,
+) -> RunResult:
+    """`run()` inside its jail: start, supervise and classify the process."""
+    started = time.monotonic()
+    proc = _start(tool, jail, argv, env, watch.limit, admit)
+    if isinstance(proc, str):
+        return _not_started(proc)
+    try:
+        if on_start:
+            on_start(proc.pid)
+        capture = watch.supervise(proc)
+    except BaseException:
+        kill_group(proc.pid)
+        proc.wait()
+        close_pipes(proc)
+        raise
+    elapsed = time.monotonic() - started
+    result = classify(capture, proc, watch.limit, elapsed, watch.cap, redact)
+    if isinstance(proc, warm.WarmProcess) and proc.exec_error is not None:
+        return _not_started(_cannot_start(argv[0], proc.exec_error))
+    if isinstance(proc, warm.WarmProcess) and proc.lost:
+        error = (
+            f"the warm interpreter of {tool.name} died during the call, which was stopped; "
+            "call again (a new one starts), or set `warm: false` in its manifest"
+            if tool.warm
+            else "aat's spawner process died during the call, which was stopped; call again"
+        )
+        return replace(result, outcome="failed", exit_code=None, result=None, error=error)
+    return result
+
+
+def _start(
+    tool: ToolSpec,
+    jail: confine.Jail,
+    argv: list[str],
+    env: dict[str, str],
+    limit: float,
+    admit: Callable[[], None] | None,
+) -> Process | str:
+    """The call's process, admitted (see `run`): forked warm (`warm: true`, SPEC §12) or
+    spawned; or why not.
+
+    A confined plain call is spawned by the exec-mode zygote (`warm.spawn`), which confines
+    the child before exec: a `preexec_fn` here would fork aat's whole process for each call.
+    """
+    if tool.warm and tool.runtime == "python" and warm.supported():
+        view = jail.view(tool.folder.resolve())
+        return warm.start(tool, argv, env, jail.request(), view=view, timeout_s=limit, admit=admit)
+    if jail.paths is not None and warm.supported():
+        request, view = jail.request(), jail.view()
+        return warm.spawn(argv, env, tool.folder, request, view=view, timeout_s=limit, admit=admit)
+    try:
+        confine_child = jail.preexec()
+    except OSError as exc:
+        return f"the tool was not run: confinement failed ({exc.strerror or exc})"
+    if admit is not None:
+        admit()
+    try:
+        return subprocess.Popen(
+            argv,
+            cwd=tool.folder,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=confine_child,
+        )
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte inside an argument
+        return _cannot_start(argv[0], str(exc))
+
+
+def _cannot_start(program: str, why: str) -> str:
+    return f"could not start {program}: {why}; check the manifest's runtime"
+
+
+@dataclass(frozen=True)
+class _Watch:
+    limit: float
+    on_tick: Callable[[], None] | None
+    tick_s: float
+    cap: int
+
+    def supervise(self, proc: Process) -> Capture:
+        if isinstance(proc, warm.WarmProcess):
+            return supervise(
+                proc,
+                self.limit,
+                self.on_tick,
+                self.tick_s,
+                self.cap,
+                exited=proc.has_exited,
+                exit_fd=proc.exit_fd,
+            )
+        return supervise(proc, self.limit, self.on_tick, self.tick_s, self.cap)
+
+
+def _missing_program(tool: ToolSpec, program: str, path: str) -> str | None:
+    entry = tool.entrypoint_path
+    if not entry.is_file():
+        return f"entrypoint {entry} does not exist; fix `entrypoint` in {tool.manifest_path.name}"
+    if tool.runtime == "exec" and not os.access(entry, os.X_OK):
+        return f"entrypoint {entry} is not executable; chmod +x it or set a runtime"
+    if tool.runtime in ("bash", "node") and shutil.which(program, path=path) is None:
+        return f"{program} is not installed (looked in {path}); install it or change the runtime"
+    return None
+
+
+def _not_started(error: str) -> RunResult:
+    return RunResult("failed", None, None, "", "", error, 0.0, None)

@@ -1,0 +1,10 @@
+"""Who may decide, and how it is proven.
+
+- `gate`: the reversibility gate; which calls need an operator at all.
+- `policy`: an irreversible action's approval policy (N distinct operators, self-approval).
+- `stepup`: the proof (password or passkey) an operator gives to decide.
+- `signing`: an approval is an Ed25519 signature over the job's digest, not a row.
+- `ledger`: one signed approval starts one run.
+- `authority`: the seal on the rows that say who may decide, checked by every process.
+- `changes`: changing who may decide (roles, passwords, agent tokens), from the dashboard only.
+"""

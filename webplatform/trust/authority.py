@@ -1,0 +1,145 @@
+"""Who may decide, as this process checks it: the seal on authority rows, the audit of rows
+that do not verify, and the one-time adoption of rows from before rows were signed.
+
+`seal_for(platform)` is aat's decision key as it signs and checks operator, passkey, agent
+token and session rows (`webplatform.store.seals`). Only processes that hold the key (the
+dashboard, `/mcp` in `aat serve`, the command line of the OS user that owns `AAT_HOME`) ask
+for it; the first time one does after the upgrade that introduced signatures, the rows
+already there are signed, once (see `adopt_unsigned`).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+from sqlmodel import Session, col, delete, select
+
+from webplatform import keyfiles
+from webplatform.platform import Platform
+from webplatform.store import agents, operators, seals
+from webplatform.store.audit import record_event
+from webplatform.store.audit_chain import lock_chain
+from webplatform.store.meta import get_meta, set_meta
+from webplatform.store.models import AgentToken, Operator, OperatorSession, Passkey
+from webplatform.store.seals import RowSeal
+from webplatform.trust import signing
+
+# In AAT_HOME: written once the rows found at the upgrade were signed. Never removed by aat,
+# and outside the database, so deleting a database row cannot make aat adopt rows again.
+ADOPTED_FILE = "authority-adopted"
+ADOPTED_KEY = "authority.adopted_at"
+ADOPTED_EVENT = "authority-adopted"
+# Also in AAT_HOME, also never removed: once an operator existed, first-run setup stays
+# closed, and once an agent token was minted, /mcp wants one, even if a database writer
+# deletes every operator (and the database's own markers) or every token row.
+OPERATORS_FILE = "operators-existed"
+TOKENS_FILE = "agent-tokens-minted"
+
+_lock = threading.Lock()
+_seals: dict[tuple[str, str], RowSeal] = {}
+
+
+def seal_for(platform: Platform) -> RowSeal:
+    """This process's seal for `platform`'s home (the decision key, made if there is none yet,
+    plus the keys `AAT_DECISION_PUBLIC_KEY` trusts); adopts unsigned rows on first use."""
+    settings = platform.settings
+    cache_key = (str(settings.home), settings.decision_public_key)
+    with _lock:
+        seal = _seals.get(cache_key)
+        if seal is None:
+            trusted = [
+                signing.parse_public_key(line)
+                for line in settings.decision_public_key.split(",")
+                if line.strip()
+            ]
+            seal = signing.signer_for(settings.home).row_seal(trusted)
+            adopt_unsigned(platform, seal)
+            _seals[cache_key] = seal
+        return seal
+
+
+def remember(platform: Platform, marker: str) -> None:
+    """Leave `marker` (OPERATORS_FILE or TOKENS_FILE) in AAT_HOME, for good."""
+    path = platform.settings.home / marker
+    if not path.exists():
+        stamp = datetime.now(UTC).isoformat() + "\n"
+        keyfiles.write(path, stamp.encode("ascii"), mode=0o600, replace=False)
+
+
+def remembers(platform: Platform, marker: str) -> bool:
+    """True once `marker` was left in AAT_HOME."""
+    return (platform.settings.home / marker).exists()
+
+
+def report_forged(platform: Platform) -> None:
+    """Write the forged rows this process noticed to the audit trail (once per row)."""
+    seal = seal_for(platform)
+    if not seal.has_pending():
+        return
+    forged = seal.take_pending()
+    try:
+        platform.transact(lambda s: seals.record_forged(session=s, forged=forged))
+    except Exception:
+        seal.give_back(forged)
+        raise
+
+
+def adopt_unsigned(platform: Platform, seal: RowSeal) -> None:
+    """Sign the operator, passkey and agent token rows that have no signature, and end the
+    unsigned sessions, exactly once for this `AAT_HOME` and database; audited.
+
+    Runs when a process first holds the key after the upgrade that added signatures. The
+    marker file in `AAT_HOME` makes it never run again there; the marker in the database
+    keeps a second host (another `AAT_HOME` on the same PostgreSQL) from adopting rows that
+    were inserted after the first host adopted.
+    """
+    marker = platform.settings.home / ADOPTED_FILE
+    if marker.exists():
+        return
+    now = datetime.now(UTC).isoformat()
+    had_operators, had_tokens = platform.transact(lambda s: _adopt(s, seal, now))
+    if had_operators:
+        remember(platform, OPERATORS_FILE)
+    if had_tokens:
+        remember(platform, TOKENS_FILE)
+    keyfiles.write(marker, (now + "\n").encode("ascii"), mode=0o600, replace=False)
+
+
+def _adopt(session: Session, seal: RowSeal, now: str) -> tuple[bool, bool]:
+    """Adopt (see `adopt_unsigned`); returns whether operators and agent tokens existed."""
+    lock_chain(session)  # serialises two processes adopting at once (PostgreSQL)
+    existed = (
+        operators.ever_had_operators(session=session),
+        agents.agents_exist(session=session),
+    )
+    if get_meta(session=session, key=ADOPTED_KEY) is not None:
+        return existed
+    rows: list[Operator | Passkey | AgentToken] = [
+        *session.exec(select(Operator).where(col(Operator.signature).is_(None))).all(),
+        *session.exec(select(Passkey).where(col(Passkey.signature).is_(None))).all(),
+        *session.exec(select(AgentToken).where(col(AgentToken.signature).is_(None))).all(),
+    ]
+    adopted: list[str] = []
+    for row in rows:
+        seals.sign_row(seal, row)
+        session.add(row)
+        adopted.append(_name(row))
+    ended = session.exec(
+        delete(OperatorSession).where(col(OperatorSession.signature).is_(None))
+    ).rowcount
+    session.flush()
+    set_meta(session=session, key=ADOPTED_KEY, value=now)
+    if adopted or ended:
+        detail = (
+            f"signed the rows from before signatures: {', '.join(adopted) or 'none'}; "
+            f"ended {ended} unsigned session(s)"
+        )
+        record_event(session=session, actor="system", event=ADOPTED_EVENT, detail=detail)
+    return existed
+
+
+def _name(row: Operator | Passkey | AgentToken) -> str:
+    if isinstance(row, Passkey):
+        return f"passkey {row.id} of {row.operator}"
+    return f"{'operator' if isinstance(row, Operator) else 'agent'} {row.name}"

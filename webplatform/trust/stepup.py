@@ -1,0 +1,86 @@
+"""The step-up proof an operator gives to approve an irreversible call, or to change who may
+decide (a passkey, a password, a role, an agent token).
+
+A session cookie shows that a browser once logged in; it says nothing about whether the
+operator just decided on this call (a stolen cookie and a scraped CSRF token say the same).
+Approving therefore also needs a `StepUp`: the operator's password typed with the decision,
+or a passkey assertion over a challenge bound to the job's digest.
+
+Verifying the proof is the dashboard's work (it holds the request: the typed password, the
+browser's assertion, the origin and RP ID). It hands `webplatform.jobs.decisions` (and the run
+form's `services.request_run`) this value, which they check is for the same operator and
+digest, and which the approval's audit event names. A change of who may decide is bound the
+same way, to the digest of that one change (`change_digest`), and `webplatform.trust.changes`
+makes none without it. An import-linter contract keeps the MCP bridge and the command line
+from making one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from webplatform.canonical import canonical_json, sha256_hex
+
+
+class StepUpMethod(StrEnum):
+    """How the operator proved presence for one decision."""
+
+    # Their password, typed in the card with the decision.
+    password = "password"
+    # A passkey assertion over a single-use challenge bound to the call's digest.
+    passkey = "passkey"
+
+
+@dataclass(frozen=True)
+class StepUp:
+    """A verified proof that `operator` approved the call with `digest`, just now."""
+
+    operator: str
+    digest: str
+    method: StepUpMethod
+    # The passkey's row id, for the audit trail (None for a password).
+    passkey_id: int | None = None
+
+    def describe(self) -> str:
+        """What the audit trail records: the method and which passkey, never a secret."""
+        if self.method is StepUpMethod.passkey:
+            return f"step-up: passkey {self.passkey_id}"
+        return "step-up: password"
+
+
+class Change(StrEnum):
+    """A change of who may decide; each needs a step-up bound to exactly that change."""
+
+    # Register a passkey for yourself (its challenge is issued only after the proof).
+    passkey_add = "passkey-add"
+    # Remove one of your passkeys (target: its id).
+    passkey_remove = "passkey-remove"
+    # Change your own password.
+    password = "password"
+    # An admin gives an operator a role (target: operator and role).
+    role = "role"
+    # An admin mints an agent token (target: its name).
+    agent_add = "agent-add"
+
+
+def change_digest(*, operator: str, change: Change, target: Mapping[str, str]) -> str:
+    """The digest a step-up for `change` by `operator` is bound to: sha256 over canonical
+    JSON of who changes what, so a proof for one change confirms no other."""
+    body = {"change": change.value, "by": operator, "target": dict(target)}
+    return sha256_hex(canonical_json(body))
+
+
+class StepUpMismatch(PermissionError):
+    """The proof was made for another operator or another call."""
+
+
+def check_step_up(step_up: StepUp, *, operator: str, digest: str) -> None:
+    """Raise `StepUpMismatch` unless the proof is `operator`'s, for exactly `digest`."""
+    if step_up.operator != operator:
+        raise StepUpMismatch("the step-up proof belongs to another operator")
+    if step_up.digest != digest:
+        raise StepUpMismatch(
+            "the step-up proof was made for another call (digest differs): approve again"
+        )
