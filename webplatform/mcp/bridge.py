@@ -25,7 +25,7 @@ from webplatform.mcp.discovery import discover
 from webplatform.mcp.protocol import progress_sender, raw_arguments, request_actor
 from webplatform.mcp.results import answer_result, plain_result, tool_result
 from webplatform.platform import Actor, Platform
-from webplatform.registry.model import ActionSpec, RunnableKind
+from webplatform.registry.model import ActionSpec, RunnableKind, run_tool_name
 from webplatform.store.models import Surface
 from webplatform.suggest import did_you_mean
 
@@ -150,7 +150,7 @@ class Bridge:
 
     def runner(self, kind: RunnableKind, *, consent: Consent) -> ToolFn:
         """The `run_*` (`Consent.NONE`) or `run_*_confirmed` (`Consent.QUEUE`) tool for `kind`."""
-        tool = f"run_{kind}_confirmed" if consent is Consent.QUEUE else f"run_{kind}"
+        tool = run_tool_name(kind, confirmed=consent is Consent.QUEUE)
 
         async def run(ctx: Context) -> CallToolResult | InputRequiredResult:
             return await self._run(ctx, tool=tool, kind=kind, consent=consent)

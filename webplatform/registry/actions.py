@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from webplatform.registry.checks import Collector, Where, did_you_mean
-from webplatform.registry.model import ARG_TYPES, ActionSpec, ArgSpec, ArgType
+from webplatform.registry.model import ARG_TYPES, ActionSpec, ArgSpec, ArgType, matches_type
 from webplatform.registry.previews import preview_problems
 from webplatform.registry.verbs import irreversible_verbs_in
 
@@ -30,22 +30,6 @@ ARG_KEYS = ("name", "type", "required", "description", "default", "enum", "secre
 # splits on them. Argument names are passed verbatim as `--name`, so no dots or spaces.
 ACTION_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 ARG_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-
-_PY_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-}
-
-
-def matches_type(value: Any, arg_type: str) -> bool:
-    """Whether a YAML/JSON value is of an argument type (`true` is not an integer)."""
-    if isinstance(value, bool) and arg_type != "boolean":
-        return False
-    return isinstance(value, _PY_TYPES[arg_type])
 
 
 class ActionCheck(Collector):
