@@ -179,19 +179,25 @@ def migrate(engine: Engine) -> None:
         _upgrade(engine)
 
 
-_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*(None|['\"]([^'\"]+)['\"])", re.M)
+# Every script names itself and its parent on one line, as script.py.mako writes it:
+# `revision, down_revision = "0003", "0002"`.
+_REVISION = re.compile(
+    r"^revision, down_revision = ['\"]([^'\"]+)['\"], (?:None|['\"]([^'\"]+)['\"])", re.M
+)
 
 
 def head_revision() -> str | None:
-    """The one head of the migration scripts (read from their text), or None if unclear."""
+    """The one head of the migration scripts (read from their text), or None if unclear
+    (several heads, or a script that does not name its revision as above)."""
     revisions: set[str] = set()
     parents: set[str] = set()
     for script in (Path(__file__).parent / "migrations" / "versions").glob("*.py"):
-        found = {m.group(1): m.group(3) for m in _REVISION.finditer(script.read_text())}
-        if found.get("revision"):
-            revisions.add(found["revision"])
-        if found.get("down_revision"):
-            parents.add(found["down_revision"])
+        found = _REVISION.search(script.read_text())
+        if found is None:
+            return None
+        revisions.add(found.group(1))
+        if found.group(2):
+            parents.add(found.group(2))
     heads = revisions - parents
     return heads.pop() if len(heads) == 1 else None
 

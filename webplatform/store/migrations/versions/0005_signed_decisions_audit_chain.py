@@ -4,13 +4,7 @@
 `audit_event.prev_hash` / `event_hash` link every event to the one before it. Events that
 exist already are chained here, oldest first. Jobs approved before this upgrade carry no
 signature, so a worker refuses them (they end failed); ask for them again.
-
-Revision ID: 0005
-Revises: 0004
-Create Date: 2025-01-03
 """
-
-from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
@@ -18,10 +12,7 @@ from alembic import op
 from webplatform.store.audit_chain import GENESIS, content_hash
 from webplatform.store.models import UTCDateTime
 
-revision = "0005"
-down_revision = "0004"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0005", "0004"
 
 _EVENTS = sa.table(
     "audit_event",
