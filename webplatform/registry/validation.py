@@ -34,14 +34,22 @@ class ArgErrors:
 def describe_arg(arg: ArgSpec) -> dict[str, Any]:
     """An argument as a JSON-ready dict, name verbatim."""
     out: dict[str, Any] = {"name": arg.name, "type": arg.type, "required": arg.required}
-    if arg.description:
-        out["description"] = arg.description
-    if arg.default is not None:
-        out["default"] = arg.default
-    if arg.enum is not None:
-        out["enum"] = list(arg.enum)
+    out.update(stated_facts(arg.description, arg.default, arg.enum))
     if arg.secret:
         out["secret"] = True
+    return out
+
+
+def stated_facts(description: str, default: Any, enum: tuple[Any, ...] | None) -> dict[str, Any]:
+    """What an argument says only when it has it (description, default, enum), JSON-ready:
+    the same keys in `capabilities` and in a published tool's JSON Schema."""
+    out: dict[str, Any] = {}
+    if description:
+        out["description"] = description
+    if default is not None:
+        out["default"] = default
+    if enum is not None:
+        out["enum"] = list(enum)
     return out
 
 
