@@ -137,11 +137,6 @@ def touch_agent(*, session: Session, name: str, now: datetime | None = None) -> 
 
 
 def _public(row: AgentToken, *, signed: bool) -> AgentTokenPublic:
-    return AgentTokenPublic(
-        name=row.name,
-        owner=row.owner,
-        created_at=row.created_at,
-        last_used_at=row.last_used_at,
-        revoked_at=row.revoked_at,
-        signed=signed,
-    )
+    # The columns the public model names, and only those: never the hash.
+    columns = row.model_dump(include=set(AgentTokenPublic.model_fields) - {"signed"})
+    return AgentTokenPublic(**columns, signed=signed)
