@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from sqlalchemy import Engine
@@ -33,8 +33,11 @@ from webplatform.config import Settings
 from webplatform.housekeeping import Housekeeper
 from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
-from webplatform.jobs.execution import RunFn, execute, finish_job
-from webplatform.registry.model import ActionSpec, Registry, ToolSpec
+from webplatform.jobs.execution import Executor, JobCall, JobRow, RunFn
+from webplatform.jobs.leases import Ending
+from webplatform.process import runner
+from webplatform.registry import resolve_secrets
+from webplatform.registry.model import Registry
 from webplatform.store.audit import record_event
 from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
@@ -55,19 +58,17 @@ class Worker:
         engine: Engine,
         settings: Settings,
         load_registry: Callable[[], Registry],
-        run: RunFn,
-        resolve_secrets: Callable[[Sequence[str]], dict[str, str]],
+        run: RunFn = runner.run,
         worker_id: str | None = None,
         housekeeping: bool = True,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self.load_registry = load_registry
-        self.run = run
-        self.resolve_secrets = resolve_secrets
         self.worker_id = worker_id or (
             f"{socket.gethostname()}:{os.getpid()}:worker-{uuid.uuid4().hex[:8]}"
         )
+        self.executor = Executor(engine, settings, self.worker_id, run)
         self.housekeeper = Housekeeper(
             engine=engine, settings=settings, process_id=self.worker_id, role="worker"
         )
@@ -150,8 +151,7 @@ class Worker:
                 session=session,
                 job_id=job_id,
                 worker_id=self.worker_id,
-                state=JobState.failed,
-                error=error,
+                ending=Ending(JobState.failed, error=error),
             )
 
         try:
@@ -206,31 +206,12 @@ class Worker:
         prepared = self._prepare(job)
         if isinstance(prepared, str):
             log.warning("job %d not run: %s", job_id, prepared)
-            finish_job(
-                engine=self.engine,
-                job_id=job_id,
-                worker_id=self.worker_id,
-                state=JobState.failed,
-                error=prepared,
-            )
+            self.executor.finish(job_id, Ending(JobState.failed, error=prepared))
             return
-        tool, action, args, secrets = prepared
         log.info("job %d: running %s %s %s", job_id, job.kind, job.name, job.action)
-        execute(
-            engine=self.engine,
-            settings=self.settings,
-            worker_id=self.worker_id,
-            job_id=job_id,
-            tool=tool,
-            action=action,
-            args=args,
-            secrets=secrets,
-            run=self.run,
-        )
+        self.executor.execute(JobRow.written(job_id), prepared)
 
-    def _prepare(
-        self, job: Job
-    ) -> tuple[ToolSpec, ActionSpec, dict[str, Any], dict[str, str]] | str:
+    def _prepare(self, job: Job) -> JobCall | str:
         """What to run, or a one-line reason not to run it."""
         try:
             args = json.loads(job.args_json)
@@ -255,10 +236,10 @@ class Worker:
         if action is None:
             return f"{job.kind} {job.name!r} no longer has action {job.action!r}; not run"
         try:
-            secrets = self.resolve_secrets(tool.secrets)
+            secrets = resolve_secrets(tool.secrets)
         except Exception as exc:
             return f"the tool's secrets could not be read ({type(exc).__name__}); not run"
-        return tool, action, args, secrets
+        return JobCall(tool, action, args, secrets)
 
 
 class PlatformLike(Protocol):
@@ -276,15 +257,10 @@ def make_worker(
 ) -> Worker:
     """A worker wired to the real registry loader, runner and secret store (`housekeeping`:
     see `Worker`)."""
-    from webplatform.process import runner
-    from webplatform.registry import resolve_secrets
-
     return Worker(
         engine=platform.engine,
         settings=platform.settings,
         load_registry=platform.registry,
-        run=runner.run,
-        resolve_secrets=resolve_secrets,
         worker_id=worker_id,
         housekeeping=housekeeping,
     )
