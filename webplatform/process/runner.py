@@ -35,16 +35,19 @@ from webplatform.process import confine, spawner, warm
 from webplatform.process.confine import denials
 from webplatform.process.launch import build_argv, build_env
 from webplatform.process.outcome import RunResult, classify
-from webplatform.process.spawner import GoAhead
-from webplatform.process.supervise import Capture, Process, Watch, close_pipes, kill_group
-from webplatform.process.supervise import supervise as supervise_process
+from webplatform.process.supervise import (
+    Capture,
+    Process,
+    Watch,
+    close_pipes,
+    kill_group,
+    supervise,
+)
 from webplatform.redaction import NO_SECRETS, Redactor
 from webplatform.registry.model import ActionSpec, ToolSpec
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT_BYTES = 1_000_000
-
-__all__ = ["GoAhead", "ToolCall", "run"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def run(
     on_start: Callable[[int], None] | None = None,
     on_tick: Callable[[], None] | None = None,
     tick_s: float = 1.0,
-    go_ahead: GoAhead | None = None,
+    go_ahead: spawner.GoAhead | None = None,
 ) -> RunResult:
     """Run one action of a tool to completion and describe what happened.
 
@@ -150,7 +153,7 @@ def _explain_refusal(
     return result if extra is None else replace(result, error=f"{result.error}; {extra}")
 
 
-def _run_jailed(launch: _Launch, hooks: _Hooks, go_ahead: GoAhead | None) -> RunResult:
+def _run_jailed(launch: _Launch, hooks: _Hooks, go_ahead: spawner.GoAhead | None) -> RunResult:
     """`run()` inside its jail: start, supervise and classify the process."""
     started = time.monotonic()
     proc = _start(launch, go_ahead)
@@ -159,7 +162,7 @@ def _run_jailed(launch: _Launch, hooks: _Hooks, go_ahead: GoAhead | None) -> Run
     try:
         if hooks.on_start:
             hooks.on_start(proc.pid)
-        capture = _supervise(proc, hooks.watch)
+        capture = _watch(proc, hooks.watch)
     except BaseException:
         kill_group(proc.pid)
         proc.wait()
@@ -189,7 +192,7 @@ def _spawned_result(result: RunResult, proc: spawner.SpawnedProcess, launch: _La
     return replace(result, outcome="failed", exit_code=None, result=None, error=error)
 
 
-def _start(launch: _Launch, go_ahead: GoAhead | None) -> Process | str:
+def _start(launch: _Launch, go_ahead: spawner.GoAhead | None) -> Process | str:
     """The call's process, once it may go ahead (see `run`): forked warm (`warm: true`,
     SPEC §12) or spawned; or why not.
 
@@ -231,10 +234,10 @@ def _cannot_start(program: str, why: str) -> str:
     return f"could not start {program}: {why}; check the manifest's runtime"
 
 
-def _supervise(proc: Process, watch: Watch) -> Capture:
+def _watch(proc: Process, watch: Watch) -> Capture:
     if isinstance(proc, spawner.SpawnedProcess):
-        return supervise_process(proc, watch, exited=proc.has_exited, exit_fd=proc.exit_fd)
-    return supervise_process(proc, watch)
+        return supervise(proc, watch, exited=proc.has_exited, exit_fd=proc.exit_fd)
+    return supervise(proc, watch)
 
 
 def _missing_program(tool: ToolSpec, program: str, path: str) -> str | None:
