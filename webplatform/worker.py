@@ -30,7 +30,7 @@ from sqlalchemy import Engine
 
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
-from webplatform.housekeeping import Housekeeper
+from webplatform.housekeeping import Housekeeper, run_passes
 from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
 from webplatform.jobs.execution import Executor, JobCall, JobRow, RunFn
@@ -41,7 +41,7 @@ from webplatform.registry.model import Registry
 from webplatform.store.audit import record_event
 from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
-from webplatform.store.notify import JobNotifications, StopEvent
+from webplatform.store.notify import StopEvent
 from webplatform.store.transitions import call_detail
 from webplatform.trust import signing
 from webplatform.trust.ledger import DecisionLedger, ledger_for, max_age_s
@@ -170,24 +170,22 @@ class Worker:
         died between its commit and the signal, a LISTEN connection gone quiet).
         """
         log.info("worker %s started", self.worker_id)
-        wakeups = JobNotifications(self.engine)
-        try:
-            while not stop.is_set():
-                listening = wakeups.listening  # before the look: a move during it counts
-                try:
-                    busy = self.run_once()
-                except Exception:
-                    log.exception("worker %s: unexpected error; retrying shortly", self.worker_id)
-                    busy = False
-                if busy:
-                    continue
-                wait_s = listen_poll_s if listening else poll_s
-                if self.housekeeping:
-                    wait_s = min(wait_s, self._housekeeping_due - time.monotonic())
-                if wakeups.wait(max(0.0, wait_s), stop):
-                    self._housekeeping_due = float("-inf")  # a move may bring a deadline closer
-        finally:
-            wakeups.close()
+
+        def one_pass(listening: bool) -> float | None:
+            try:
+                if self.run_once():
+                    return None  # busy: look again at once
+            except Exception:
+                log.exception("worker %s: unexpected error; retrying shortly", self.worker_id)
+            wait_s = listen_poll_s if listening else poll_s
+            if self.housekeeping:
+                wait_s = min(wait_s, self._housekeeping_due - time.monotonic())
+            return wait_s
+
+        def moved() -> None:
+            self._housekeeping_due = float("-inf")  # a move may bring a deadline closer
+
+        run_passes(self.engine, stop, one_pass, on_move=moved)
         if self.housekeeping:
             self.housekeeper.forget()
         log.info("worker %s stopped", self.worker_id)
