@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from webplatform.process.confine import landlock, spawn_protocol
+from webplatform.process.confine import spawn_protocol
 
-ZYGOTE = Path(landlock.__file__).resolve().with_name("zygote.py")
+ZYGOTE = Path(spawn_protocol.__file__).resolve().with_name("zygote.py")
 # The exec-mode zygote's slot in the pool (a warm tool's slot is its folder).
 EXEC_SLOT = "exec:"
 # What the interpreter reads at start-up; the rest of a call's environment is set per call.
