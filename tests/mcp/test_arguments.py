@@ -114,6 +114,7 @@ def _refused(tool: str, sent: dict[str, Any]) -> dict[str, Any]:
     [
         ("run_tool", {}, "run_tool needs tool: the tool's name (a string)"),
         ("run_agent", {"agent": 7}, "run_agent needs agent: the agent's name (a string)"),
+        ("run_tool_confirmed", {"tool": ""}, "run_tool_confirmed needs tool"),
         (
             "run_tool",
             {"tool": "../x"},

@@ -34,7 +34,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from webplatform.jobs.answers import Answer, Status
 from webplatform.mcp import naming
-from webplatform.mcp.protocol import CLIENT_ADDED_ARGUMENTS
+from webplatform.mcp.protocol import without_client_added
 from webplatform.registry.model import RunnableKind
 from webplatform.suggest import did_you_mean
 from webplatform.trust.policy import REASON_MAX_CHARS, reason_problem
@@ -74,13 +74,12 @@ class Arguments(ArgModelBase):
     @model_validator(mode="before")
     @classmethod
     def _drop_client_added(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        declared = {f.alias or n for n, f in cls.model_fields.items()}
-        return {k: v for k, v in data.items() if k not in CLIENT_ADDED_ARGUMENTS or k in declared}
+        return without_client_added(data, cls.names()) if isinstance(data, dict) else data
 
     def model_dump_one_level(self) -> dict[str, Any]:
-        """The keyword arguments the SDK calls the tool function with: the model itself."""
+        """The keyword arguments the SDK calls the tool function with: the model itself, so
+        a function reads typed fields (`arguments.job`) under the names Python knows them by
+        (`name`, sent as `tool` or `agent`)."""
         return {"arguments": self}
 
     @classmethod
@@ -155,12 +154,21 @@ def _registry_name(name: str) -> str:
     return name
 
 
-class RunArguments(Arguments):
-    """`run_{kind} {<kind>, action?, args?}`: the field `name` is sent as `tool` or `agent`."""
+# A tool or agent name as manifests allow them (`../x` names nothing); not advertised.
+RegistryName: TypeAlias = Annotated[str, AfterValidator(_registry_name)]
 
+
+def _reason_fix(value: Any) -> str:
+    return reason_problem(value) or "reason must be text (why you want this call)"
+
+
+class RunArguments(Arguments):
+    """`run_{kind} {<kind>, action?, args?}`; `name` is sent as `tool` or `agent` (`kind`)."""
+
+    tool_name: ClassVar[str] = naming.RUN_TOOL
     kind: ClassVar[RunnableKind] = "tool"
 
-    name: Annotated[str, AfterValidator(_registry_name)] = Field(alias="tool")
+    name: RegistryName = Field(alias="tool")
     action: Text = None
     args: dict[str, Any] | SkipJsonSchema[None] = Field(
         None,
@@ -170,11 +178,17 @@ class RunArguments(Arguments):
         ),
     )
 
+    fixes: ClassVar[Mapping[str, Callable[[Any], str]]] = {
+        "action": lambda _: "action must be a string",
+        "args": lambda _: "args must be an object: argument name -> value",
+        "reason": _reason_fix,
+    }
+
     @classmethod
     def _name_fix(cls, value: Any) -> str:
         kind = cls.kind
         if not isinstance(value, str) or not value:
-            return f"run_{kind} needs {kind}: the {kind}'s name (a string)"
+            return f"{cls.tool_name} needs {kind}: the {kind}'s name (a string)"
         return (
             f"{value[:_SHOWN]!r} is not a {kind} name (lower-case letters, digits and -); "
             f"call capabilities to list every {kind}"
@@ -190,12 +204,13 @@ class ConfirmedRunArguments(RunArguments):
     )
 
 
-def _run_arguments(kind: RunnableKind, base: type[RunArguments]) -> type[RunArguments]:
+def _run_arguments(tool: str, kind: RunnableKind, base: type[RunArguments]) -> type[RunArguments]:
+    """`base` for `kind`: the name sent as `kind`, descriptions that say `kind`."""
     model = create_model(
         f"{base.__name__}_{kind}",
         __base__=base,
         name=(
-            Annotated[str, AfterValidator(_registry_name)],
+            RegistryName,
             Field(alias=kind, description=f"the {kind}'s name, as listed by capabilities"),
         ),
         action=(
@@ -203,27 +218,21 @@ def _run_arguments(kind: RunnableKind, base: type[RunArguments]) -> type[RunArgu
             _optional(f"the action to run; may be left out when the {kind} has one action"),
         ),
     )
-    model.kind = kind
-    model.fixes = {
-        kind: model._name_fix,
-        "action": lambda _: "action must be a string",
-        "args": lambda _: "args must be an object: argument name -> value",
-        "reason": reason_problem_line,
-    }
+    model.tool_name, model.kind = tool, kind
+    model.fixes = {**base.fixes, kind: model._name_fix}
     return model
-
-
-def reason_problem_line(value: Any) -> str:
-    """The fix for a wrong `reason` (the policy's own words)."""
-    return reason_problem(value) or "reason must be text (why you want this call)"
 
 
 MODELS: Final[dict[str, type[Arguments]]] = {
     naming.CAPABILITIES: CapabilitiesArguments,
-    naming.RUN_TOOL: _run_arguments("tool", RunArguments),
-    naming.RUN_AGENT: _run_arguments("agent", RunArguments),
-    naming.RUN_TOOL_CONFIRMED: _run_arguments("tool", ConfirmedRunArguments),
-    naming.RUN_AGENT_CONFIRMED: _run_arguments("agent", ConfirmedRunArguments),
+    naming.RUN_TOOL: _run_arguments(naming.RUN_TOOL, "tool", RunArguments),
+    naming.RUN_AGENT: _run_arguments(naming.RUN_AGENT, "agent", RunArguments),
+    naming.RUN_TOOL_CONFIRMED: _run_arguments(
+        naming.RUN_TOOL_CONFIRMED, "tool", ConfirmedRunArguments
+    ),
+    naming.RUN_AGENT_CONFIRMED: _run_arguments(
+        naming.RUN_AGENT_CONFIRMED, "agent", ConfirmedRunArguments
+    ),
     naming.GET_SKILL: GetSkillArguments,
     naming.JOB_STATUS: JobStatusArguments,
 }
