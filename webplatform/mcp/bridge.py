@@ -20,7 +20,6 @@ from webplatform.jobs.answers import IN_PROGRESS, Answer, Status
 from webplatform.jobs.resolution import action_schema, resolve_call
 from webplatform.jobs.services import Consent, request_run
 from webplatform.jobs.tracking import asked_by, job_answer, no_such_job, recent_of_requester
-from webplatform.jobs.withdrawal import DECLINED_IN_CLIENT, withdraw
 from webplatform.mcp import native, tasks, waiting
 from webplatform.mcp.approvals import ApprovalWatcher
 from webplatform.mcp.arguments import (
@@ -214,30 +213,22 @@ class Bridge:
         """Wait for a job in progress: asking the client to open the job page while it waits
         for an operator, when the client can be asked (2025-11-25 URL elicitation)."""
         assert answer.job is not None
-        timeout_s = self.platform.settings.approval_wait_s
         if answer.status is Status.pending_approval and native.can_elicit_now(ctx):
             return await native.wait_with_elicitation(
-                ctx=ctx,
-                platform=self.platform,
-                pending=answer,
-                actor=actor,
-                timeout_s=timeout_s,
-                progress=progress,
+                ctx, answer, platform=self.platform, actor=actor, progress=progress
             )
         return await waiting.wait_for_job(
-            platform=self.platform, job_id=answer.job, timeout_s=timeout_s, progress=progress
+            platform=self.platform,
+            job_id=answer.job,
+            timeout_s=self.platform.settings.approval_wait_s,
+            progress=progress,
         )
 
     async def _resume(self, ctx: Context, job_id: int, reply: native.Reply) -> CallToolResult:
         """A retried 2026-07-28 call: its job waits, is withdrawn or is answered at once, as
         the client's answer to the job page means (`native.Reply`)."""
         if reply is native.Reply.declined:
-            actor = request_actor(ctx, self.surface)
-            await anyio.to_thread.run_sync(
-                lambda: withdraw(
-                    platform=self.platform, job_id=job_id, actor=actor, reason=DECLINED_IN_CLIENT
-                )
-            )
+            await native.withdraw_declined(self.platform, job_id, request_actor(ctx, self.surface))
         waits = reply in (native.Reply.accepted, native.Reply.automatic)
         answer = await waiting.wait_for_job(
             platform=self.platform,
