@@ -87,14 +87,7 @@ class Bridge:
         """`capabilities {kind?, name?, action?, search?}`."""
         registry = await anyio.to_thread.run_sync(self.platform.registry)
         max_bytes = self.platform.settings.capabilities_max_bytes
-        body = discover(
-            registry,
-            kind=arguments.kind,
-            name=arguments.name,
-            action=arguments.action,
-            search=arguments.search,
-            max_bytes=max_bytes,
-        )
+        body = discover(registry, max_bytes=max_bytes, **arguments.model_dump())
         return plain_result(body, max_bytes=max(max_bytes, self._max_bytes) + 2_000)
 
     async def get_skill(self, arguments: GetSkillArguments) -> CallToolResult:
