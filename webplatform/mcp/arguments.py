@@ -256,7 +256,7 @@ def refusal(tool: str, sent: Mapping[str, Any], error: ValidationError) -> Answe
             error=(
                 f"{tool} takes {', '.join(allowed)}; "
                 f"unknown argument(s) {', '.join(map(repr, unknown))}"
-                + (" (tool arguments go inside args)" if tool.startswith("run_") else "")
+                + (" (tool arguments go inside args)" if issubclass(model, RunArguments) else "")
             ),
             schema=schema_of(tool),
             did_you_mean={k: did_you_mean(k, allowed) for k in unknown},
@@ -292,6 +292,8 @@ class ArgumentsTool(Tool):
     ) -> ArgumentsTool:
         """The tool `name` (one of `naming.TOOL_NAMES`) calling `fn(arguments=...)`, and its
         `Context` parameter if it has one."""
+        # What `Tool.from_function` builds, but from the given model: it would derive one
+        # from `fn`'s signature, with pydantic's defaults (unknown arguments ignored).
         return cls(
             fn=fn,
             name=name,
