@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp_helpers import body, connect
 from pydantic import ValidationError
 
 from webplatform.mcp import naming
-from webplatform.mcp.arguments import MODELS, refusal, schema_of
+from webplatform.mcp.arguments import MODELS, refusal, schema_of, wrong_arguments
 from webplatform.platform import Platform
 
 TEXT = {"type": "string"}
@@ -180,3 +182,31 @@ async def test_args_of_the_wrong_shape_get_the_actions_argument_schema(
     assert [a["name"] for a in listed["schema"]] == ["name"]
     assert unknown["error"].startswith("unknown tool 'nope'"), "a name that names nothing first"
     assert "kind=skill" in skill["error"]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=6,
+)
+KEYS = st.sampled_from(
+    ["tool", "agent", "action", "args", "reason", "kind", "name", "search", "job", "wait_s"]
+) | st.text(min_size=1, max_size=6)
+
+
+@given(data=st.data())
+def test_any_call_is_taken_or_answered_in_one_line(data: st.DataObject) -> None:
+    tool = data.draw(st.sampled_from(naming.TOOL_NAMES))
+    own = st.sampled_from(MODELS[tool].names())
+    sent: dict[str, Any] = data.draw(st.dictionaries(own | KEYS, JSON, max_size=4))
+    try:
+        MODELS[tool].model_validate(sent)
+    except ValidationError as refused:
+        answer = refusal(tool, sent, refused)
+        assert answer.status.value == "invalid"
+        assert answer.error and "\n" not in answer.error
+        assert answer.schema == ADVERTISED[tool]
+        wrong = wrong_arguments(refused)
+        unknown = [w for w in wrong if w not in MODELS[tool].names()]
+        assert all(repr(w) in answer.error for w in unknown)
+        assert unknown or all(w in answer.error for w in wrong), "each wrong argument named"
