@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp_helpers import body, connect
 from pydantic import ValidationError
@@ -187,13 +187,14 @@ async def test_args_of_the_wrong_shape_get_the_actions_argument_schema(
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
-    max_leaves=6,
+    max_leaves=3,
 )
 KEYS = st.sampled_from(
     ["tool", "agent", "action", "args", "reason", "kind", "name", "search", "job", "wait_s"]
 ) | st.text(min_size=1, max_size=6)
 
 
+@settings(max_examples=60)
 @given(data=st.data())
 def test_any_call_is_taken_or_answered_in_one_line(data: st.DataObject) -> None:
     tool = data.draw(st.sampled_from(naming.TOOL_NAMES))

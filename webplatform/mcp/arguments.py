@@ -9,6 +9,7 @@ says how to fix it, and suggests the closest names for unknown ones (SPEC sectio
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Final, TypeAlias
 
@@ -239,8 +240,12 @@ MODELS: Final[dict[str, type[Arguments]]] = {
 
 
 def schema_of(tool: str) -> dict[str, Any]:
-    """The `inputSchema` clients see for `tool`."""
-    return MODELS[tool].model_json_schema(by_alias=True)
+    """The `inputSchema` clients see for `tool` (a copy: the caller may change it)."""
+    return copy.deepcopy(_SCHEMAS[tool])
+
+
+# Generated once: pydantic takes milliseconds per schema, and every refusal carries one.
+_SCHEMAS: Final = {tool: model.model_json_schema(by_alias=True) for tool, model in MODELS.items()}
 
 
 def refusal(tool: str, sent: Mapping[str, Any], error: ValidationError) -> Answer:
