@@ -29,6 +29,7 @@ from webplatform.store import (
     transact,
     utcnow,
 )
+from webplatform.store.models import JobSummary
 from webplatform.store.queries import HistoryFilter
 from webplatform.trust.signing import DecisionSigner
 
@@ -434,7 +435,7 @@ def test_list_jobs_pages_through_a_thousand_jobs_by_keyset(engine: Engine) -> No
 
     with session_scope(engine, write=False) as session:
 
-        def listed(limit: int = 50, **where: Any) -> list[Any]:
+        def listed(limit: int = 50, **where: Any) -> list[JobSummary]:
             return jobs.list_jobs(session=session, where=HistoryFilter(**where), limit=limit)
 
         running = listed(500, state=S.running)
