@@ -29,8 +29,6 @@ from webplatform.store import (
     transact,
     utcnow,
 )
-from webplatform.store.models import JobSummary
-from webplatform.store.queries import HistoryFilter
 from webplatform.trust.signing import DecisionSigner
 
 S = JobState
@@ -434,15 +432,11 @@ def test_list_jobs_pages_through_a_thousand_jobs_by_keyset(engine: Engine) -> No
     assert listing and all("args_json" not in sql and "stdout" not in sql for sql in listing)
 
     with session_scope(engine, write=False) as session:
-
-        def listed(limit: int = 50, **where: Any) -> list[JobSummary]:
-            return jobs.list_jobs(session=session, where=HistoryFilter(**where), limit=limit)
-
-        running = listed(500, state=S.running)
-        xlsx = listed(500, name="xlsx")
-        cli = listed(500, surface=Surface.cli)
-        none_yet = listed(since=utcnow() + timedelta(minutes=1))
-        all_before = listed(until=utcnow() + timedelta(minutes=1))
+        running = jobs.list_jobs(session=session, state=S.running, limit=500)
+        xlsx = jobs.list_jobs(session=session, name="xlsx", limit=500)
+        cli = jobs.list_jobs(session=session, surface=Surface.cli, limit=500)
+        none_yet = jobs.list_jobs(session=session, since=utcnow() + timedelta(minutes=1))
+        all_before = jobs.list_jobs(session=session, until=utcnow() + timedelta(minutes=1))
         assert jobs.count_pending(session=session) == 666
         queue = jobs.pending_approvals(session=session, limit=5)
     assert len(running) == 334 and {j.state for j in running} == {S.running}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -37,42 +36,34 @@ def edited_into(*, session: Session, job_id: int) -> Job | None:
     return session.exec(stmt).first()
 
 
-@dataclass(frozen=True)
-class HistoryFilter:
-    """Which jobs history lists (None: any); `since` is inclusive, `until` exclusive."""
-
-    state: JobState | None = None
-    name: str | None = None
-    surface: Surface | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-
-
 def list_jobs(
     *,
     session: Session,
-    where: HistoryFilter | None = None,
+    state: JobState | None = None,
+    name: str | None = None,
+    surface: Surface | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
     before_id: int | None = None,
     limit: int = 50,
 ) -> list[JobSummary]:
     """A page of history, newest first, without arguments, results or output.
 
     Keyset paging: pass the last id of a page as `before_id` for the next one, which
-    costs the same on page 1 and page 2000.
+    costs the same on page 1 and page 2000. `since` is inclusive, `until` exclusive.
     """
-    where = where or HistoryFilter()
     columns = [getattr(Job, field) for field in JobSummary.model_fields]
     stmt = select(Job).options(load_only(*columns))
-    if where.state is not None:
-        stmt = stmt.where(Job.state == where.state)
-    if where.name is not None:
-        stmt = stmt.where(Job.name == where.name)
-    if where.surface is not None:
-        stmt = stmt.where(Job.surface == where.surface)
-    if where.since is not None:
-        stmt = stmt.where(col(Job.created_at) >= where.since)
-    if where.until is not None:
-        stmt = stmt.where(col(Job.created_at) < where.until)
+    if state is not None:
+        stmt = stmt.where(Job.state == state)
+    if name is not None:
+        stmt = stmt.where(Job.name == name)
+    if surface is not None:
+        stmt = stmt.where(Job.surface == surface)
+    if since is not None:
+        stmt = stmt.where(col(Job.created_at) >= since)
+    if until is not None:
+        stmt = stmt.where(col(Job.created_at) < until)
     if before_id is not None:
         stmt = stmt.where(col(Job.id) < before_id)
     stmt = stmt.order_by(col(Job.id).desc()).limit(max(1, min(limit, 500)))
