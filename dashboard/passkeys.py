@@ -141,12 +141,10 @@ def registration_options(
     platform.transact(
         lambda session: store.issue_challenge(
             session=session,
-            challenge=WebauthnChallenge(
-                challenge=bytes_to_base64url(options.challenge),
-                operator=operator,
-                purpose="register",
-                expires_at=store.challenge_expiry(CHALLENGE_TTL_S),
-            ),
+            challenge=bytes_to_base64url(options.challenge),
+            operator=operator,
+            purpose="register",
+            ttl_s=CHALLENGE_TTL_S,
         )
     )
     return options_to_json(options)
@@ -175,14 +173,12 @@ def assertion_options(
     platform.transact(
         lambda session: store.issue_challenge(
             session=session,
-            challenge=WebauthnChallenge(
-                challenge=bytes_to_base64url(options.challenge),
-                operator=operator,
-                purpose=purpose,
-                job_id=job_id,
-                digest=digest,
-                expires_at=store.challenge_expiry(CHALLENGE_TTL_S),
-            ),
+            challenge=bytes_to_base64url(options.challenge),
+            operator=operator,
+            purpose=purpose,
+            job_id=job_id,
+            digest=digest,
+            ttl_s=CHALLENGE_TTL_S,
         )
     )
     return options_to_json(options)

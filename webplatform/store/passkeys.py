@@ -104,17 +104,30 @@ def record_use(*, session: Session, passkey_id: int, sign_count: int) -> None:
         session.flush()
 
 
-def issue_challenge(*, session: Session, challenge: WebauthnChallenge) -> None:
-    """Store a fresh challenge, bound to its operator, purpose, job and digest until its
-    `expires_at`; drop the expired ones."""
-    session.exec(delete(WebauthnChallenge).where(col(WebauthnChallenge.expires_at) <= utcnow()))
-    session.add(challenge)
+def issue_challenge(
+    *,
+    session: Session,
+    challenge: str,
+    operator: str,
+    purpose: str,
+    ttl_s: float,
+    job_id: int | None = None,
+    digest: str | None = None,
+) -> None:
+    """Store a fresh challenge bound to (operator, purpose, job, digest); drop expired ones."""
+    now = utcnow()
+    session.exec(delete(WebauthnChallenge).where(col(WebauthnChallenge.expires_at) <= now))
+    session.add(
+        WebauthnChallenge(
+            challenge=challenge,
+            operator=operator,
+            purpose=purpose,
+            job_id=job_id,
+            digest=digest,
+            expires_at=now + timedelta(seconds=ttl_s),
+        )
+    )
     session.flush()
-
-
-def challenge_expiry(ttl_s: float) -> datetime:
-    """When a challenge issued now stops proving anything."""
-    return utcnow() + timedelta(seconds=ttl_s)
 
 
 def take_challenge(
