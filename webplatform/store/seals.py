@@ -121,43 +121,57 @@ def _when(at: datetime) -> str:
     return at.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-def _columns(row: Any, *names: str) -> dict[str, Any]:
-    """The named columns of a row, as stored: most of what a signature covers."""
-    return {name: getattr(row, name) for name in names}
-
-
 def _operator(row: Operator) -> tuple[str, str, dict[str, Any]]:
-    return "operator", row.name, _columns(row, "name", "role", "password_hash")
+    body = {"name": row.name, "role": row.role, "password_hash": row.password_hash}
+    return "operator", row.name, body
 
 
 def _passkey(row: Passkey) -> tuple[str, str, dict[str, Any]]:
-    body = _columns(row, "operator", "credential_id", "public_key")
-    # Signed so that the card's "added 3 h ago" cannot be moved back in time.
-    body["created_at"] = _when(row.created_at)
+    body = {
+        "operator": row.operator,
+        "credential_id": row.credential_id,
+        "public_key": row.public_key,
+        # Signed so that the card's "added 3 h ago" cannot be moved back in time.
+        "created_at": _when(row.created_at),
+    }
     return "passkey", f"{row.id} of {row.operator}", body
 
 
 def _agent(row: AgentToken) -> tuple[str, str, dict[str, Any]]:
-    body = _columns(row, "name", "owner", "token_hash")
-    body["revoked"] = row.revoked_at is not None
+    body = {
+        "name": row.name,
+        "owner": row.owner,
+        "token_hash": row.token_hash,
+        "revoked": row.revoked_at is not None,
+    }
     return "agent token", row.name, body
 
 
 def _session(row: OperatorSession) -> tuple[str, str, dict[str, Any]]:
-    body = _columns(row, "token_hash", "operator")
-    body["expires_at"] = _when(row.expires_at)
+    body = {
+        "token_hash": row.token_hash,
+        "operator": row.operator,
+        "expires_at": _when(row.expires_at),
+    }
     return "session", f"of {row.operator}", body
 
 
 def _rule(row: RuleRow) -> tuple[str, str, dict[str, Any]]:
     # Everything that says what it allows, for how long, by whom; not `runs` (a counter).
-    body = _columns(
-        row, "id", "effect", "tool", "action", "requester", "cedar", "max_runs", "created_by"
-    )
-    body["args"] = row.args_json
-    body["expires_at"] = _when(row.expires_at) if row.expires_at else None
-    body["created_at"] = _when(row.created_at)
-    body["revoked"] = row.revoked_at is not None
+    body = {
+        "id": row.id,
+        "effect": row.effect,
+        "tool": row.tool,
+        "action": row.action,
+        "requester": row.requester,
+        "args": row.args_json,
+        "cedar": row.cedar,
+        "expires_at": _when(row.expires_at) if row.expires_at else None,
+        "max_runs": row.max_runs,
+        "created_by": row.created_by,
+        "created_at": _when(row.created_at),
+        "revoked": row.revoked_at is not None,
+    }
     return "rule", str(row.id), body
 
 
