@@ -37,7 +37,6 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
         conn.execute(text("DROP TABLE webauthn_challenge"))
         conn.execute(text("DROP TABLE job_approval"))
         conn.execute(text("DROP TABLE job_preview"))
-        conn.execute(text("DROP TABLE rule"))  # 0013's
         conn.execute(text("ALTER TABLE operator DROP COLUMN role"))
         conn.execute(text("ALTER TABLE job DROP COLUMN note"))
         conn.execute(text("ALTER TABLE job DROP COLUMN requester_proof"))
@@ -96,8 +95,6 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
         for table in ("operator", "passkey", "agent_token", "operator_session"):  # 0010's
             conn.execute(text(f"ALTER TABLE {table} DROP COLUMN signature"))
         conn.execute(text("DROP TABLE job_preview"))  # 0011's
-        conn.execute(text("ALTER TABLE passkey DROP COLUMN rp_id"))  # 0012's
-        conn.execute(text("DROP TABLE rule"))  # 0013's
         for i, (surface, requested_by, client) in enumerate(rows.values(), start=1):
             conn.execute(
                 text(
