@@ -48,7 +48,7 @@ from webplatform.store.transitions import (
 from webplatform.store.transitions import compare_and_set as _cas
 from webplatform.store.transitions import fetch_job as _fetch
 from webplatform.store.transitions import stale_error as _stale
-from webplatform.trust.signing import DecisionSigner, decision_for
+from webplatform.trust.signing import Decision, DecisionSigner
 
 __all__ = [
     "LEGAL_MOVES",
@@ -227,7 +227,7 @@ def approve(
             "decided_by": ", ".join(given),
             "decided_at": now,
             "decided_from": address,
-            "decision_signature": signer.sign(decision_for(job, "approved", tuple(given), now)),
+            "decision_signature": signer.sign(_decision(job, "approved", tuple(given), now)),
         },
     )
 
@@ -257,7 +257,7 @@ def deny(
         "finished_at": now,
     }
     if signer is not None:
-        fields["decision_signature"] = signer.sign(decision_for(job, "denied", (operator,), now))
+        fields["decision_signature"] = signer.sign(_decision(job, "denied", (operator,), now))
     return _cas(
         session,
         job_id=job_id,
@@ -299,6 +299,19 @@ def cancel(
         address=address,
         detail=reason,
         fields=fields,
+    )
+
+
+def _decision(job: Job, decision: str, operators: tuple[str, ...], at: datetime) -> Decision:
+    return Decision(
+        job_id=job.id or 0,
+        digest=job.args_digest,
+        kind=job.kind,
+        name=job.name,
+        action=job.action,
+        decision=decision,
+        operators=operators,
+        at=at,
     )
 
 
