@@ -192,11 +192,13 @@ def _refused(
 ) -> None:
     platform.transact(
         lambda session: audit.record_event(
-            session=session,
-            actor=operator,
-            event="step-up-refused",
-            job_id=bound.job_id,
-            detail=f"{bound.what} refused: step-up {method} missing or invalid",
-            address=address,
+            session,
+            audit.AuditEntry(
+                actor=operator,
+                event="step-up-refused",
+                job_id=bound.job_id,
+                detail=f"{bound.what} refused: step-up {method} missing or invalid",
+                address=address,
+            ),
         )
     )

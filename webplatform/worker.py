@@ -35,7 +35,7 @@ from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
 from webplatform.jobs.execution import RunFn, execute, finish_job
 from webplatform.registry.model import ActionSpec, Registry, ToolSpec
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
 from webplatform.store.notify import JobNotifications, StopEvent
@@ -140,11 +140,13 @@ class Worker:
 
         def refuse(session: Any) -> None:
             record_event(
-                session=session,
-                actor=self.worker_id,
-                event=event,
-                job_id=job_id,
-                detail=f"{problem} ({call_detail(job)})",
+                session,
+                AuditEntry(
+                    actor=self.worker_id,
+                    event=event,
+                    job_id=job_id,
+                    detail=f"{problem} ({call_detail(job)})",
+                ),
             )
             leases.finish(
                 session=session,

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, delete, select
 
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import Passkey, WebauthnChallenge, utcnow
 from webplatform.store.seals import RowSeal, row_holds, sign_row
 
@@ -73,7 +73,7 @@ def add_passkey(
     session.add(passkey)
     session.flush()
     record_event(
-        session=session, actor=operator, event="passkey-added", detail=f"passkey {passkey.id}"
+        session, AuditEntry(actor=operator, event="passkey-added", detail=f"passkey {passkey.id}")
     )
     return passkey
 
@@ -85,7 +85,7 @@ def remove_passkey(*, session: Session, operator: str, passkey_id: int) -> bool:
         return False
     session.delete(passkey)
     record_event(
-        session=session, actor=operator, event="passkey-removed", detail=f"passkey {passkey_id}"
+        session, AuditEntry(actor=operator, event="passkey-removed", detail=f"passkey {passkey_id}")
     )
     session.flush()
     return True

@@ -12,7 +12,7 @@ from sqlmodel import Session, col, delete, func, select
 
 from webplatform.canonical import canonical_json
 from webplatform.store import previews
-from webplatform.store.audit import DECISION_EVENTS, record_event
+from webplatform.store.audit import DECISION_EVENTS, AuditEntry, record_event
 from webplatform.store.audit_chain import PRUNED_EVENT, bridges_over, lock_chain
 from webplatform.store.models import (
     TERMINAL_STATES,
@@ -243,10 +243,8 @@ def prune_finished(
                 "bridges": bridges_over([(p, h) for p, h in links]),
             }
             record_event(
-                session=session,
-                actor="retention",
-                event=PRUNED_EVENT,
-                detail=canonical_json(summary),
+                session,
+                AuditEntry(actor="retention", event=PRUNED_EVENT, detail=canonical_json(summary)),
             )
         deleted += len(ids)
     return deleted
