@@ -111,8 +111,7 @@ def registration_options(
         lambda session: store.issue_challenge(
             session=session,
             challenge=bytes_to_base64url(options.challenge),
-            operator=operator,
-            purpose="register",
+            bound=store.ChallengeFor(operator=operator, purpose="register"),
             ttl_s=CHALLENGE_TTL_S,
         )
     )
@@ -143,10 +142,7 @@ def assertion_options(
         lambda session: store.issue_challenge(
             session=session,
             challenge=bytes_to_base64url(options.challenge),
-            operator=operator,
-            purpose=purpose,
-            job_id=job_id,
-            digest=digest,
+            bound=store.ChallengeFor(operator, purpose, job_id, digest),
             ttl_s=CHALLENGE_TTL_S,
         )
     )
@@ -194,18 +190,15 @@ def register(
         )
     except WebAuthnException as exc:
         raise PasskeyError(f"the passkey could not be verified: {exc}") from None
-    seal = seal_for(platform)
-    return platform.transact(
-        lambda session: store.add_passkey(
-            seal=seal,
-            session=session,
-            operator=operator,
-            credential_id=bytes_to_base64url(verified.credential_id),
-            public_key=bytes_to_base64url(verified.credential_public_key),
-            sign_count=verified.sign_count,
-            label=label,
-        )
+    new = store.NewPasskey(
+        operator=operator,
+        credential_id=bytes_to_base64url(verified.credential_id),
+        public_key=bytes_to_base64url(verified.credential_public_key),
+        sign_count=verified.sign_count,
+        label=label,
     )
+    seal = seal_for(platform)
+    return platform.transact(lambda session: store.add_passkey(session=session, new=new, seal=seal))
 
 
 def verify_assertion(

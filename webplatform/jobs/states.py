@@ -22,6 +22,7 @@ from webplatform.store.heartbeats import beat, forget_heartbeat, fresh_heartbeat
 from webplatform.store.models import (
     TERMINAL_STATES,
     Job,
+    JobApproval,
     JobState,
     utcnow,
 )
@@ -198,15 +199,10 @@ def approve(
             f"you already approved job {job_id}; it needs {left} more approval(s) from "
             "other operators"
         )
-    add_approval(
-        session=session,
-        job_id=job_id,
-        operator=operator,
-        digest=digest,
-        at=now,
-        step_up=step_up,
-        address=address,
+    approval = JobApproval(
+        job_id=job_id, operator=operator, digest=digest, step_up=step_up, address=address, at=now
     )
+    add_approval(session=session, row=approval)
     given.append(operator)
     detail = call_detail(job) + (f"; {step_up}" if step_up else "")
     if len(given) < job.approvals_required:

@@ -9,6 +9,7 @@ assertion finds nothing to match.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, delete, select
@@ -50,23 +51,38 @@ def find_passkey(
     return row if row is not None and row_holds(seal, row) else None
 
 
-def add_passkey(
-    *,
-    session: Session,
-    operator: str,
-    credential_id: str,
-    public_key: str,
-    sign_count: int,
-    label: str,
-    seal: RowSeal,
-) -> Passkey:
+@dataclass(frozen=True)
+class NewPasskey:
+    """A verified registration: whose, the authenticator's credential id, public key and
+    signature counter, and the label the operator gave it."""
+
+    operator: str
+    credential_id: str
+    public_key: str
+    sign_count: int
+    label: str
+
+
+@dataclass(frozen=True)
+class ChallengeFor:
+    """What a WebAuthn challenge may be used for: this operator and purpose and, for a
+    step-up, this job with these arguments (their digest)."""
+
+    operator: str
+    purpose: str
+    job_id: int | None = None
+    digest: str | None = None
+
+
+def add_passkey(*, session: Session, new: NewPasskey, seal: RowSeal) -> Passkey:
     """Record a verified registration, signed with `seal`, and audit it."""
+    operator = new.operator
     passkey = Passkey(
         operator=operator,
-        credential_id=credential_id,
-        public_key=public_key,
-        sign_count=sign_count,
-        label=(label.strip() or "passkey")[:MAX_LABEL],
+        credential_id=new.credential_id,
+        public_key=new.public_key,
+        sign_count=new.sign_count,
+        label=(new.label.strip() or "passkey")[:MAX_LABEL],
         created_at=utcnow(),
     )
     sign_row(seal, passkey)
@@ -101,26 +117,17 @@ def record_use(*, session: Session, passkey_id: int, sign_count: int) -> None:
         session.flush()
 
 
-def issue_challenge(
-    *,
-    session: Session,
-    challenge: str,
-    operator: str,
-    purpose: str,
-    ttl_s: float,
-    job_id: int | None = None,
-    digest: str | None = None,
-) -> None:
+def issue_challenge(*, session: Session, challenge: str, bound: ChallengeFor, ttl_s: float) -> None:
     """Store a fresh challenge bound to (operator, purpose, job, digest); drop expired ones."""
     now = utcnow()
     session.exec(delete(WebauthnChallenge).where(col(WebauthnChallenge.expires_at) <= now))
     session.add(
         WebauthnChallenge(
             challenge=challenge,
-            operator=operator,
-            purpose=purpose,
-            job_id=job_id,
-            digest=digest,
+            operator=bound.operator,
+            purpose=bound.purpose,
+            job_id=bound.job_id,
+            digest=bound.digest,
             expires_at=now + timedelta(seconds=ttl_s),
         )
     )
