@@ -54,13 +54,15 @@ def find_passkey(
 @dataclass(frozen=True)
 class NewPasskey:
     """A verified registration: whose, the authenticator's credential id, public key and
-    signature counter, and the label the operator gave it."""
+    signature counter, the label the operator gave it, and the relying party (RP ID) it
+    was made for."""
 
     operator: str
     credential_id: str
     public_key: str
     sign_count: int
     label: str
+    rp_id: str = "localhost"
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ class ChallengeFor:
 
 
 def add_passkey(*, session: Session, new: NewPasskey, seal: RowSeal) -> Passkey:
-    """Record a verified registration, signed with `seal`, and audit it."""
+    """Record a verified registration for its relying party, signed with `seal`, and
+    audit it."""
     operator = new.operator
     passkey = Passkey(
         operator=operator,
@@ -84,6 +87,7 @@ def add_passkey(*, session: Session, new: NewPasskey, seal: RowSeal) -> Passkey:
         sign_count=new.sign_count,
         label=(new.label.strip() or "passkey")[:MAX_LABEL],
         created_at=utcnow(),
+        rp_id=new.rp_id,
     )
     sign_row(seal, passkey)
     session.add(passkey)
