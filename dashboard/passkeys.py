@@ -234,21 +234,15 @@ def register(
 
 
 def verify_assertion(
-    *,
-    platform: Platform,
-    rp: RelyingParty,
-    operator: str,
-    assertion_json: str,
-    purpose: str,
-    digest: str,
-    job_id: int | None,
+    *, platform: Platform, rp: RelyingParty, assertion_json: str, expected: store.ChallengeFor
 ) -> int:
     """Check a passkey assertion made for exactly this call; return the passkey's id.
 
-    The challenge it signed must be unused, unexpired, and issued to `operator` for this
-    `purpose`, `job_id` and `digest`; the signature, origin, RP ID, user verification and
+    The challenge it signed must be unused, unexpired, and issued for `expected` (its
+    operator, purpose, job and digest); the signature, origin, RP ID, user verification and
     signature counter are checked by the library. Raises PasskeyError otherwise.
     """
+    operator = expected.operator
     require_usable(rp)
     try:
         credential = parse_authentication_credential_json(assertion_json)
@@ -257,7 +251,11 @@ def verify_assertion(
     taken = _take(platform, credential.response.client_data_json)
     if taken is None or taken.operator != operator:
         raise PasskeyError("this passkey confirmation is stale or was already used: try again")
-    if (taken.purpose, taken.job_id, taken.digest) != (purpose, job_id, digest):
+    if (taken.purpose, taken.job_id, taken.digest) != (
+        expected.purpose,
+        expected.job_id,
+        expected.digest,
+    ):
         raise PasskeyError(
             "this passkey confirmation was made for another call or change: review this one "
             "and try again"
