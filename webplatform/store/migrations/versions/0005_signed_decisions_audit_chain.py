@@ -9,7 +9,7 @@ signature, so a worker refuses them (they end failed); ask for them again.
 import sqlalchemy as sa
 from alembic import op
 
-from webplatform.store.audit_chain import GENESIS, content_hash
+from webplatform.store.audit_chain import GENESIS, AuditEntry, content_hash
 from webplatform.store.models import UTCDateTime
 
 revision, down_revision = "0005", "0004"
@@ -38,17 +38,7 @@ def upgrade() -> None:
     rows = conn.execute(sa.select(_EVENTS).order_by(_EVENTS.c.id)).mappings().all()
     prev = GENESIS
     for row in rows:
-        own = content_hash(
-            prev,
-            job_id=row["job_id"],
-            at=row["at"],
-            actor=row["actor"],
-            event=row["event"],
-            from_state=row["from_state"],
-            to_state=row["to_state"],
-            detail=row["detail"],
-            address=row["address"],
-        )
+        own = content_hash(prev, AuditEntry.of(row), row["at"])
         conn.execute(
             _EVENTS.update()
             .where(_EVENTS.c.id == row["id"])
