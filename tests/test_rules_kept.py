@@ -123,3 +123,25 @@ def test_a_rule_that_may_not_be_made_is_not_kept(platform: Platform) -> None:
     with pytest.raises(RuleError, match="line 1: an allow rule needs an expiry"):
         rulebook.parse(rulebook.Source("effect: allow\ntool: outbox\nargs: {to: a@b.c}"), platform)
     assert rulebook.listing(platform) == []
+
+
+def test_a_worker_starts_a_rule_allowed_call_only_while_the_rule_still_allows_it(
+    platform: Platform,
+) -> None:
+    allow, deny = _kept(platform)
+    args = {"to": "ann@example.org", "subject": "s", "body": "b"}
+    ask = rulebook.RuleCheck(allow, "outbox", "send-message", None, args)
+    assert rulebook.start_problem(platform, ask) is None
+    assert rulebook.listing(platform)[-1]["runs"] == 1 or any(
+        row["runs"] == 1 for row in rulebook.listing(platform)
+    )
+    other = rulebook.RuleCheck(allow, "outbox", "send-message", None, {**args, "to": "x@evil.test"})
+    assert rulebook.start_problem(platform, other) == f"rule {allow} does not allow this call"
+    denying = rulebook.RuleCheck(deny, "outbox", "delete-messages", None, {})
+    assert rulebook.start_problem(platform, denying) == f"rule {deny} does not allow this call"
+    assert rulebook.start_problem(platform, ask) is None  # the second of max_runs 2
+    assert rulebook.start_problem(platform, ask) == f"rule {allow} has no runs left (max_runs 2)"
+    rulebook.revoke(platform, deny, by="ada")
+    assert "was revoked by ada" in (rulebook.start_problem(platform, denying) or "")
+    later = datetime.now(UTC) + timedelta(hours=2)
+    assert "expired at" in (rulebook.start_problem(platform, ask, now=later) or "")

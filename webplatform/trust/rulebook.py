@@ -15,7 +15,7 @@ from webplatform.platform import Platform
 from webplatform.store import rules as rule_rows
 from webplatform.store.models import RuleRow
 from webplatform.trust.authority import report_forged, seal_for
-from webplatform.trust.rules import Condition, Rule, RuleError, RuleSet, check, parse_cedar
+from webplatform.trust.rules import Call, Condition, Rule, RuleError, RuleSet, check, parse_cedar
 from webplatform.trust.rules import parse_yaml as parse_yaml_rules
 
 
@@ -141,3 +141,47 @@ def _listed(row: RuleRow, signed: bool) -> dict[str, Any]:
         "cedar": row.cedar,
         "signed": signed,
     }
+
+
+@dataclass(frozen=True)
+class RuleCheck:
+    """What a worker checks of the rule a job was allowed by, just before it starts it."""
+
+    rule_id: int
+    tool: str
+    action: str
+    requester: str | None
+    args: dict[str, Any]
+
+
+def start_problem(platform: Platform, ask: RuleCheck, *, now: datetime | None = None) -> str | None:
+    """None when rule `ask.rule_id` still allows this call and one run was taken from its
+    budget; otherwise why the job must not start (forged, revoked, expired, spent, or no
+    longer matching). The run is taken in the same transaction as the checks."""
+    seal, now = seal_for(platform), now or datetime.now(UTC)
+
+    def take(session: Any) -> str | None:
+        row = rule_rows.find_rule(session=session, rule_id=ask.rule_id, seal=seal)
+        if row is None:
+            return f"rule {ask.rule_id} is missing or was changed outside aat"
+        if (stale := _stale(row, now)) is not None:
+            return stale
+        call = Call(ask.tool, ask.action, ask.requester, ask.args)
+        found = RuleSet({str(row.id): _kept(row)}).match(call)
+        if found is None or found.effect != "allow":
+            return f"rule {ask.rule_id} does not allow this call"
+        if not rule_rows.take_run(session=session, rule_id=ask.rule_id):
+            return f"rule {ask.rule_id} has no runs left (max_runs {row.max_runs})"
+        return None
+
+    problem = platform.transact(take)
+    report_forged(platform)
+    return problem
+
+
+def _stale(row: RuleRow, now: datetime) -> str | None:
+    if row.revoked_at is not None:
+        return f"rule {row.id} was revoked by {row.revoked_by}"
+    if row.expires_at is not None and row.expires_at <= now:
+        return f"rule {row.id} expired at {row.expires_at.isoformat(timespec='seconds')}"
+    return None
