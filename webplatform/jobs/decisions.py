@@ -48,10 +48,8 @@ def approve(
                 job_id=job_id,
                 operator=operator,
                 digest=digest,
-                address=address,
-                step_up=step_up.describe(),
                 signer=signer,
-                seal=seal,
+                context=jobs.Context(address=address, step_up=step_up.describe(), seal=seal),
             )
         )
     finally:
@@ -72,9 +70,8 @@ def deny(
                 job_id=job_id,
                 operator=operator,
                 reason=reason,
-                address=address,
                 signer=signer,
-                seal=seal,
+                context=jobs.Context(address=address, seal=seal),
             )
         )
     finally:

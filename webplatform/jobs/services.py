@@ -6,6 +6,7 @@ a run except the worker, which only executes jobs an operator approved.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import Enum
 from typing import Any
 
@@ -13,12 +14,12 @@ from webplatform.canonical import args_digest
 from webplatform.jobs import calls, execution
 from webplatform.jobs.admission import args_too_big
 from webplatform.jobs.answers import Answer, Status
-from webplatform.jobs.recording import queue_call, record_job
+from webplatform.jobs.recording import Asked, Recording, queue_call, record_job
 from webplatform.jobs.resolution import action_schema, resolve_call
 from webplatform.jobs.tracking import answer_for, job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.registry import resolve_secrets
-from webplatform.registry.model import ActionSpec, RunnableKind, ToolSpec
+from webplatform.registry.model import ActionSpec, RunnableKind
 from webplatform.registry.validation import mask_secrets, secret_args_problem, validate_args
 from webplatform.store.models import Surface
 from webplatform.trust import gate
@@ -68,6 +69,28 @@ def request_run(
     if isinstance(resolved, Answer):
         return resolved
     spec, act = resolved
+    clean = _validated(platform, spec.name, act, args, reason)
+    if isinstance(clean, Answer):
+        return clean
+    asked = Asked(spec=spec, action=act, args=clean, actor=actor)
+    if not gate.is_irreversible(spec.name, act):
+        return _run_now(platform=platform, asked=asked)
+    refused = _irreversible_refused(platform, asked, consent, step_up)
+    if refused is not None:
+        return refused
+    return queue_call(
+        platform=platform,
+        asked=asked,
+        step_up=step_up if consent is Consent.OPERATOR else None,
+        reason=reason or None,
+    )
+
+
+def _validated(
+    platform: Platform, name: str, act: ActionSpec, args: Any, reason: Any
+) -> dict[str, Any] | Answer:
+    """The call's arguments, validated against `act` (of tool `name`); or the `invalid`
+    answer saying what is wrong with them or with the agent's `reason`."""
     if (bad_reason := reason_problem(reason)) is not None:
         return Answer(Status.invalid, tool=name, action=act.name, error=bad_reason)
     if (too_big := args_too_big(settings=platform.settings, args=args)) is not None:
@@ -82,8 +105,17 @@ def request_run(
             schema=action_schema(act),
             did_you_mean=problems.did_you_mean or None,
         )
-    if not gate.is_irreversible(spec.name, act):
-        return _run_now(platform=platform, spec=spec, action=act, args=clean, actor=actor)
+    return clean
+
+
+def _irreversible_refused(
+    platform: Platform, asked: Asked, consent: Consent, step_up: StepUp | None
+) -> Answer | None:
+    """Why an irreversible call may not be queued as asked (None: it may). Raises
+    PermissionError for `Consent.OPERATOR` from anyone but a dashboard operator who gave
+    `step_up`, theirs and for exactly these arguments."""
+    spec, act, actor = asked.spec, asked.action, asked.actor
+    name, kind = spec.name, spec.kind
     if consent is Consent.NONE:
         return Answer(
             Status.approval_required,
@@ -95,15 +127,13 @@ def request_run(
                 f"call run_{kind}_confirmed with the same arguments"
             ),
         )
-    operator_step_up = None
     if consent is Consent.OPERATOR:
         if not (actor.surface is Surface.dashboard and actor.operator and step_up is not None):
             raise PermissionError(
                 "only a logged-in operator on the dashboard, with a step-up, approves a run"
             )
-        digest = args_digest(kind=spec.kind, name=spec.name, action=act.name, args=clean)
+        digest = args_digest(kind=spec.kind, name=spec.name, action=act.name, args=asked.args)
         check_step_up(step_up, operator=actor.operator, digest=digest)
-        operator_step_up = step_up
     mcp = actor.surface in (Surface.mcp_stdio, Surface.mcp_http)
     if mcp and platform.settings.mcp_deny_irreversible:
         return Answer(
@@ -112,36 +142,21 @@ def request_run(
             action=act.name,
             error="irreversible actions are switched off here (AAT_MCP_DENY_IRREVERSIBLE=1)",
         )
-    if (secret := secret_args_problem(act, clean)) is not None:
+    if (secret := secret_args_problem(act, asked.args)) is not None:
         return Answer(Status.invalid, tool=name, action=act.name, error=secret)
-    return queue_call(
-        platform=platform,
-        spec=spec,
-        action=act,
-        args=clean,
-        actor=actor,
-        step_up=operator_step_up,
-        reason=reason or None,
+    return None
+
+
+def _run_now(*, platform: Platform, asked: Asked) -> Answer:
+    action, args = asked.action, asked.args
+    written: list[int] = []
+    recording = Recording(
+        start=calls.Running(worker_id=platform.process_id, lease_s=platform.settings.worker_lease_s)
     )
 
-
-def _run_now(
-    *, platform: Platform, spec: ToolSpec, action: ActionSpec, args: dict[str, Any], actor: Actor
-) -> Answer:
-    written: list[int] = []
-
     def record() -> int:
-        job_id = record_job(
-            platform=platform,
-            spec=spec,
-            action=action,
-            stored_args=mask_secrets(action, args),
-            actor=actor,
-            irreversible=False,
-            start=calls.Running(
-                worker_id=platform.process_id, lease_s=platform.settings.worker_lease_s
-            ),
-        )
+        stored = replace(asked, args=mask_secrets(action, args))
+        job_id = record_job(platform=platform, asked=stored, how=recording)
         assert isinstance(job_id, int)  # nothing refuses a reversible run here
         written.append(job_id)
         return job_id
@@ -151,11 +166,11 @@ def _run_now(
         settings=platform.settings,
         worker_id=platform.process_id,
         record=record,  # the row is written while the tool's process is prepared
-        tool=spec,
+        tool=asked.spec,
         action=action,
         args=args,
-        secrets=resolve_secrets(spec.secrets),
-        caller_cwd=actor.cwd,
+        secrets=resolve_secrets(asked.spec.secrets),
+        caller_cwd=asked.actor.cwd,
         secret_args=[str(v) for k, v in args.items() if (a := action.arg(k)) and a.secret],
     )
     if finished is not None:  # as it was recorded, in the transaction that finished it
