@@ -8,6 +8,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -30,7 +31,7 @@ from webplatform.process import runner
 from webplatform.registry import RegistryLoader, resolve_secrets
 from webplatform.store.agents import add_agent
 from webplatform.store.engine import session_scope
-from webplatform.store.models import Job, JobState, Surface
+from webplatform.store.models import Job, JobState, Surface, utcnow
 from webplatform.trust.authority import seal_for
 from webplatform.trust.stepup import StepUp, StepUpMethod
 from webplatform.worker import Worker
@@ -157,6 +158,28 @@ def test_a_wrong_password_or_a_decided_job_edits_nothing(
     late_htmx = ada.post(f"/jobs/{original}/edit", data=form, headers=htmx)
     assert late_htmx.status_code == 409 and "no longer pending" in late_htmx.text
     assert [j.id for j in _all_jobs(platform)] == [original]
+
+
+def test_an_edit_after_expiry_is_refused_and_the_expiry_is_recorded_as_for_approve(
+    platform: Platform,
+) -> None:
+    add_operator(platform, "ada")
+    original = queue_send(platform).job
+    assert original is not None
+    edit = edits.prepare(platform=platform, job_id=original, args=EDITED)
+    assert not isinstance(edit, Answer), edit
+    with session_scope(platform.engine) as session:
+        job = jobs.get_job(session=session, job_id=original)
+        assert job is not None
+        job.expires_at = utcnow() - timedelta(seconds=1)
+        session.add(job)
+    step_up = StepUp(operator="ada", digest=edit.digest, method=StepUpMethod.password)
+    with pytest.raises(jobs.ApprovalExpired):
+        edits.approve_edited(
+            platform=platform, edit=edit, operator="ada", address=None, step_up=step_up
+        )
+    # The refusal sticks, as an Approve's does: the job is expired, and nothing was created.
+    assert [(j.id, j.state) for j in _all_jobs(platform)] == [(original, JobState.expired)]
 
 
 def test_forged_edits_by_a_viewer_and_by_the_asker_are_refused(

@@ -1,11 +1,16 @@
-"""The job state machine: every state change is a compare-and-set with an audit event.
+"""The job state machine, the one door for the job's life: every state change is a named
+operation here (`approve`, `deny`, `cancel`, `expire_due`, `move`), a compare-and-set with an
+audit event.
 
 `UPDATE job SET state = :to ... WHERE id = :id AND state = :expected` decides every race in
 the database, so two operators clicking at once (or two workers claiming) get one winner;
-the loser gets `StaleState` naming what happened. Creating a job is `webplatform.jobs.calls`;
-a worker's claims and leases are `webplatform.jobs.leases`. Functions take the caller's session and
-never commit, except `approve` recording an expiry (see there). Run them through
-`webplatform.store.transact(engine, lambda s: ...)` so SQLite lock waits are retried.
+the loser gets `StaleState` naming what happened. Whether an operator may decide at all is
+the decision point's (`webplatform.trust.decidability`), asked through `judge` and `enforce`.
+A job comes to be through `webplatform.jobs.recording.create` (its insert is
+`webplatform.jobs.calls`); a worker's claims and leases are `webplatform.jobs.leases`.
+Functions take the caller's session and never commit, except `enforce` recording an expiry
+(see there). Run them through `webplatform.store.transact(engine, lambda s: ...)` so SQLite
+lock waits are retried.
 """
 
 from __future__ import annotations
