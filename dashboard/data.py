@@ -24,7 +24,6 @@ from webplatform.store.models import (
     Job,
     JobPreview,
     JobState,
-    JobSummary,
     Surface,
     utcnow,
 )
@@ -107,7 +106,7 @@ def parse_filters(
 
 def job_page(
     *, platform: Platform, filters: JobFilters, before_id: int | None, limit: int = PAGE_SIZE
-) -> list[JobSummary]:
+) -> list[Job]:
     """One page of job history, newest first (keyset paging on id)."""
     return platform.transact(
         lambda session: jobs.list_jobs(
@@ -124,11 +123,9 @@ def job_page(
     )
 
 
-def all_jobs(
-    *, platform: Platform, filters: JobFilters, limit: int = EXPORT_LIMIT
-) -> list[JobSummary]:
+def all_jobs(*, platform: Platform, filters: JobFilters, limit: int = EXPORT_LIMIT) -> list[Job]:
     """Every job matching the filters (up to `limit`), for exports, fetched page by page."""
-    out: list[JobSummary] = []
+    out: list[Job] = []
     before: int | None = None
     while len(out) < limit:
         page = job_page(platform=platform, filters=filters, before_id=before, limit=500)

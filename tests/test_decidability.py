@@ -43,7 +43,7 @@ def _job(**fields: Any) -> Job:
         "irreversible": True,
         "state": JobState.pending_approval,
         "surface": Surface.mcp_stdio,
-        "expires_at": NOW + timedelta(minutes=5),
+        "expires_at": utcnow() + timedelta(minutes=5),
         "asked_by_operator": "alice",
     }
     return Job(**(values | fields))
