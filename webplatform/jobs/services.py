@@ -149,7 +149,6 @@ def _irreversible_refused(
 
 def _run_now(*, platform: Platform, asked: Asked) -> Answer:
     action, args = asked.action, asked.args
-    written: list[int] = []
     recording = Recording(
         start=calls.Running(worker_id=platform.process_id, lease_s=platform.settings.worker_lease_s)
     )
@@ -158,21 +157,19 @@ def _run_now(*, platform: Platform, asked: Asked) -> Answer:
         stored = replace(asked, args=mask_secrets(action, args))
         job_id = record_job(platform=platform, asked=stored, how=recording)
         assert isinstance(job_id, int)  # nothing refuses a reversible run here
-        written.append(job_id)
         return job_id
 
-    finished = execution.execute(
-        engine=platform.engine,
-        settings=platform.settings,
-        worker_id=platform.process_id,
-        record=record,  # the row is written while the tool's process is prepared
-        tool=asked.spec,
-        action=action,
-        args=args,
-        secrets=resolve_secrets(asked.spec.secrets),
+    row = execution.JobRow(record)  # written while the tool's process is prepared
+    call = execution.JobCall(
+        asked.spec,
+        action,
+        args,
+        resolve_secrets(asked.spec.secrets),
         caller_cwd=asked.actor.cwd,
         secret_args=[str(v) for k, v in args.items() if (a := action.arg(k)) and a.secret],
     )
+    executor = execution.Executor(platform.engine, platform.settings, platform.process_id)
+    finished = executor.execute(row, call)
     if finished is not None:  # as it was recorded, in the transaction that finished it
         return answer_for(finished, settings=platform.settings)
-    return job_answer(platform=platform, job_id=written[0])
+    return job_answer(platform=platform, job_id=row.write())
