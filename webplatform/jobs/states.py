@@ -62,7 +62,7 @@ from webplatform.trust.decidability import (
     read_standing,
 )
 from webplatform.trust.decidability import judge as verdict_on
-from webplatform.trust.signing import Decision, DecisionSigner
+from webplatform.trust.signing import DecisionSigner, decision_of
 
 __all__ = [
     "LEGAL_MOVES",
@@ -251,6 +251,12 @@ def _counted(
             address=context.address,
         )
         return job
+    fields: dict[str, Any] = {
+        "decided_by": ", ".join(given),
+        "decided_at": now,
+        "decided_from": context.address,
+    }
+    fields["decision_signature"] = _signed(signer, job, "approved", fields)
     return _cas(
         session,
         job_id=job.id or 0,
@@ -259,12 +265,7 @@ def _counted(
         actor=given[-1],
         address=context.address,
         detail=detail + (f"; approved by {', '.join(given)}" if job.approvals_required > 1 else ""),
-        fields={
-            "decided_by": ", ".join(given),
-            "decided_at": now,
-            "decided_from": context.address,
-            "decision_signature": signer.sign(_decision(job, "approved", given, now)),
-        },
+        fields=fields,
     )
 
 
@@ -296,7 +297,7 @@ def deny(
         "finished_at": now,
     }
     if signer is not None:
-        fields["decision_signature"] = signer.sign(_decision(job, "denied", (operator,), now))
+        fields["decision_signature"] = _signed(signer, job, "denied", fields)
     return _cas(
         session,
         job_id=job_id,
@@ -341,17 +342,12 @@ def cancel(
     )
 
 
-def _decision(job: Job, decision: str, operators: tuple[str, ...], at: datetime) -> Decision:
-    return Decision(
-        job_id=job.id or 0,
-        digest=job.args_digest,
-        kind=job.kind,
-        name=job.name,
-        action=job.action,
-        decision=decision,
-        operators=operators,
-        at=at,
-    )
+def _signed(signer: DecisionSigner, job: Job, decision: str, fields: dict[str, Any]) -> str:
+    """The signature over `decision` as `job` will carry it once `fields` (its deciders and
+    time) are set: the same statement a worker rebuilds from the row to verify it."""
+    signed = decision_of(Job.model_validate(job.model_dump() | fields), decision)
+    assert signed is not None  # `fields` name the deciders and the time
+    return signer.sign(signed)
 
 
 def expire_due(*, session: Session, now: datetime | None = None) -> int:
