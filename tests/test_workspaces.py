@@ -13,7 +13,7 @@ from workspaces import aat_home_beside
 
 from webplatform.config import Settings
 from webplatform.jobs.answers import Answer, Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.process import confine
@@ -88,10 +88,7 @@ def platform(tmp_path: Path) -> Iterator[Platform]:
 def _run(platform: Platform, cwd: Path, name: str, action: str, **args: str) -> Answer:
     return request_run(
         platform=platform,
-        kind="tool",
-        name=name,
-        action=action,
-        args=args,
+        call=RunCall(kind="tool", name=name, action=action, args=args),
         actor=Actor(surface=Surface.mcp_stdio, client="test-agent", cwd=cwd),
         consent=Consent.NONE,
     )

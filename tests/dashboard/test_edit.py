@@ -24,7 +24,7 @@ from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.jobs import decisions, edits
 from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import Answer, Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.process import runner
@@ -191,10 +191,12 @@ def test_forged_edits_by_a_viewer_and_by_the_asker_are_refused(
         add_agent(session=session, name="ada-laptop", owner="ada", seal=seal_for(platform))
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args={"to": "x@example.org", "subject": "mine", "body": "b"},
+        call=RunCall(
+            kind="tool",
+            name="outbox",
+            action="send-message",
+            args={"to": "x@example.org", "subject": "mine", "body": "b"},
+        ),
         actor=Actor(surface=Surface.mcp_http, agent="ada-laptop", client="opencode"),
         consent=Consent.QUEUE,
     )
@@ -351,10 +353,7 @@ def test_arguments_named_password_and_csrf_token_keep_their_own_values(
     asked = {"user": "u", "password": "old-service-pass", "csrf_token": "old-value"}
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="clash",
-        action="log-in",
-        args=asked,
+        call=RunCall(kind="tool", name="clash", action="log-in", args=asked),
         actor=Actor(surface=Surface.mcp_http, client="test-agent"),
         consent=Consent.QUEUE,
     )

@@ -6,7 +6,7 @@ a run except the worker, which only executes jobs an operator approved.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -43,33 +43,42 @@ class Consent(Enum):
     OPERATOR = "operator"
 
 
+@dataclass(frozen=True)
+class RunCall:
+    """A call as a surface received it, not yet validated: which tool or agent, which action
+    (None: its only one), the arguments, and the agent's own word on why it wants it."""
+
+    kind: RunnableKind
+    name: str
+    action: str | None
+    args: Any
+    reason: Any = None
+
+
 def request_run(
     *,
     platform: Platform,
-    kind: RunnableKind,
-    name: str,
-    action: str | None,
-    args: Any,
+    call: RunCall,
     actor: Actor,
     consent: Consent,
     step_up: StepUp | None = None,
-    reason: Any = None,
 ) -> Answer:
-    """Validate and gate a call, then run it now (reversible) or queue it for approval.
+    """Validate and gate `call`, then run it now (reversible) or queue it for approval.
 
     `consent` says what an irreversible action does (see `Consent`). `Consent.OPERATOR` is
     refused (PermissionError) unless `actor` is a logged-in operator on the dashboard who
     gave `step_up`, the fresh proof the dashboard verified, theirs and for exactly these
     arguments; no other consent reads `step_up`. It approves the run at once only when one
     approval is enough and self-approval is allowed; otherwise the job is queued with their
-    approval counted as the first, or (no self-approval) not at all. `reason` is the agent's
-    own word on why it wants the call (at most 500 characters), shown to the deciders.
+    approval counted as the first, or (no self-approval) not at all. `call.reason` is the
+    agent's own word on why it wants the call (at most 500 characters), shown to deciders.
     """
-    resolved = resolve_call(platform.registry(), kind, name, action)
+    reason = call.reason
+    resolved = resolve_call(platform.registry(), call.kind, call.name, call.action)
     if isinstance(resolved, Answer):
         return resolved
     spec, act = resolved
-    clean = _validated(platform, spec.name, act, args, reason)
+    clean = _validated(platform, spec.name, act, call.args, reason)
     if isinstance(clean, Answer):
         return clean
     asked = Asked(spec=spec, action=act, args=clean, actor=actor)

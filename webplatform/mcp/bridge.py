@@ -16,7 +16,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult
 
 from webplatform.jobs.answers import IN_PROGRESS, Answer, Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import asked_by, job_answer, no_such_job, recent_of_requester
 from webplatform.jobs.withdrawal import DECLINED_IN_CLIENT, withdraw
 from webplatform.mcp import naming, native, tasks, waiting
@@ -180,13 +180,11 @@ class Bridge:
         answer = await waiting.in_thread(
             lambda: request_run(
                 platform=self.platform,
-                kind=kind,
-                name=name,
-                action=action,
-                args=args,
+                call=RunCall(
+                    kind=kind, name=name, action=action, args=args, reason=raw.get("reason")
+                ),
                 actor=actor,
                 consent=consent,
-                reason=raw.get("reason"),
             ),
             progress=progress,
             what=f"running {name}",
