@@ -234,8 +234,9 @@ WRITER = textwrap.dedent(
     made, cancelled = [], 0
     for i in range(count):
         answer = request_run(
-            platform=platform, kind="tool", name="outbox", action="send-message",
-            args={"to": "ops@example.org", "subject": f"{name}-{i}", "body": "x"},
+            platform=platform,
+            call=RunCall(kind="tool", name="outbox", action="send-message",
+                         args={"to": "ops@example.org", "subject": f"{name}-{i}", "body": "x"}),
             actor=actor, consent=Consent.QUEUE,
         )
         assert answer.status.value == "pending_approval", answer.to_dict()
