@@ -100,8 +100,8 @@ S = JobState
 
 
 class NotAllowed(JobError):
-    """This operator may not decide this job: a viewer, or the operator who asked for it
-    when the action forbids self-approval."""
+    """This operator may not decide this job: a viewer, an operator whose row does not
+    verify, or the operator who asked for it when the action forbids self-approval."""
 
 
 class AlreadyApproved(JobError):
