@@ -19,10 +19,18 @@ from webplatform.platform import Platform
 from webplatform.registry.model import Registry
 from webplatform.store import approvals, dashboard_queries, operators, queries
 from webplatform.store import previews as preview_rows
-from webplatform.store.models import AuditEvent, Job, JobPreview, JobState, JobSummary, Surface
+from webplatform.store.models import (
+    AuditEvent,
+    Job,
+    JobPreview,
+    JobState,
+    Surface,
+    utcnow,
+)
 from webplatform.store.queries import HistoryFilter
 from webplatform.store.seals import RowSeal
 from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.decidability import Decider, Intent, Standing, judge
 from webplatform.trust.ledger import REFUSAL_EVENTS
 
 PAGE_SIZE = 50
@@ -109,7 +117,7 @@ def parse_filters(
 
 def job_page(
     *, platform: Platform, filters: JobFilters, before_id: int | None, limit: int = PAGE_SIZE
-) -> list[JobSummary]:
+) -> list[Job]:
     """One page of job history, newest first (keyset paging on id)."""
     return platform.transact(
         lambda session: jobs.list_jobs(
@@ -119,11 +127,9 @@ def job_page(
     )
 
 
-def all_jobs(
-    *, platform: Platform, filters: JobFilters, limit: int = EXPORT_LIMIT
-) -> list[JobSummary]:
+def all_jobs(*, platform: Platform, filters: JobFilters, limit: int = EXPORT_LIMIT) -> list[Job]:
     """Every job matching the filters (up to `limit`), for exports, fetched page by page."""
-    out: list[JobSummary] = []
+    out: list[Job] = []
     before: int | None = None
     while len(out) < limit:
         page = job_page(platform=platform, filters=filters, before_id=before, limit=500)
@@ -149,13 +155,31 @@ ARGS_SHOWN_CHARS = 4000
 class Approvals:
     """Where a pending job stands with its approvals (SPEC §11), and who may still give one."""
 
-    given: tuple[str, ...] = ()
-    required: int = 1
+    # The job and who approved it so far, as the decision point judges it (None: no job).
+    standing: Standing | None = None
     # How many operators could approve it at all (admins and approvers, less the asker
     # when self-approval is off).
     eligible: int = 0
-    asker: str | None = None
-    self_approval: bool = True
+
+    @property
+    def given(self) -> tuple[str, ...]:
+        """Who approved the job so far, oldest first."""
+        return () if self.standing is None else self.standing.given
+
+    @property
+    def required(self) -> int:
+        """How many distinct operators must approve the job."""
+        return 1 if self.standing is None else self.standing.job.approvals_required
+
+    @property
+    def asker(self) -> str | None:
+        """The operator who asked for the job (the run form's, or the agent token's owner)."""
+        return None if self.standing is None else self.standing.job.asked_by_operator
+
+    @property
+    def self_approval(self) -> bool:
+        """Whether the operator who asked may approve it too."""
+        return self.standing is None or self.standing.job.self_approval
 
     @property
     def short(self) -> int:
@@ -163,18 +187,15 @@ class Approvals:
         return max(0, self.required - self.eligible)
 
     def blocked_for(self, operator: str | None, role: str | None) -> str | None:
-        """Why `operator` gets no Approve button on this job, or None when they may approve."""
-        if role not in operators.DECIDING_ROLES:
-            return "You are a viewer: you see every call and decide none."
-        if not self.self_approval and operator is not None and operator == self.asker:
-            return (
-                "You asked for this call, and it may not be approved by the operator who "
-                "asked: another operator must approve it."
-            )
-        if operator in self.given:
-            left = self.required - len(self.given)
-            return f"You approved this call; it waits for {left} more approval(s) from others."
-        return None
+        """Why `operator` gets no Approve button on this job, or None when they may approve:
+        the decision point's own verdict, as the card says it."""
+        if self.standing is None:
+            return None
+        # The page's operator is always a listed one: no role (a row that does not verify)
+        # decides nothing, as a viewer.
+        decider = Decider(name=operator or "", role=role)
+        verdict = judge(self.standing, decider, intent=Intent.approve, now=utcnow())
+        return verdict.on_card
 
 
 def job_approvals(session: Session, jobs_: list[Job], seal: RowSeal) -> dict[int, Approvals]:
@@ -185,11 +206,8 @@ def job_approvals(session: Session, jobs_: list[Job], seal: RowSeal) -> dict[int
     for job in jobs_:
         eligible = len(deciders - ({job.asked_by_operator} if not job.self_approval else set()))
         out[job.id or 0] = Approvals(
-            given=tuple(given.get(job.id or 0, ())),
-            required=job.approvals_required,
+            standing=Standing(job=job, given=tuple(given.get(job.id or 0, ()))),
             eligible=eligible,
-            asker=job.asked_by_operator,
-            self_approval=job.self_approval,
         )
     return out
 

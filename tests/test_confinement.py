@@ -14,7 +14,7 @@ from workspaces import aat_home_beside
 
 from webplatform.config import Settings
 from webplatform.jobs.answers import Answer, Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.process import confine
 from webplatform.process.confine import landlock
@@ -42,10 +42,7 @@ def platform_settings(tmp_path: Path) -> Settings:
 def escape(platform: Platform, action: str, **args: str) -> Answer:
     return request_run(
         platform=platform,
-        kind="tool",
-        name="escape",
-        action=action,
-        args=args,
+        call=RunCall(kind="tool", name="escape", action=action, args=args),
         actor=AGENT,
         consent=Consent.NONE,
     )

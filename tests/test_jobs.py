@@ -104,7 +104,9 @@ def test_every_legal_move_happens_and_is_audited(engine: Engine, start: S, to: S
     moved = transact(
         engine,
         lambda s: jobs.move(
-            session=s, job_id=job.id or 0, expected=start, to=to, actor="bob", address="::1"
+            session=s,
+            job_id=job.id or 0,
+            step=jobs.Step(expected=start, to=to, actor="bob", address="::1"),
         ),
     )
     assert moved.state == to
@@ -125,7 +127,9 @@ def test_every_illegal_move_raises_and_changes_nothing(engine: Engine, start: S,
     with pytest.raises(jobs.IllegalMove):
         transact(
             engine,
-            lambda s: jobs.move(session=s, job_id=job.id or 0, expected=start, to=to, actor="x"),
+            lambda s: jobs.move(
+                session=s, job_id=job.id or 0, step=jobs.Step(expected=start, to=to, actor="x")
+            ),
         )
     assert _state(engine, job.id or 0) == S.pending_approval
 
@@ -257,7 +261,7 @@ def test_approval_after_expiry_is_a_refusal(engine: Engine) -> None:
                 job_id=job.id or 0,
                 operator="alice",
                 digest=job.args_digest,
-                now=late,
+                context=jobs.Context(now=late),
             ),
         )
     # The expiry is kept although the caller's transaction ended with an exception.
@@ -293,7 +297,11 @@ def test_deny_keeps_reason_and_decider(engine: Engine) -> None:
     denied = transact(
         engine,
         lambda s: jobs.deny(
-            session=s, job_id=job.id or 0, operator="bob", reason="wrong person", address="1.2.3.4"
+            session=s,
+            job_id=job.id or 0,
+            operator="bob",
+            reason="wrong person",
+            context=jobs.Context(address="1.2.3.4"),
         ),
     )
     assert (denied.state, denied.reason, denied.decided_by, denied.decided_from) == (
@@ -460,7 +468,9 @@ def test_prune_keeps_live_jobs_and_decisions(engine: Engine) -> None:
     transact(
         engine,
         lambda s: jobs.move(
-            session=s, job_id=finished.id or 0, expected=S.running, to=S.failed, actor="w0"
+            session=s,
+            job_id=finished.id or 0,
+            step=jobs.Step(expected=S.running, to=S.failed, actor="w0"),
         ),
     )
     future = utcnow() + timedelta(hours=1)
@@ -531,7 +541,7 @@ def test_random_moves_only_ever_follow_legal_moves(
             transact(
                 engine,
                 lambda s, e=expected, t=to: jobs.move(
-                    session=s, job_id=job_id, expected=e, to=t, actor="h"
+                    session=s, job_id=job_id, step=jobs.Step(expected=e, to=t, actor="h")
                 ),
             )
         except jobs.IllegalMove:

@@ -190,7 +190,7 @@ def test_a_decision_older_than_the_window_plus_the_lease_never_runs(
                 operator="olga",
                 digest=pending.args_digest,
                 signer=signer,
-                now=then,
+                context=jobs.Context(now=then),
             ),
         )
 

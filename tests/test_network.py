@@ -25,7 +25,7 @@ from workspaces import aat_home_beside
 
 from webplatform.config import Settings
 from webplatform.jobs.answers import Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.process import confine, runner
 from webplatform.process.confine import landlock
@@ -209,10 +209,9 @@ def test_the_jobs_error_says_the_manifest_allows_no_such_connection(tmp_path: Pa
         with listening(socket.AF_INET, ("127.0.0.1", 0)) as dashboard:
             answer = request_run(
                 platform=platform,
-                kind="tool",
-                name="net",
-                action="connect",
-                args={"target": dashboard.port},
+                call=RunCall(
+                    kind="tool", name="net", action="connect", args={"target": dashboard.port}
+                ),
                 actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
                 consent=Consent.NONE,
             )

@@ -15,7 +15,7 @@ from platforms import platform_with
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.jobs import decisions, previews
 from webplatform.jobs.answers import Answer, Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.store import previews as preview_rows
 from webplatform.store import queries
@@ -38,10 +38,7 @@ def queue(platform: Platform, action: str, text: str = "x", tool: str = "preview
     args = {"text": text} if tool == "previewed" else {}
     return request_run(
         platform=platform,
-        kind="tool",
-        name=tool,
-        action=action,
-        args=args,
+        call=RunCall(kind="tool", name=tool, action=action, args=args),
         actor=AGENT,
         consent=Consent.QUEUE,
     )
@@ -121,10 +118,7 @@ def test_a_preview_writes_nothing_but_its_scratch_folder(
     # workspaces allow: what the preview is refused below is the preview's alone.
     direct = request_run(
         platform=platform,
-        kind="tool",
-        name="previewed",
-        action="write",
-        args={"text": str(workspace)},
+        call=RunCall(kind="tool", name="previewed", action="write", args={"text": str(workspace)}),
         actor=AGENT,
         consent=Consent.NONE,
     )
@@ -164,10 +158,12 @@ def test_no_preview_runs_where_tools_cannot_be_confined(settings: Settings) -> N
 def test_the_outbox_previews_what_a_delete_would_remove(platform: Platform) -> None:
     sent = request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="preview-message",
-        args={"to": "bob@example.org", "subject": "s", "body": "b"},
+        call=RunCall(
+            kind="tool",
+            name="outbox",
+            action="preview-message",
+            args={"to": "bob@example.org", "subject": "s", "body": "b"},
+        ),
         actor=AGENT,
         consent=Consent.NONE,
     )

@@ -10,7 +10,7 @@ from sqlalchemy import text
 from webplatform.config import Settings
 from webplatform.jobs import decisions
 from webplatform.jobs.answers import Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer
 from webplatform.mcp.results import answer_result
 from webplatform.platform import Actor, Platform
@@ -40,10 +40,9 @@ def everything_stored(platform: Platform) -> str:
 def test_secret_argument_and_secret_env_are_masked_everywhere(platform: Platform) -> None:
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="echo",
-        action="echo",
-        args={"text": "hi", "token": ARG_SECRET},
+        call=RunCall(
+            kind="tool", name="echo", action="echo", args={"text": "hi", "token": ARG_SECRET}
+        ),
         actor=AGENT,
         consent=Consent.NONE,
     )
@@ -63,10 +62,7 @@ def test_secret_argument_and_secret_env_are_masked_everywhere(platform: Platform
 def test_a_job_with_a_secret_argument_cannot_be_rerun_with_the_mask(platform: Platform) -> None:
     first = request_run(
         platform=platform,
-        kind="tool",
-        name="echo",
-        action="echo",
-        args={"token": ARG_SECRET},
+        call=RunCall(kind="tool", name="echo", action="echo", args={"token": ARG_SECRET}),
         actor=AGENT,
         consent=Consent.NONE,
     )
@@ -106,10 +102,7 @@ def test_no_part_of_a_secret_survives_a_cut(
     monkeypatch.setenv("LEAK_TOKEN", LEAK_SECRET)
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="leak",
-        action="leak",
-        args=STRADDLES[case],
+        call=RunCall(kind="tool", name="leak", action="leak", args=STRADDLES[case]),
         actor=AGENT,
         consent=Consent.NONE,
     )

@@ -12,7 +12,7 @@ from webplatform.config import Settings
 from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import Answer, Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer, wait_for_job
 from webplatform.platform import Actor, Platform
 from webplatform.store.engine import session_scope
@@ -36,10 +36,7 @@ def send_message(
     """Ask for the irreversible `outbox send-message` with the test message."""
     return request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args=MESSAGE,
+        call=RunCall(kind="tool", name="outbox", action="send-message", args=MESSAGE),
         actor=actor,
         consent=consent,
         step_up=step_up,
@@ -54,10 +51,7 @@ def outbox(settings: Settings) -> list[Path]:
 def test_reversible_runs_now_and_is_recorded(platform: Platform) -> None:
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="hello-world",
-        action="greet",
-        args={"name": "Žofie"},
+        call=RunCall(kind="tool", name="hello-world", action="greet", args={"name": "Žofie"}),
         actor=AGENT,
         consent=Consent.NONE,
     )
@@ -73,20 +67,14 @@ def test_reversible_runs_now_and_is_recorded(platform: Platform) -> None:
 def test_action_may_be_left_out_only_when_there_is_one(platform: Platform) -> None:
     one = request_run(
         platform=platform,
-        kind="tool",
-        name="hello-world",
-        action=None,
-        args={"name": "x"},
+        call=RunCall(kind="tool", name="hello-world", action=None, args={"name": "x"}),
         actor=AGENT,
         consent=Consent.NONE,
     )
     assert one.status is Status.succeeded
     many = request_run(
         platform=platform,
-        kind="tool",
-        name="xlsx",
-        action=None,
-        args={},
+        call=RunCall(kind="tool", name="xlsx", action=None, args={}),
         actor=AGENT,
         consent=Consent.NONE,
     )
@@ -167,10 +155,7 @@ def test_deny_irreversible_switch_refuses_mcp_and_queues_nothing(settings: Setti
 def test_bad_calls_are_invalid_with_schema_or_suggestions(platform: Platform) -> None:
     wrong_type = request_run(
         platform=platform,
-        kind="tool",
-        name="hello-world",
-        action="greet",
-        args={"name": 5},
+        call=RunCall(kind="tool", name="hello-world", action="greet", args={"name": 5}),
         actor=AGENT,
         consent=Consent.NONE,
     )
@@ -180,20 +165,14 @@ def test_bad_calls_are_invalid_with_schema_or_suggestions(platform: Platform) ->
     ]
     unknown_tool = request_run(
         platform=platform,
-        kind="tool",
-        name="helo-world",
-        action="greet",
-        args={},
+        call=RunCall(kind="tool", name="helo-world", action="greet", args={}),
         actor=AGENT,
         consent=Consent.NONE,
     )
     assert unknown_tool.did_you_mean == ["hello-world"]
     plural = request_run(
         platform=platform,
-        kind="tool",
-        name="xlsx",
-        action="sheets-list",
-        args={},
+        call=RunCall(kind="tool", name="xlsx", action="sheets-list", args={}),
         actor=AGENT,
         consent=Consent.NONE,
     )
@@ -234,10 +213,7 @@ def test_arguments_over_max_args_bytes_are_invalid(platform: Platform) -> None:
     big = {**MESSAGE, "body": "x" * (256 * 1024)}
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args=big,
+        call=RunCall(kind="tool", name="outbox", action="send-message", args=big),
         actor=AGENT,
         consent=Consent.QUEUE,
     )

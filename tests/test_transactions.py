@@ -14,7 +14,7 @@ from stepup_helpers import job_step_up
 from webplatform.config import Settings
 from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.store import engine as engine_module
 from webplatform.store import session_scope
@@ -44,10 +44,12 @@ def test_approve_succeeds_once_a_held_write_lock_is_released(
     platform = Platform(settings)
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args={"to": "ops@example.org", "subject": "report", "body": "hello"},
+        call=RunCall(
+            kind="tool",
+            name="outbox",
+            action="send-message",
+            args={"to": "ops@example.org", "subject": "report", "body": "hello"},
+        ),
         actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
         consent=Consent.QUEUE,
     )

@@ -12,7 +12,7 @@ from workspaces import aat_home_beside
 
 from webplatform.config import Settings
 from webplatform.jobs.answers import Answer, Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.process import confine
@@ -85,10 +85,7 @@ def platform_settings(tmp_path: Path) -> Settings:
 def _run(platform: Platform, cwd: Path, name: str, action: str, **args: str) -> Answer:
     return request_run(
         platform=platform,
-        kind="tool",
-        name=name,
-        action=action,
-        args=args,
+        call=RunCall(kind="tool", name=name, action=action, args=args),
         actor=Actor(surface=Surface.mcp_stdio, client="test-agent", cwd=cwd),
         consent=Consent.NONE,
     )

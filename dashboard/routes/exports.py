@@ -14,7 +14,7 @@ from starlette.responses import Response, StreamingResponse
 from dashboard import data
 from dashboard.deps import FiltersDep, OperatorDep, PlatformDep
 from dashboard.render import reveal
-from webplatform.store.models import JobSummary
+from webplatform.store.models import Job
 
 router = APIRouter()
 COLUMNS = (
@@ -38,7 +38,7 @@ COLUMNS = (
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
-def _cells(row: JobSummary) -> list[object]:
+def _cells(row: Job) -> list[object]:
     out: list[object] = []
     for column in COLUMNS:
         value = getattr(row, column)

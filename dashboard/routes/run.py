@@ -27,7 +27,7 @@ from dashboard.deps import (
 from dashboard.urls import url_for
 from webplatform.canonical import args_digest
 from webplatform.jobs.answers import Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.registry import ActionSpec
 from webplatform.registry.validation import parse_text_args
@@ -118,10 +118,7 @@ async def run_submit(
     answer = await run_in_threadpool(
         request_run,
         platform=view.platform,
-        kind=runnable.kind,
-        name=spec.name,
-        action=act.name,
-        args=args,
+        call=RunCall(kind=runnable.kind, name=spec.name, action=act.name, args=args),
         actor=actor,
         consent=Consent.OPERATOR if irreversible else Consent.QUEUE,
         step_up=step_up,

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from webplatform.jobs.answers import Answer
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
@@ -52,10 +52,7 @@ def queue_send(platform: Platform, client: str = "test-agent", **args: Any) -> A
     call = {"to": "bob@example.org", "subject": "hi", "body": "hello", **args}
     return request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args=call,
+        call=RunCall(kind="tool", name="outbox", action="send-message", args=call),
         actor=Actor(surface=Surface.mcp_http, client=client),
         consent=Consent.QUEUE,
     )

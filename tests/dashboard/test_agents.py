@@ -9,7 +9,7 @@ import re
 from dash_helpers import ORIGIN, PASSWORD, csrf
 from fastapi.testclient import TestClient
 
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.store import agents
 from webplatform.store.engine import session_scope
@@ -65,10 +65,12 @@ def test_cards_and_history_name_the_token_and_mark_the_client_self_reported(
 ) -> None:
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args={"to": "bob@example.org", "subject": "hi", "body": "hello"},
+        call=RunCall(
+            kind="tool",
+            name="outbox",
+            action="send-message",
+            args={"to": "bob@example.org", "subject": "hi", "body": "hello"},
+        ),
         actor=Actor(surface=Surface.mcp_http, client="claude-code", agent="build-bot"),
         consent=Consent.QUEUE,
     )

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor
 from webplatform.store.engine import session_scope
@@ -291,10 +291,9 @@ def test_invisible_characters_are_shown_escaped_with_a_warning(platform, alice):
 def test_invisible_characters_in_a_result_are_shown_escaped(platform, alice):
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="hello-world",
-        action="greet",
-        args={"name": "\u2067Bob\u2069"},
+        call=RunCall(
+            kind="tool", name="hello-world", action="greet", args={"name": "\u2067Bob\u2069"}
+        ),
         actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
         consent=Consent.NONE,
     )

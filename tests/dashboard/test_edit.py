@@ -8,6 +8,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -23,14 +24,14 @@ from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.jobs import decisions, edits
 from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import Answer, Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.process import runner
 from webplatform.registry import RegistryLoader
 from webplatform.store.agents import add_agent
 from webplatform.store.engine import session_scope
-from webplatform.store.models import Job, JobState, Surface
+from webplatform.store.models import Job, JobState, Surface, utcnow
 from webplatform.trust.authority import seal_for
 from webplatform.trust.stepup import StepUp, StepUpMethod
 from webplatform.worker import Worker
@@ -158,6 +159,28 @@ def test_a_wrong_password_or_a_decided_job_edits_nothing(
     assert [j.id for j in _all_jobs(platform)] == [original]
 
 
+def test_an_edit_after_expiry_is_refused_and_the_expiry_is_recorded_as_for_approve(
+    platform: Platform,
+) -> None:
+    add_operator(platform, "ada")
+    original = queue_send(platform).job
+    assert original is not None
+    edit = edits.prepare(platform=platform, job_id=original, args=EDITED)
+    assert not isinstance(edit, Answer), edit
+    with session_scope(platform.engine) as session:
+        job = jobs.get_job(session=session, job_id=original)
+        assert job is not None
+        job.expires_at = utcnow() - timedelta(seconds=1)
+        session.add(job)
+    step_up = StepUp(operator="ada", digest=edit.digest, method=StepUpMethod.password)
+    with pytest.raises(jobs.ApprovalExpired):
+        edits.approve_edited(
+            platform=platform, edit=edit, operator="ada", address=None, step_up=step_up
+        )
+    # The refusal sticks, as an Approve's does: the job is expired, and nothing was created.
+    assert [(j.id, j.state) for j in _all_jobs(platform)] == [(original, JobState.expired)]
+
+
 def test_forged_edits_by_a_viewer_and_by_the_asker_are_refused(
     platform: Platform, client_as: Callable[[str], TestClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -168,10 +191,12 @@ def test_forged_edits_by_a_viewer_and_by_the_asker_are_refused(
         add_agent(session=session, name="ada-laptop", owner="ada", seal=seal_for(platform))
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args={"to": "x@example.org", "subject": "mine", "body": "b"},
+        call=RunCall(
+            kind="tool",
+            name="outbox",
+            action="send-message",
+            args={"to": "x@example.org", "subject": "mine", "body": "b"},
+        ),
         actor=Actor(surface=Surface.mcp_http, agent="ada-laptop", client="opencode"),
         consent=Consent.QUEUE,
     )
@@ -328,10 +353,7 @@ def test_arguments_named_password_and_csrf_token_keep_their_own_values(
     asked = {"user": "u", "password": "old-service-pass", "csrf_token": "old-value"}
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="clash",
-        action="log-in",
-        args=asked,
+        call=RunCall(kind="tool", name="clash", action="log-in", args=asked),
         actor=Actor(surface=Surface.mcp_http, client="test-agent"),
         consent=Consent.QUEUE,
     )

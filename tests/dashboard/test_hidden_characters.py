@@ -11,7 +11,7 @@ import pytest
 from dash_helpers import queue_send
 from fastapi.testclient import TestClient
 
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.store.models import Surface
 
@@ -76,10 +76,12 @@ def test_a_requester_no_token_vouched_for_is_marked_self_reported(
 def test_an_agent_token_is_not_marked_self_reported(platform: Platform, alice: TestClient) -> None:
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args={"to": "bob@example.org", "subject": "hi", "body": "hello"},
+        call=RunCall(
+            kind="tool",
+            name="outbox",
+            action="send-message",
+            args={"to": "bob@example.org", "subject": "hi", "body": "hello"},
+        ),
         actor=Actor(surface=Surface.mcp_http, client="build-bot", agent="build-bot"),
         consent=Consent.QUEUE,
     )

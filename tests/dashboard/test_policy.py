@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from webplatform.config import EXAMPLES_ROOT
 from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.process import runner
@@ -174,10 +174,12 @@ def test_the_token_owner_cannot_approve_when_self_approval_is_off(
         add_agent(session=session, name="ada-laptop", owner="ada", seal=seal_for(platform))
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args={"to": "x@example.org", "subject": "mine", "body": "b"},
+        call=RunCall(
+            kind="tool",
+            name="outbox",
+            action="send-message",
+            args={"to": "x@example.org", "subject": "mine", "body": "b"},
+        ),
         actor=Actor(surface=Surface.mcp_http, agent="ada-laptop", client="opencode"),
         consent=Consent.QUEUE,
     )
@@ -247,13 +249,15 @@ def test_the_agents_reason_is_shown_escaped_and_revealed(platform: Platform, ali
     reason = "<script>alert(1)</script> pay the \u202einvoice \x1b[2Jnow"
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args={"to": "x@example.org", "subject": "s", "body": "b"},
+        call=RunCall(
+            kind="tool",
+            name="outbox",
+            action="send-message",
+            args={"to": "x@example.org", "subject": "s", "body": "b"},
+            reason=reason,
+        ),
         actor=Actor(surface=Surface.mcp_http, client="agent"),
         consent=Consent.QUEUE,
-        reason=reason,
     )
     assert answer.job is not None
     for page in (alice.get("/approvals").text, alice.get(f"/jobs/{answer.job}").text):
@@ -269,13 +273,15 @@ def test_the_agents_reason_is_shown_escaped_and_revealed(platform: Platform, ali
 def test_a_reason_too_long_is_invalid(platform: Platform) -> None:
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args={"to": "x@example.org", "subject": "s", "body": "b"},
+        call=RunCall(
+            kind="tool",
+            name="outbox",
+            action="send-message",
+            args={"to": "x@example.org", "subject": "s", "body": "b"},
+            reason="x" * 10_000,
+        ),
         actor=Actor(surface=Surface.mcp_http, client="agent"),
         consent=Consent.QUEUE,
-        reason="x" * 10_000,
     )
     assert answer.status is Status.invalid
     assert answer.error is not None and "\n" not in answer.error

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from dashboard.app import create_app
 from webplatform.config import EXAMPLES_ROOT, Settings
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.store import previews as preview_rows
 from webplatform.store.models import JobPreview, Surface, utcnow
@@ -39,10 +39,7 @@ def app(platform: Platform) -> Any:
 def queue(platform: Platform, action: str, text: str) -> int:
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="previewed",
-        action=action,
-        args={"text": text},
+        call=RunCall(kind="tool", name="previewed", action=action, args={"text": text}),
         actor=Actor(surface=Surface.mcp_http, client="test-agent"),
         consent=Consent.QUEUE,
     )

@@ -37,7 +37,7 @@ from stepup_helpers import job_step_up, password_step_up
 from webplatform.config import Settings
 from webplatform.jobs import decisions
 from webplatform.jobs.answers import Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.store import AuditEvent, JobState, Surface, operators, session_scope
 from webplatform.trust.authority import seal_for
@@ -55,17 +55,14 @@ def _queue(platform: Platform, *, approved: bool, **args: object) -> int:
     )
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="outbox",
-        action="send-message",
-        args={**SEND, **args},
+        call=RunCall(kind="tool", name="outbox", action="send-message", args={**SEND, **args}),
         actor=actor,
         consent=Consent.OPERATOR if approved else Consent.QUEUE,
-        step_up=(
-            password_step_up("olga", name="outbox", action="send-message", args={**SEND, **args})
-            if approved
-            else None
-        ),
+        step_up=password_step_up(
+            "olga", name="outbox", action="send-message", args={**SEND, **args}
+        )
+        if approved
+        else None,
     )
     assert answer.job is not None, answer
     return answer.job
@@ -173,10 +170,7 @@ def test_dashboard_restart_keeps_approvals_sessions_and_history(
         )
     ran = request_run(
         platform=platform,
-        kind="tool",
-        name="hello-world",
-        action="greet",
-        args={"name": "Zoë"},
+        call=RunCall(kind="tool", name="hello-world", action="greet", args={"name": "Zoë"}),
         actor=Actor(surface=Surface.cli, client="test"),
         consent=Consent.NONE,
     )
@@ -229,7 +223,7 @@ WRITER = textwrap.dedent(
     from webplatform.jobs import states as jobs
     from webplatform.config import get_settings
     from webplatform.platform import Actor, Platform
-    from webplatform.jobs.services import Consent, request_run
+    from webplatform.jobs.services import Consent, RunCall, request_run
     from webplatform.store import Surface, transact
 
     name, count, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
@@ -240,8 +234,9 @@ WRITER = textwrap.dedent(
     made, cancelled = [], 0
     for i in range(count):
         answer = request_run(
-            platform=platform, kind="tool", name="outbox", action="send-message",
-            args={"to": "ops@example.org", "subject": f"{name}-{i}", "body": "x"},
+            platform=platform,
+            call=RunCall(kind="tool", name="outbox", action="send-message",
+                         args={"to": "ops@example.org", "subject": f"{name}-{i}", "body": "x"}),
             actor=actor, consent=Consent.QUEUE,
         )
         assert answer.status.value == "pending_approval", answer.to_dict()

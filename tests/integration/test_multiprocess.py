@@ -25,7 +25,7 @@ from stepup_helpers import password_step_up
 
 from webplatform.config import Settings
 from webplatform.jobs.answers import Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope
 from webplatform.trust.authority import seal_for
@@ -57,10 +57,7 @@ def test_two_dashboards_and_two_workers_run_500_approved_jobs_exactly_once(
         args = {"to": "ops@example.org", "subject": f"m{i:03d}", "body": "hello"}
         return request_run(
             platform=platform,
-            kind="tool",
-            name="outbox",
-            action="send-message",
-            args=args,
+            call=RunCall(kind="tool", name="outbox", action="send-message", args=args),
             actor=actor,
             consent=Consent.OPERATOR,
             step_up=password_step_up("olga", name="outbox", action="send-message", args=args),

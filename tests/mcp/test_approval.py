@@ -16,7 +16,7 @@ from mcp_types import ServerNotification
 from platforms import platform_with
 
 from webplatform.config import Settings
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import pending_for
 from webplatform.mcp import approvals
 from webplatform.mcp.approvals import pending_body
@@ -177,10 +177,12 @@ async def test_resource_never_shows_another_clients_jobs(platform: Platform, era
     for client, agent in (("someone-else", None), (None, None), ("mcp", "ci-bot")):
         request_run(
             platform=platform,
-            kind="tool",
-            name="outbox",
-            action="send-message",
-            args={**SEND["args"], "subject": f"private to {agent or client}"},
+            call=RunCall(
+                kind="tool",
+                name="outbox",
+                action="send-message",
+                args={**SEND["args"], "subject": f"private to {agent or client}"},
+            ),
             actor=Actor(surface=Surface.mcp_stdio, client=client, agent=agent),
             consent=Consent.QUEUE,
         )

@@ -24,7 +24,7 @@ from workspaces import aat_home_beside
 
 import webplatform
 from webplatform.config import Settings
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.mcp.transports import handoff
 from webplatform.mcp.transports.local import local_sessions, refusal
 from webplatform.platform import Actor, Platform
@@ -113,10 +113,9 @@ def _relay_from_a_tool(platform: Platform) -> dict[str, Any]:
     lacks only the secret (it adds that if it can read it, and its own folder as `cwd`)."""
     answer = request_run(
         platform=platform,
-        kind="tool",
-        name="escape",
-        action="relay",
-        args={"hello": json.dumps(_hello(platform))},
+        call=RunCall(
+            kind="tool", name="escape", action="relay", args={"hello": json.dumps(_hello(platform))}
+        ),
         actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
         consent=Consent.NONE,
     )

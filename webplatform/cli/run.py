@@ -67,10 +67,7 @@ def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
     actor = Actor(surface=Surface.cli, client=f"aat run ({getpass.getuser()})", cwd=Path.cwd())
     answer = services.request_run(
         platform=platform,
-        kind=kind,
-        name=ns.tool,
-        action=action.name,
-        args=args,
+        call=services.RunCall(kind=kind, name=ns.tool, action=action.name, args=args),
         actor=actor,
         consent=services.Consent.QUEUE,
     )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from sqlalchemy import insert
@@ -17,7 +17,6 @@ from webplatform.store.transitions import DigestMismatch, IllegalMove, call_deta
 from webplatform.trust.signing import DecisionSigner, decision_of
 
 S = JobState
-_INSERT_JOB = insert(Job)
 
 
 @dataclass(frozen=True)
@@ -89,10 +88,52 @@ class Running:
 
 Start = Waiting | Approved | Running
 INITIAL_STATES = frozenset(start.state for start in (Waiting, Approved, Running))
+# A call's fields are the job's own columns, spelled once on the model, except these three:
+# `args` is stored as `args_json`, `digest` as `args_digest`, and `address` (where the call
+# came from) goes to the audit trail.
+_NOT_COLUMNS = frozenset({"args", "digest", "address"})
+_CALL_COLUMNS = tuple(f.name for f in fields(Call) if f.name not in _NOT_COLUMNS)
+assert set(_CALL_COLUMNS) <= set(Job.model_fields), "a Call field that is no Job column"
+_INSERT_JOB = insert(Job)
 
 
 def create_job(*, session: Session, call: Call, start: Start) -> Job:
     """Record `call` as a new job in its first state (`start`) and audit it."""
+    _check(call, start)
+    now = utcnow()
+    values: dict[str, Any] = {name: getattr(call, name) for name in _CALL_COLUMNS}
+    values |= {
+        "args_json": canonical_json(call.args),
+        "args_digest": call.digest,
+        "surface": Surface(call.surface),  # a plain string is accepted too
+        "state": start.state,
+        "created_at": now,
+        "updated_at": now,
+    }
+    values |= _started(start, now, call.address)
+    # A Core INSERT: the unit of work's bookkeeping cost more than the statement (one call
+    # of an agent's loop writes this row before its tool starts). The job handed back is
+    # built from the same values, outside the session.
+    connection = session.connection()
+    inserted = connection.execute(_INSERT_JOB, values).inserted_primary_key
+    assert inserted is not None  # an INSERT of one row
+    job = Job(id=inserted[0], **values)
+    if isinstance(start, Approved):
+        # The signature covers the job id, known only now.
+        decision = decision_of(job, "approved")
+        assert decision is not None  # decided_by and decided_at are set by _started
+        job.decision_signature = start.signer.sign(decision)
+        connection.execute(
+            update(Job).where(col(Job.id) == job.id),
+            {"decision_signature": job.decision_signature},
+        )
+    _audit_creation(session, job, call, start)
+    notify_job(session, job.id or 0, start.state)
+    return job
+
+
+def _check(call: Call, start: Start) -> None:
+    """Refuse a call that cannot be recorded as asked (a programming error, not a user's)."""
     if call.kind not in ("tool", "agent"):
         raise ValueError(f"kind must be 'tool' or 'agent', not {call.kind!r}")
     if call.irreversible and isinstance(start, Running):
@@ -100,86 +141,43 @@ def create_job(*, session: Session, call: Call, start: Start) -> Job:
     digest = args_digest(kind=call.kind, name=call.name, action=call.action, args=call.args)
     if call.digest != digest:
         raise DigestMismatch("digest is not args_digest(kind, name, action, args) of these args")
-    surface = Surface(call.surface)  # a plain string is accepted too
-    now = utcnow()
-    values: dict[str, Any] = {
-        "kind": call.kind,
-        "name": call.name,
-        "action": call.action,
-        "args_json": canonical_json(call.args),
-        "args_digest": call.digest,
-        "irreversible": call.irreversible,
-        "state": start.state,
-        "surface": surface,
-        "client": call.client,
-        "requested_by": call.requested_by,
-        "requester_proof": call.requester_proof,
-        "created_at": now,
-        "updated_at": now,
-        "rerun_of": call.rerun_of,
-        "edited_from": call.edited_from,
-        "approvals_required": call.approvals_required,
-        "self_approval": call.self_approval,
-        "asked_by_operator": call.asked_by_operator,
-        "agent_reason": call.agent_reason,
+    if isinstance(start, Approved) and not start.decided_by:
+        raise ValueError("an approved job needs decided_by (the operator who ran it)")
+    if isinstance(start, Running) and not start.worker_id:
+        raise ValueError("a running job needs worker_id and lease_s")
+
+
+def _started(start: Start, now: datetime, address: str | None) -> dict[str, Any]:
+    """The columns a job's first state sets: its approval window, its approver, its lease."""
+    if isinstance(start, Waiting):
+        ttl = start.ttl_s
+        return {} if ttl is None else {"expires_at": now + timedelta(seconds=ttl)}
+    if isinstance(start, Approved):
+        return {"decided_by": start.decided_by, "decided_at": now, "decided_from": address}
+    return {
+        "worker_id": start.worker_id,
+        "started_at": now,
+        "lease_expires_at": now + timedelta(seconds=start.lease_s),
     }
-    decided_by = None
-    if isinstance(start, Waiting) and start.ttl_s is not None:
-        values["expires_at"] = now + timedelta(seconds=start.ttl_s)
+
+
+def _audit_creation(session: Session, job: Job, call: Call, start: Start) -> None:
+    """The job's first audit event, and its approval when it starts approved."""
+    decided_by = start.decided_by if isinstance(start, Approved) else None
+    actor = decided_by or call.requested_by or call.client or job.surface.value
+    events = [("created", call_detail(job))]
     if isinstance(start, Approved):
-        if not start.decided_by:
-            raise ValueError("an approved job needs decided_by (the operator who ran it)")
-        decided_by = start.decided_by
-        values.update(decided_by=decided_by, decided_at=now, decided_from=call.address)
-    if isinstance(start, Running):
-        if not start.worker_id:
-            raise ValueError("a running job needs worker_id and lease_s")
-        values.update(
-            worker_id=start.worker_id,
-            started_at=now,
-            lease_expires_at=now + timedelta(seconds=start.lease_s),
-        )
-    state = start.state
-    # A Core INSERT: the unit of work's bookkeeping cost more than the statement (one call
-    # of an agent's loop writes this row before its tool starts). The job handed back is
-    # built from the same values, outside the session.
-    connection = session.connection()
-    inserted = connection.execute(_INSERT_JOB, values).inserted_primary_key
-    assert inserted is not None  # an INSERT of one row
-    job_id = inserted[0]
-    job = Job(id=job_id, **values)
-    if isinstance(start, Approved):
-        # The signature covers the job id, known only now.
-        decision = decision_of(job, "approved")
-        assert decision is not None  # decided_by and decided_at are set above
-        job.decision_signature = start.signer.sign(decision)
-        connection.execute(
-            update(Job).where(col(Job.id) == job_id),
-            {"decision_signature": job.decision_signature},
-        )
-    actor = decided_by or call.requested_by or call.client or surface.value
-    record_event(
-        session,
-        AuditEntry(
-            actor=actor,
-            event="created",
-            job_id=job_id,
-            to_state=state.value,
-            detail=call_detail(job),
-            address=call.address,
-        ),
-    )
-    if isinstance(start, Approved):
+        step_up = f"; {start.step_up}" if start.step_up else ""
+        events.append(("approved", call_detail(job) + step_up))
+    for event, detail in events:
         record_event(
             session,
             AuditEntry(
                 actor=actor,
-                event="approved",
-                job_id=job_id,
-                to_state=state.value,
-                detail=call_detail(job) + (f"; {start.step_up}" if start.step_up else ""),
+                event=event,
+                job_id=job.id,
+                to_state=start.state.value,
+                detail=detail,
                 address=call.address,
             ),
         )
-    notify_job(session, job_id, state)
-    return job

@@ -11,7 +11,7 @@ import json
 from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import Answer, Status
 from webplatform.jobs.resolution import resolve_call
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
@@ -48,10 +48,8 @@ def approve(
                 job_id=job_id,
                 operator=operator,
                 digest=digest,
-                address=address,
-                step_up=step_up.describe(),
                 signer=signer,
-                seal=seal,
+                context=jobs.Context(address=address, step_up=step_up.describe(), seal=seal),
             )
         )
     finally:
@@ -72,9 +70,8 @@ def deny(
                 job_id=job_id,
                 operator=operator,
                 reason=reason,
-                address=address,
                 signer=signer,
-                seal=seal,
+                context=jobs.Context(address=address, seal=seal),
             )
         )
     finally:
@@ -102,10 +99,7 @@ def rerun(*, platform: Platform, job_id: int, actor: Actor) -> Answer:
         )
     return request_run(
         platform=platform,
-        kind=kind,
-        name=name,
-        action=action,
-        args=args,
+        call=RunCall(kind=kind, name=name, action=action, args=args),
         actor=actor,
         consent=Consent.QUEUE,
     )

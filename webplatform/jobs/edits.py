@@ -17,7 +17,7 @@ from typing import Any
 from sqlmodel import Session
 
 from webplatform.canonical import args_digest
-from webplatform.jobs import calls, previews
+from webplatform.jobs import calls, previews, recording
 from webplatform.jobs import states as jobs
 from webplatform.jobs.admission import args_too_big
 from webplatform.jobs.answers import Answer, Status
@@ -27,8 +27,8 @@ from webplatform.registry.model import ActionSpec, RunnableKind, ToolSpec
 from webplatform.registry.validation import secret_args_problem, validate_args
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.audit_chain import lock_chain
-from webplatform.store.models import Job, JobState, utcnow
-from webplatform.store.transitions import fetch_job, stale_error
+from webplatform.store.models import Job, JobState
+from webplatform.store.transitions import fetch_job
 from webplatform.trust import signing
 from webplatform.trust.authority import seal_for
 from webplatform.trust.policy import policy_for
@@ -107,79 +107,79 @@ def approve_edited(
     """Deny the original and create the edited job with `operator`'s approval, atomically.
 
     `step_up` must be this operator's, for the edited arguments' digest (else
-    `StepUpMismatch`). Raises what an Approve of the original would: `jobs.StaleState`
-    (someone decided first: nothing is created), `jobs.ApprovalExpired`, `jobs.NotAllowed`
-    (a viewer; the asker when self-approval is off), `jobs.JobNotFound`. Returns the new
-    job: `approved` when one approval is enough, else still pending the others.
+    `StepUpMismatch`). Raises what an Approve of the original would (the decision point is
+    the same): `jobs.StaleState` (someone decided first: nothing is created),
+    `jobs.ApprovalExpired` (the expiry is recorded), `jobs.NotAllowed` (a viewer; the asker
+    when self-approval is off), `jobs.JobNotFound`. Returns the new job: `approved` when one
+    approval is enough, else still pending the others.
     """
     check_step_up(step_up, operator=operator, digest=edit.digest)
     signer = signing.signer_for(platform.settings.home)
-    seal = seal_for(platform)
-    proof = step_up.describe()
-    preview = _preview_of(platform, edit)
+    context = jobs.Context(address=address, step_up=step_up.describe(), seal=seal_for(platform))
+    preview = _preview_of(platform, edit) if edit.approvals_required > 1 else None
 
     def apply(session: Session) -> Job:
         # Queued behind Approve and Deny of the same job: of an edit and an approval of the
         # original racing, one compare-and-set wins and the other changes nothing.
         lock_chain(session)
         original = fetch_job(session, edit.job_id)
-        if original.state != JobState.pending_approval:
-            raise stale_error(original, JobState.pending_approval)
-        if original.expires_at is not None and original.expires_at <= utcnow():
-            raise jobs.ApprovalExpired(edit.job_id)
-        jobs.check_may_decide(session, original, operator, approving=True, seal=seal)
+        _, verdict = jobs.judge(
+            session=session,
+            job=original,
+            operator=operator,
+            intent=jobs.Intent.edit,
+            context=context,
+        )
+        jobs.enforce(
+            session=session, job=original, verdict=verdict, operator=operator, address=address
+        )
         jobs.deny(
             session=session,
             job_id=edit.job_id,
             operator=operator,
             reason=f"edited by {operator}",
-            address=address,
             signer=signer,
+            context=jobs.Context(address=address),
         )
-        call = calls.Call(
-            kind=edit.kind,
-            name=edit.name,
-            action=edit.action,
-            args=edit.args,
-            digest=edit.digest,
-            irreversible=True,
-            surface=original.surface,
-            client=original.client,
-            requested_by=original.requested_by,
-            requester_proof=original.requester_proof,
-            address=address,
-            edited_from=edit.job_id,
-            approvals_required=edit.approvals_required,
-            self_approval=edit.self_approval,
-            asked_by_operator=original.asked_by_operator,
-            agent_reason=original.agent_reason,
+        after = [_record_edit(original, operator, address)]
+        after.append(recording.first_approval(signer, operator, context))
+        if preview is not None:
+            after.append(recording.pending_preview(preview[1]))
+        how = recording.Recording(
+            start=calls.Waiting(ttl_s=platform.settings.approval_ttl_s), after=tuple(after)
         )
-        edited = calls.create_job(
-            session=session,
-            call=call,
-            start=calls.Waiting(ttl_s=platform.settings.approval_ttl_s),
-        )
-        assert edited.id is not None  # flushed by create_job
-        _record_edit(session, original, edited, operator, address)
-        approved = jobs.approve(
-            session=session,
-            job_id=edited.id,
-            operator=operator,
-            digest=edit.digest,
-            signer=signer,
-            address=address,
-            step_up=proof,
-            seal=seal,
-        )
-        if preview is not None and approved.state is JobState.pending_approval:
-            previews.add_pending(session, edited.id, preview[1])
-        return approved
+        edited = recording.create(session, _edited_call(edit, original, address), how)
+        assert not isinstance(edited, str)  # nothing refuses an operator's edit
+        return fetch_job(session, edited.id or 0)
 
     job = platform.transact(apply)
     if preview is not None and job.state is JobState.pending_approval and job.id is not None:
         # The edited call still waits for others: they see what it would do (SPEC §16).
         previews.start(platform, *preview, edit.args, job.id)
     return job
+
+
+def _edited_call(edit: Edit, original: Job, address: str | None) -> calls.Call:
+    """The edited call, asked for by whoever asked for the original, under the action's
+    policy, linked to the original by `edited_from`."""
+    return calls.Call(
+        kind=edit.kind,
+        name=edit.name,
+        action=edit.action,
+        args=edit.args,
+        digest=edit.digest,
+        irreversible=True,
+        surface=original.surface,
+        client=original.client,
+        requested_by=original.requested_by,
+        requester_proof=original.requester_proof,
+        address=address,
+        edited_from=edit.job_id,
+        approvals_required=edit.approvals_required,
+        self_approval=edit.self_approval,
+        asked_by_operator=original.asked_by_operator,
+        agent_reason=original.agent_reason,
+    )
 
 
 def _preview_of(platform: Platform, edit: Edit) -> tuple[ToolSpec, ActionSpec] | None:
@@ -192,31 +192,23 @@ def _preview_of(platform: Platform, edit: Edit) -> tuple[ToolSpec, ActionSpec] |
     return None if preview is None else (spec, preview)
 
 
-def _record_edit(
-    session: Session, original: Job, edited: Job, operator: str, address: str | None
-) -> None:
-    """Both jobs' audit trails say who edited what into what."""
-    before = json.loads(original.args_json)
-    after = json.loads(edited.args_json)
-    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    what = f"arguments changed: {', '.join(changed)}" if changed else "arguments unchanged"
-    record_event(
-        session,
-        AuditEntry(
-            actor=operator,
-            event="edited",
-            job_id=original.id,
-            detail=f"edited into job {edited.id}; {what}",
-            address=address,
-        ),
-    )
-    record_event(
-        session,
-        AuditEntry(
-            actor=operator,
-            event="edited",
-            job_id=edited.id,
-            detail=f"edited from job {original.id}; {what}",
-            address=address,
-        ),
-    )
+def _record_edit(original: Job, operator: str, address: str | None) -> recording.After:
+    """Both jobs' audit trails say who edited what into what (run once the edited job exists)."""
+
+    def record(session: Session, edited: Job) -> None:
+        before = json.loads(original.args_json)
+        after = json.loads(edited.args_json)
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        what = f"arguments changed: {', '.join(changed)}" if changed else "arguments unchanged"
+        for job_id, detail in (
+            (original.id, f"edited into job {edited.id}; {what}"),
+            (edited.id, f"edited from job {original.id}; {what}"),
+        ):
+            record_event(
+                session,
+                AuditEntry(
+                    actor=operator, event="edited", job_id=job_id, detail=detail, address=address
+                ),
+            )
+
+    return record

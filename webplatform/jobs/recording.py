@@ -1,11 +1,14 @@
 """Recording a validated call as a job: who asked, the approval policy it keeps, the
 admission check and the run form operator's first approval, all in one transaction.
+
+`create` is the one path by which a job row comes to be, for every surface's call and for
+an operator's edit alike (`webplatform.jobs.edits`); `calls.create_job` is its insert.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlmodel import Session
@@ -22,94 +25,114 @@ from webplatform.store.engine import transact
 from webplatform.store.models import Job
 from webplatform.trust import signing
 from webplatform.trust.policy import policy_for
+from webplatform.trust.signing import DecisionSigner
 from webplatform.trust.stepup import StepUp
+
+# Run in the transaction that records a job: `Refuse` first (why not to record it, or None),
+# `After` once the row exists (an approval, a preview row, an audit event).
+Refuse = Callable[[Session], str | None]
+After = Callable[[Session, Job], None]
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A validated call as its requester asked for it: the action, the arguments as they are
+    stored (secrets masked), who asked, and whether it needs an operator."""
+
+    spec: ToolSpec
+    action: ActionSpec
+    args: dict[str, Any]
+    actor: Actor
+    irreversible: bool = False
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The approval policy an irreversible job keeps (SPEC §11), and the agent's reason."""
+
+    approvals_required: int = 1
+    self_approval: bool = True
+    agent_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Recording:
+    """How a call becomes a row: its first state, and what runs in the same transaction."""
+
+    start: calls.Start
+    refuse: Refuse | None = None
+    after: tuple[After, ...] = ()
+
+
+def create(session: Session, call: calls.Call, how: Recording) -> Job | str:
+    """The one path by which a job row comes to be: `how.refuse` may say why not (returned
+    instead of a job), then the row in its first state, then each of `how.after`."""
+    if how.refuse is not None and (reason := how.refuse(session)) is not None:
+        return reason
+    job = calls.create_job(session=session, call=call, start=how.start)
+    assert job.id is not None  # flushed by create_job
+    for after in how.after:
+        after(session, job)
+    return job
 
 
 def queue_call(
-    *,
-    platform: Platform,
-    spec: ToolSpec,
-    action: ActionSpec,
-    args: dict[str, Any],
-    actor: Actor,
-    step_up: StepUp | None,
-    reason: str | None,
+    *, platform: Platform, asked: Asked, step_up: StepUp | None, reason: str | None
 ) -> Answer:
     """Queue an irreversible call under its approval policy; with the operator's `step_up`
     it starts approved by them when one approval is enough and they may give it, and
     otherwise waits, their approval counted as the first if they may give one."""
+    spec, action, actor = asked.spec, asked.action, asked.actor
     policy = policy_for(platform.settings, action)
     at_once = step_up is not None and policy.approvals == 1 and policy.self_approval
-    start: calls.Start
-    after: Callable[[Session, Job], None] | None = None
-    if step_up is not None and at_once:
-        assert actor.operator is not None  # checked by request_run
-        # The dashboard operator's run is their approval: signed like one from the queue.
-        start = calls.Approved(
-            decided_by=actor.operator,
-            signer=signing.signer_for(platform.settings.home),
-            step_up=step_up.describe(),
-        )
-    else:
-        start = calls.Waiting(ttl_s=platform.settings.approval_ttl_s)
-        if step_up is not None and policy.self_approval and actor.operator:
-            after = _first_approval(platform, actor, step_up)
+    how = _queued(platform, actor, step_up if at_once or policy.self_approval else None, at_once)
+    if step_up is None:
+        refuse = admission.over_pending_limit(settings=platform.settings, actor=actor)
+        how = replace(how, refuse=refuse)
     # A call that waits for an operator gets its preview (SPEC §16); one approved at once
     # has nobody left to show it to.
     preview = None if at_once else previews.preview_action(spec, action)
+    if preview is not None:
+        how = replace(how, after=(*how.after, pending_preview(preview)))
     job_id = record_job(
         platform=platform,
-        spec=spec,
-        action=action,
-        stored_args=args,
-        actor=actor,
-        irreversible=True,
-        start=start,
-        refuse=None
-        if step_up is not None
-        else admission.over_pending_limit(settings=platform.settings, actor=actor),
-        policy={
-            "approvals_required": policy.approvals,
-            "self_approval": policy.self_approval,
-            "agent_reason": reason,
-        },
-        after=_then(after, _pending_preview(preview)),
+        asked=replace(asked, irreversible=True),
+        how=how,
+        policy=Policy(policy.approvals, policy.self_approval, reason),
     )
     if isinstance(job_id, str):
         return Answer(Status.refused, tool=spec.name, action=action.name, error=job_id)
     if preview is not None:  # the row is committed: the answer never waits for it
-        previews.start(platform, spec, preview, args, job_id)
+        previews.start(platform, spec, preview, asked.args, job_id)
     return job_answer(platform=platform, job_id=job_id)
 
 
-AfterFn = Callable[[Session, Job], None]
+def _queued(platform: Platform, actor: Actor, step_up: StepUp | None, at_once: bool) -> Recording:
+    """How a queued call starts: approved at once by the run form's operator who gave
+    `step_up`, or waiting, with their approval (when they gave one) counted as the first."""
+    waiting = calls.Waiting(ttl_s=platform.settings.approval_ttl_s)
+    if step_up is None or not actor.operator:
+        return Recording(start=waiting)
+    # Only an operator's run signs anything: the key is not touched for an agent's call.
+    signer = signing.signer_for(platform.settings.home)
+    if at_once:
+        # The dashboard operator's run is their approval: signed like one from the queue.
+        approved = calls.Approved(
+            decided_by=actor.operator, signer=signer, step_up=step_up.describe()
+        )
+        return Recording(start=approved)
+    context = jobs.Context(address=actor.address, step_up=step_up.describe())
+    return Recording(start=waiting, after=(first_approval(signer, actor.operator, context),))
 
 
-def _pending_preview(preview: ActionSpec | None) -> AfterFn | None:
+def pending_preview(preview: ActionSpec) -> After:
     """Writes the job's `pending` preview row, in the transaction that queues the job."""
-    if preview is None:
-        return None
     return lambda session, job: previews.add_pending(session, job.id or 0, preview)
 
 
-def _then(first: AfterFn | None, second: AfterFn | None) -> AfterFn | None:
-    """Both callbacks, in order (either may be None)."""
-    if first is None or second is None:
-        return first or second
-
-    def both(session: Session, job: Job) -> None:
-        first(session, job)
-        second(session, job)
-
-    return both
-
-
-def _first_approval(
-    platform: Platform, actor: Actor, step_up: StepUp
-) -> Callable[[Session, Job], None]:
-    """The run form operator's approval, given in the transaction that queues the job."""
-    signer = signing.signer_for(platform.settings.home)
-    operator = actor.operator or ""
+def first_approval(signer: DecisionSigner, operator: str, context: jobs.Context) -> After:
+    """`operator`'s approval, given in the transaction that records the job (the run form's
+    operator, or the operator who edited a call into this one)."""
 
     def approve(session: Session, job: Job) -> None:
         jobs.approve(
@@ -118,40 +141,23 @@ def _first_approval(
             operator=operator,
             digest=job.args_digest,
             signer=signer,
-            address=actor.address,
-            step_up=step_up.describe(),
+            context=context,
         )
 
     return approve
 
 
-def record_job(
-    *,
-    platform: Platform,
-    spec: ToolSpec,
-    action: ActionSpec,
-    stored_args: dict[str, Any],
-    actor: Actor,
-    irreversible: bool,
-    start: calls.Start,
-    refuse: Callable[[Session], str | None] | None = None,
-    policy: dict[str, Any] | None = None,
-    after: Callable[[Session, Job], None] | None = None,
-) -> int | str:
-    """Insert the job row (arguments as stored: secrets masked) and return its id.
-
-    `refuse`, run in the same transaction first, may return why not to insert: that is
-    returned instead of an id. `policy` (irreversible calls) is the approval policy the job
-    keeps; the operator who asked is recorded with it (the run form's, or the owner of the
-    agent token that asked). `after` runs in the same transaction once the row exists.
-    """
-    call = calls.Call(
+def call_of(asked: Asked) -> calls.Call:
+    """The call `asked` is, as a job records it."""
+    spec, actor = asked.spec, asked.actor
+    action = asked.action.name
+    return calls.Call(
         kind=spec.kind,
         name=spec.name,
-        action=action.name,
-        args=stored_args,
-        digest=args_digest(kind=spec.kind, name=spec.name, action=action.name, args=stored_args),
-        irreversible=irreversible,
+        action=action,
+        args=asked.args,
+        digest=args_digest(kind=spec.kind, name=spec.name, action=action, args=asked.args),
+        irreversible=asked.irreversible,
         surface=actor.surface,
         client=actor.client,
         requested_by=actor.operator or actor.agent or actor.client,
@@ -159,19 +165,31 @@ def record_job(
         address=actor.address,
     )
 
+
+def record_job(
+    *, platform: Platform, asked: Asked, how: Recording, policy: Policy | None = None
+) -> int | str:
+    """Record `asked` as a job (`create`, in its own transaction) and return its id, or why
+    `how.refuse` refused it. `policy` (irreversible calls) is the approval policy the job
+    keeps; the operator who asked is recorded with it (the run form's, or the owner of the
+    agent token that asked)."""
+    call = call_of(asked)
+    actor = asked.actor
+
     def insert(session: Session) -> int | str:
-        if refuse is not None and (reason := refuse(session)) is not None:
-            return reason
         recorded = call
         if policy is not None:
             asker = actor.operator or (
                 agent_owner(session=session, name=actor.agent) if actor.agent else None
             )
-            recorded = replace(call, asked_by_operator=asker, **policy)
-        job = calls.create_job(session=session, call=recorded, start=start)
-        assert job.id is not None  # flushed by create_job
-        if after is not None:
-            after(session, job)
-        return job.id
+            recorded = replace(
+                call,
+                asked_by_operator=asker,
+                approvals_required=policy.approvals_required,
+                self_approval=policy.self_approval,
+                agent_reason=policy.agent_reason,
+            )
+        job = create(session, recorded, how)
+        return job if isinstance(job, str) else job.id or 0
 
     return transact(platform.engine, insert)

@@ -6,6 +6,7 @@ a run except the worker, which only executes jobs an operator approved.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -13,12 +14,12 @@ from webplatform.canonical import args_digest
 from webplatform.jobs import calls, execution
 from webplatform.jobs.admission import args_too_big
 from webplatform.jobs.answers import Answer, Status
-from webplatform.jobs.recording import queue_call, record_job
+from webplatform.jobs.recording import Asked, Recording, queue_call, record_job
 from webplatform.jobs.resolution import action_schema, resolve_call
 from webplatform.jobs.tracking import answer_for, job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.registry import resolve_secrets
-from webplatform.registry.model import ActionSpec, RunnableKind, ToolSpec, run_tool_name
+from webplatform.registry.model import ActionSpec, RunnableKind, run_tool_name
 from webplatform.registry.validation import mask_secrets, secret_args_problem, validate_args
 from webplatform.store.models import Surface
 from webplatform.trust import gate
@@ -42,32 +43,63 @@ class Consent(Enum):
     OPERATOR = "operator"
 
 
+@dataclass(frozen=True)
+class RunCall:
+    """A call as a surface received it, not yet validated: which tool or agent, which action
+    (None: its only one), the arguments, and the agent's own word on why it wants it."""
+
+    kind: RunnableKind
+    name: str
+    action: str | None
+    args: Any
+    reason: Any = None
+
+
 def request_run(
     *,
     platform: Platform,
-    kind: RunnableKind,
-    name: str,
-    action: str | None,
-    args: Any,
+    call: RunCall,
     actor: Actor,
     consent: Consent,
     step_up: StepUp | None = None,
-    reason: Any = None,
 ) -> Answer:
-    """Validate and gate a call, then run it now (reversible) or queue it for approval.
+    """Validate and gate `call`, then run it now (reversible) or queue it for approval.
 
     `consent` says what an irreversible action does (see `Consent`). `Consent.OPERATOR` is
     refused (PermissionError) unless `actor` is a logged-in operator on the dashboard who
     gave `step_up`, the fresh proof the dashboard verified, theirs and for exactly these
     arguments; no other consent reads `step_up`. It approves the run at once only when one
     approval is enough and self-approval is allowed; otherwise the job is queued with their
-    approval counted as the first, or (no self-approval) not at all. `reason` is the agent's
-    own word on why it wants the call (at most 500 characters), shown to the deciders.
+    approval counted as the first, or (no self-approval) not at all. `call.reason` is the
+    agent's own word on why it wants the call (at most 500 characters), shown to deciders.
     """
-    resolved = resolve_call(platform.registry(), kind, name, action)
+    reason = call.reason
+    resolved = resolve_call(platform.registry(), call.kind, call.name, call.action)
     if isinstance(resolved, Answer):
         return resolved
     spec, act = resolved
+    clean = _validated(platform, spec.name, act, call.args, reason)
+    if isinstance(clean, Answer):
+        return clean
+    asked = Asked(spec=spec, action=act, args=clean, actor=actor)
+    if not gate.is_irreversible(spec.name, act):
+        return _run_now(platform=platform, asked=asked)
+    refused = _irreversible_refused(platform, asked, consent, step_up)
+    if refused is not None:
+        return refused
+    return queue_call(
+        platform=platform,
+        asked=asked,
+        step_up=step_up if consent is Consent.OPERATOR else None,
+        reason=reason or None,
+    )
+
+
+def _validated(
+    platform: Platform, name: str, act: ActionSpec, args: Any, reason: Any
+) -> dict[str, Any] | Answer:
+    """The call's arguments, validated against `act` (of tool `name`); or the `invalid`
+    answer saying what is wrong with them or with the agent's `reason`."""
     if (bad_reason := reason_problem(reason)) is not None:
         return Answer(Status.invalid, tool=name, action=act.name, error=bad_reason)
     if (too_big := args_too_big(settings=platform.settings, args=args)) is not None:
@@ -82,8 +114,17 @@ def request_run(
             schema=action_schema(act),
             did_you_mean=problems.did_you_mean or None,
         )
-    if not gate.is_irreversible(spec.name, act):
-        return _run_now(platform=platform, spec=spec, action=act, args=clean, actor=actor)
+    return clean
+
+
+def _irreversible_refused(
+    platform: Platform, asked: Asked, consent: Consent, step_up: StepUp | None
+) -> Answer | None:
+    """Why an irreversible call may not be queued as asked (None: it may). Raises
+    PermissionError for `Consent.OPERATOR` from anyone but a dashboard operator who gave
+    `step_up`, theirs and for exactly these arguments."""
+    spec, act, actor = asked.spec, asked.action, asked.actor
+    name, kind = spec.name, spec.kind
     if consent is Consent.NONE:
         confirmed = run_tool_name(kind, confirmed=True)
         return Answer(
@@ -96,15 +137,13 @@ def request_run(
                 f"call {confirmed} with the same arguments"
             ),
         )
-    operator_step_up = None
     if consent is Consent.OPERATOR:
         if not (actor.surface is Surface.dashboard and actor.operator and step_up is not None):
             raise PermissionError(
                 "only a logged-in operator on the dashboard, with a step-up, approves a run"
             )
-        digest = args_digest(kind=spec.kind, name=spec.name, action=act.name, args=clean)
+        digest = args_digest(kind=spec.kind, name=spec.name, action=act.name, args=asked.args)
         check_step_up(step_up, operator=actor.operator, digest=digest)
-        operator_step_up = step_up
     mcp = actor.surface in (Surface.mcp_stdio, Surface.mcp_http)
     if mcp and platform.settings.mcp_deny_irreversible:
         return Answer(
@@ -113,44 +152,30 @@ def request_run(
             action=act.name,
             error="irreversible actions are switched off here (AAT_MCP_DENY_IRREVERSIBLE=1)",
         )
-    if (secret := secret_args_problem(act, clean)) is not None:
+    if (secret := secret_args_problem(act, asked.args)) is not None:
         return Answer(Status.invalid, tool=name, action=act.name, error=secret)
-    return queue_call(
-        platform=platform,
-        spec=spec,
-        action=act,
-        args=clean,
-        actor=actor,
-        step_up=operator_step_up,
-        reason=reason or None,
+    return None
+
+
+def _run_now(*, platform: Platform, asked: Asked) -> Answer:
+    action, args = asked.action, asked.args
+    recording = Recording(
+        start=calls.Running(worker_id=platform.process_id, lease_s=platform.settings.worker_lease_s)
     )
 
-
-def _run_now(
-    *, platform: Platform, spec: ToolSpec, action: ActionSpec, args: dict[str, Any], actor: Actor
-) -> Answer:
     def record() -> int:
-        job_id = record_job(
-            platform=platform,
-            spec=spec,
-            action=action,
-            stored_args=mask_secrets(action, args),
-            actor=actor,
-            irreversible=False,
-            start=calls.Running(
-                worker_id=platform.process_id, lease_s=platform.settings.worker_lease_s
-            ),
-        )
+        stored = replace(asked, args=mask_secrets(action, args))
+        job_id = record_job(platform=platform, asked=stored, how=recording)
         assert isinstance(job_id, int)  # nothing refuses a reversible run here
         return job_id
 
     row = execution.JobRow(record)  # written while the tool's process is prepared
     call = execution.JobCall(
-        spec,
+        asked.spec,
         action,
         args,
-        resolve_secrets(spec.secrets),
-        caller_cwd=actor.cwd,
+        resolve_secrets(asked.spec.secrets),
+        caller_cwd=asked.actor.cwd,
         secret_args=[str(v) for k, v in args.items() if (a := action.arg(k)) and a.secret],
     )
     executor = execution.Executor(platform.engine, platform.settings, platform.process_id)

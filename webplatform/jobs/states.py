@@ -1,21 +1,27 @@
-"""The job state machine: every state change is a compare-and-set with an audit event.
+"""The job state machine, the one door for the job's life: every state change is a named
+operation here (`approve`, `deny`, `cancel`, `expire_due`, `move`), a compare-and-set with an
+audit event.
 
 `UPDATE job SET state = :to ... WHERE id = :id AND state = :expected` decides every race in
 the database, so two operators clicking at once (or two workers claiming) get one winner;
-the loser gets `StaleState` naming what happened. Creating a job is `webplatform.jobs.calls`;
-a worker's claims and leases are `webplatform.jobs.leases`. Functions take the caller's session and
-never commit, except `approve` recording an expiry (see there). Run them through
-`webplatform.store.transact(engine, lambda s: ...)` so SQLite lock waits are retried.
+the loser gets `StaleState` naming what happened. Whether an operator may decide at all is
+the decision point's (`webplatform.trust.decidability`), asked through `judge` and `enforce`.
+A job comes to be through `webplatform.jobs.recording.create` (its insert is
+`webplatform.jobs.calls`); a worker's claims and leases are `webplatform.jobs.leases`.
+Functions take the caller's session and never commit, except `enforce` recording an expiry
+(see there). Run them through `webplatform.store.transact(engine, lambda s: ...)` so SQLite
+lock waits are retried.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from sqlmodel import Session, col
 
-from webplatform.store.approvals import add_approval, approvals_of
+from webplatform.store.approvals import add_approval
 from webplatform.store.audit import AuditEntry, audit_events, record_event
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.heartbeats import beat, forget_heartbeat, fresh_heartbeat
@@ -26,7 +32,6 @@ from webplatform.store.models import (
     JobState,
     utcnow,
 )
-from webplatform.store.operators import DECIDING_ROLES, OperatorError, decider_role
 from webplatform.store.queries import (
     count_pending,
     get_job,
@@ -50,15 +55,26 @@ from webplatform.store.transitions import (
 from webplatform.store.transitions import compare_and_set as _cas
 from webplatform.store.transitions import fetch_job as _fetch
 from webplatform.store.transitions import stale_error as _stale
-from webplatform.trust.signing import Decision, DecisionSigner
+from webplatform.trust.decidability import (
+    Intent,
+    Refusal,
+    Standing,
+    Verdict,
+    read_decider,
+    read_standing,
+)
+from webplatform.trust.decidability import judge as verdict_on
+from webplatform.trust.signing import DecisionSigner, decision_of
 
 __all__ = [
     "LEGAL_MOVES",
     "TERMINAL_STATES",
     "AlreadyApproved",
     "ApprovalExpired",
+    "Context",
     "DigestMismatch",
     "IllegalMove",
+    "Intent",
     "JobError",
     "JobNotFound",
     "NotAllowed",
@@ -69,12 +85,15 @@ __all__ = [
     "cancel",
     "count_pending",
     "deny",
+    "enforce",
     "expire_due",
     "forget_heartbeat",
     "fresh_heartbeat",
     "get_job",
+    "judge",
     "list_jobs",
     "move",
+    "Move",
     "pending_approvals",
     "prune_finished",
 ]
@@ -83,104 +102,82 @@ S = JobState
 
 
 class NotAllowed(JobError):
-    """This operator may not decide this job: a viewer, or the operator who asked for it
-    when the action forbids self-approval."""
+    """This operator may not decide this job: a viewer, an operator whose row does not
+    verify, or the operator who asked for it when the action forbids self-approval."""
 
 
 class AlreadyApproved(JobError):
     """The same operator approved this job before; another operator's approval is needed."""
 
 
-def check_may_decide(
-    session: Session, job: Job, operator: str, *, approving: bool, seal: RowSeal | None
-) -> None:
-    """Raise NotAllowed when `operator` may not decide `job` (their role, a row whose
-    signature does not verify, or self-approval)."""
-    try:
-        # No row: not a dashboard operator (the dashboard only passes logged-in ones, whose
-        # sessions end when they are removed); such callers are this package's own and tests.
-        role = decider_role(session=session, name=operator, seal=seal) if seal else None
-    except OperatorError as exc:
-        raise NotAllowed(str(exc)) from None
-    if role is not None and role not in DECIDING_ROLES:
-        raise NotAllowed(
-            f"{operator} is a {role}: viewers see every call and decide "
-            "none; an admin can change that on their account page"
-        )
-    if approving and not job.self_approval and operator == job.asked_by_operator:
-        raise NotAllowed(
-            f"you asked for job {job.id}, and {job.name} {job.action} may not be approved by "
-            "the operator who asked: another operator must approve it"
-        )
+@dataclass(frozen=True)
+class Context:
+    """How a decision reached us: the decider's `address`, the step-up proof they gave
+    (`step_up`, its description: never a secret), the `seal` their operator row must verify
+    with (None: the signer's own key), and the time (`now`, None: the clock's)."""
+
+    address: str | None = None
+    step_up: str | None = None
+    seal: RowSeal | None = None
+    now: datetime | None = None
 
 
-def move(
-    *,
-    session: Session,
-    job_id: int,
-    expected: JobState,
-    to: JobState,
-    actor: str,
-    address: str | None = None,
-    detail: str | None = None,
-    **fields: Any,
-) -> Job:
-    """Move job `job_id` from `expected` to `to`, setting `fields`, and audit it.
+@dataclass(frozen=True)
+class Step:
+    """One state move as the audit trail keeps it: from `expected` to `to`, by `actor`."""
+
+    expected: JobState
+    to: JobState
+    actor: str
+    address: str | None = None
+    detail: str | None = None
+
+
+def move(*, session: Session, job_id: int, step: Step, **fields: Any) -> Job:
+    """Move job `job_id` as `step` says, setting `fields`, and audit it.
 
     Raises IllegalMove if LEGAL_MOVES forbids it, JobNotFound, or StaleState if the job
-    was not in `expected` any more (someone else moved it first).
+    was not in `step.expected` any more (someone else moved it first).
     """
     return _cas(
         session,
         Move(
             job_id=job_id,
-            expected=expected,
-            to=to,
-            actor=actor,
-            address=address,
-            detail=detail,
+            expected=step.expected,
+            to=step.to,
+            actor=step.actor,
+            address=step.address,
+            detail=step.detail,
             fields=fields,
         ),
     )
 
 
-def approve(
-    *,
-    session: Session,
-    job_id: int,
-    operator: str,
-    digest: str,
-    signer: DecisionSigner,
-    address: str | None = None,
-    now: datetime | None = None,
-    step_up: str | None = None,
-    seal: RowSeal | None = None,
-) -> Job:
-    """Approve a pending job for exactly the call the operator saw (`digest`), signed by the
-    dashboard's decision key (a worker runs nothing whose approval does not verify);
-    `step_up` names the proof the operator gave (recorded in the audit event, never a secret).
-    The operator's row must verify with `seal` (default: the signer's own key).
+def judge(
+    *, session: Session, job: Job, operator: str, intent: Intent, context: Context
+) -> tuple[Standing, Verdict]:
+    """The decision point's verdict (`webplatform.trust.decidability`) on `operator`
+    deciding `job` now, and the job's standing it was judged on, as `session` reads them."""
+    standing = read_standing(session, job)
+    decider = read_decider(session, operator, context.seal)
+    return standing, verdict_on(standing, decider, intent=intent, now=context.now or utcnow())
 
-    Raises DigestMismatch if the job's digest differs, StaleState if it was already
-    decided, and ApprovalExpired if its window has closed: the job is then moved to
-    `expired` and that move is committed before raising, so the refusal sticks.
-    """
-    now = now or utcnow()
-    # Approvals of one job queue behind each other here, so of two operators giving the last
-    # two approvals at once both are counted and exactly one moves the job on.
-    lock_chain(session)
-    job = _fetch(session, job_id)
-    if job.state != S.pending_approval:
+
+def enforce(
+    *, session: Session, job: Job, verdict: Verdict, operator: str, address: str | None
+) -> None:
+    """Raise the refusal `verdict` holds, if any: StaleState, ApprovalExpired, NotAllowed or
+    AlreadyApproved. An expiry is recorded first (the job moves to `expired`) and committed,
+    so the refusal sticks although the caller's transaction ends with the exception."""
+    if verdict.may_decide:
+        return
+    if verdict.refusal is Refusal.not_pending:
         raise _stale(job, S.pending_approval)
-    if digest != job.args_digest:
-        raise DigestMismatch(
-            f"job {job_id} is not the call you reviewed (digest differs); reload and decide again"
-        )
-    if job.expires_at is not None and job.expires_at <= now:
+    if verdict.expired:
         _cas(
             session,
             Move(
-                job_id=job_id,
+                job_id=job.id or 0,
                 expected=S.pending_approval,
                 to=S.expired,
                 actor="system",
@@ -190,50 +187,97 @@ def approve(
             ),
         )
         session.commit()
-        raise ApprovalExpired(job_id)
-    check_may_decide(session, job, operator, approving=True, seal=seal or signer.row_seal())
-    given = [a.operator for a in approvals_of(session=session, job_id=job_id)]
-    if operator in given:
-        left = job.approvals_required - len(given)
-        raise AlreadyApproved(
-            f"you already approved job {job_id}; it needs {left} more approval(s) from "
-            "other operators"
+        raise ApprovalExpired(job.id or 0)
+    if verdict.refusal is Refusal.already_given:
+        raise AlreadyApproved(verdict.reason)
+    raise NotAllowed(verdict.reason)
+
+
+def approve(
+    *,
+    session: Session,
+    job_id: int,
+    operator: str,
+    digest: str,
+    signer: DecisionSigner,
+    context: Context = Context(),
+) -> Job:
+    """Approve a pending job for exactly the call the operator saw (`digest`), signed by the
+    dashboard's decision key (a worker runs nothing whose approval does not verify). The
+    operator's row must verify with `context.seal` (default: the signer's own key).
+
+    Raises DigestMismatch if the job's digest differs, and what `enforce` raises when the
+    decision point refuses (StaleState; ApprovalExpired, the expiry committed; NotAllowed;
+    AlreadyApproved).
+    """
+    now = context.now or utcnow()
+    context = replace(context, now=now, seal=context.seal or signer.row_seal())
+    # Approvals of one job queue behind each other here, so of two operators giving the last
+    # two approvals at once both are counted and exactly one moves the job on.
+    lock_chain(session)
+    job = _fetch(session, job_id)
+    if job.state == S.pending_approval and digest != job.args_digest:
+        raise DigestMismatch(
+            f"job {job_id} is not the call you reviewed (digest differs); reload and decide again"
         )
-    approval = JobApproval(
-        job_id=job_id, operator=operator, digest=digest, step_up=step_up, address=address, at=now
+    standing, verdict = judge(
+        session=session, job=job, operator=operator, intent=Intent.approve, context=context
     )
-    add_approval(session=session, row=approval)
-    given.append(operator)
-    detail = call_detail(job) + (f"; {step_up}" if step_up else "")
+    enforce(session=session, job=job, verdict=verdict, operator=operator, address=context.address)
+    add_approval(
+        session=session,
+        row=JobApproval(
+            job_id=job_id,
+            operator=operator,
+            digest=digest,
+            at=now,
+            step_up=context.step_up,
+            address=context.address,
+        ),
+    )
+    return _counted(session, job, (*standing.given, operator), signer, context)
+
+
+def _counted(
+    session: Session,
+    job: Job,
+    given: tuple[str, ...],
+    signer: DecisionSigner,
+    context: Context,
+) -> Job:
+    """The job once `given` approved it: still pending (an audit event says how many of how
+    many), or, with the last approval, one compare-and-set signed over every approver."""
+    now = context.now or utcnow()
+    detail = call_detail(job) + (f"; {context.step_up}" if context.step_up else "")
     if len(given) < job.approvals_required:
         record_event(
             session,
             AuditEntry(
-                actor=operator,
+                actor=given[-1],
                 event="approval",
-                job_id=job_id,
+                job_id=job.id,
                 detail=f"{detail}; {len(given)} of {job.approvals_required} approvals",
-                address=address,
+                address=context.address,
             ),
         )
         return job
-    # The last approval: one compare-and-set, signed over every approving operator.
+    fields: dict[str, Any] = {
+        "decided_by": ", ".join(given),
+        "decided_at": now,
+        "decided_from": context.address,
+    }
+    fields["decision_signature"] = _signed(signer, job, "approved", fields)
     return _cas(
         session,
         Move(
-            job_id=job_id,
+            job_id=job.id or 0,
             expected=S.pending_approval,
             to=S.approved,
-            actor=operator,
-            address=address,
+            actor=given[-1],
+            address=context.address,
             detail=detail
             + (f"; approved by {', '.join(given)}" if job.approvals_required > 1 else ""),
-            fields={
-                "decided_by": ", ".join(given),
-                "decided_at": now,
-                "decided_from": address,
-                "decision_signature": signer.sign(_decision(job, "approved", tuple(given), now)),
-            },
+            fields=fields,
         ),
     )
 
@@ -244,26 +288,29 @@ def deny(
     job_id: int,
     operator: str,
     reason: str | None = None,
-    address: str | None = None,
     signer: DecisionSigner | None = None,
-    seal: RowSeal | None = None,
+    context: Context = Context(),
 ) -> Job:
     """Refuse a pending job; `reason` is passed on to the requesting agent. The dashboard
-    signs denials too (`signer`), so the record of who refused what is as strong."""
-    now = utcnow()
+    signs denials too (`signer`), so the record of who refused what is as strong; the
+    operator's row must verify with `context.seal` (default: the signer's own key)."""
+    now = context.now or utcnow()
+    if context.seal is None and signer is not None:
+        context = replace(context, seal=signer.row_seal())
     job = _fetch(session, job_id)
-    if job.state == S.pending_approval:
-        seal = seal or (signer.row_seal() if signer is not None else None)
-        check_may_decide(session, job, operator, approving=False, seal=seal)
+    _, verdict = judge(
+        session=session, job=job, operator=operator, intent=Intent.deny, context=context
+    )
+    enforce(session=session, job=job, verdict=verdict, operator=operator, address=context.address)
     fields = {
         "decided_by": operator,
         "decided_at": now,
-        "decided_from": address,
+        "decided_from": context.address,
         "reason": reason,
         "finished_at": now,
     }
     if signer is not None:
-        fields["decision_signature"] = signer.sign(_decision(job, "denied", (operator,), now))
+        fields["decision_signature"] = _signed(signer, job, "denied", fields)
     return _cas(
         session,
         Move(
@@ -271,7 +318,7 @@ def deny(
             expected=S.pending_approval,
             to=S.denied,
             actor=operator,
-            address=address,
+            address=context.address,
             detail=reason or call_detail(job),
             fields=fields,
         ),
@@ -312,17 +359,12 @@ def cancel(
     )
 
 
-def _decision(job: Job, decision: str, operators: tuple[str, ...], at: datetime) -> Decision:
-    return Decision(
-        job_id=job.id or 0,
-        digest=job.args_digest,
-        kind=job.kind,
-        name=job.name,
-        action=job.action,
-        decision=decision,
-        operators=operators,
-        at=at,
-    )
+def _signed(signer: DecisionSigner, job: Job, decision: str, fields: dict[str, Any]) -> str:
+    """The signature over `decision` as `job` will carry it once `fields` (its deciders and
+    time) are set: the same statement a worker rebuilds from the row to verify it."""
+    signed = decision_of(Job.model_validate(job.model_dump() | fields), decision)
+    assert signed is not None  # `fields` name the deciders and the time
+    return signer.sign(signed)
 
 
 def expire_due(*, session: Session, now: datetime | None = None) -> int:

@@ -70,6 +70,6 @@ def _deny(platform: Platform, job_id: int, actor: Actor, reason: str) -> Job:
             job_id=job_id,
             operator=withdrawer(actor),
             reason=reason,
-            address=actor.address,
+            context=jobs.Context(address=actor.address),
         )
     )

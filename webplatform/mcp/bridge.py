@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from webplatform.jobs.answers import IN_PROGRESS, Answer, Status
 from webplatform.jobs.resolution import action_schema, resolve_call
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import asked_by, job_answer, no_such_job, recent_of_requester
 from webplatform.mcp import native, tasks, waiting
 from webplatform.mcp.approvals import ApprovalWatcher
@@ -176,13 +176,15 @@ class Bridge:
         answer = await waiting.in_thread(
             lambda: request_run(
                 platform=self.platform,
-                kind=arguments.kind,
-                name=name,
-                action=arguments.action,
-                args=arguments.args,
+                call=RunCall(
+                    kind=arguments.kind,
+                    name=name,
+                    action=arguments.action,
+                    args=arguments.args,
+                    reason=reason,
+                ),
                 actor=actor,
                 consent=consent,
-                reason=reason,
             ),
             progress=progress,
             what=f"running {name}",

@@ -5,13 +5,13 @@ This package (with the data functions in `webplatform.jobs.states`) is the only 
 
 from webplatform.store.engine import make_engine, migrate, session_scope, transact
 from webplatform.store.models import (
+    JOB_SUMMARY_COLUMNS,
     TERMINAL_STATES,
     UNFINISHED_STATES,
     AuditEvent,
     Heartbeat,
     Job,
     JobState,
-    JobSummary,
     Meta,
     Operator,
     OperatorPublic,
@@ -27,7 +27,7 @@ __all__ = [
     "Heartbeat",
     "Job",
     "JobState",
-    "JobSummary",
+    "JOB_SUMMARY_COLUMNS",
     "Meta",
     "Operator",
     "OperatorPublic",

@@ -12,15 +12,7 @@ from sqlalchemy import or_
 from sqlalchemy.orm import load_only
 from sqlmodel import Session, col, select
 
-from webplatform.store.models import Job, JobState
-
-# The history table shows the call and its decision, never arguments, results or output:
-# those stay unloaded (reading one from a returned row is an error, not a hidden query).
-_HISTORY_COLUMNS = (
-    *("id", "kind", "name", "action", "irreversible", "state", "surface", "client"),
-    *("requested_by", "created_at", "updated_at", "expires_at", "decided_by", "decided_at"),
-    *("decided_from", "reason", "started_at", "finished_at", "exit_code"),
-)
+from webplatform.store.models import JOB_DECISION_COLUMNS, Job, JobState
 
 
 def recent_decisions(*, session: Session, limit: int) -> Sequence[Job]:
@@ -28,7 +20,7 @@ def recent_decisions(*, session: Session, limit: int) -> Sequence[Job]:
     without their arguments, results or output."""
     stmt = (
         select(Job)
-        .options(load_only(*(getattr(Job, name) for name in _HISTORY_COLUMNS)))
+        .options(load_only(*(getattr(Job, name) for name in JOB_DECISION_COLUMNS)))
         .where(col(Job.irreversible).is_(True))
         .where(col(Job.state) != JobState.pending_approval)
         .where(or_(col(Job.decided_at).is_not(None), col(Job.state) == JobState.expired))

@@ -242,26 +242,20 @@ class JobPreview(SQLModel, table=True):
     truncated: bool = False
 
 
-class JobSummary(SQLModel):
-    """A job as listed in history: no arguments, result or output, so pages stay light."""
-
-    id: int
-    kind: str
-    name: str
-    action: str
-    irreversible: bool
-    state: JobState
-    surface: Surface
-    client: str | None = None
-    requested_by: str | None = None
-    requester_proof: str | None = None
-    created_at: datetime
-    updated_at: datetime
-    decided_by: str | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    exit_code: int | None = None
-    agent_reason: str | None = None
+# A job as history lists it (the jobs page, exports): no arguments, result or output, so
+# pages stay light. Rows are `Job`s with only these columns loaded (reading another from a
+# returned row is an error, not a hidden query).
+JOB_SUMMARY_COLUMNS: tuple[str, ...] = (
+    *("id", "kind", "name", "action", "irreversible", "state", "surface", "client"),
+    *("requested_by", "requester_proof", "created_at", "updated_at", "decided_by"),
+    *("started_at", "finished_at", "exit_code", "agent_reason"),
+)
+# The approvals page's history of decisions: the summary, and how each call was decided.
+JOB_DECISION_COLUMNS: tuple[str, ...] = (
+    *JOB_SUMMARY_COLUMNS,
+    *("expires_at", "decided_at", "decided_from", "reason"),
+)
+assert set(JOB_DECISION_COLUMNS) <= set(Job.model_fields), "a listed column that is no Job's"
 
 
 class AuditEvent(SQLModel, table=True):

@@ -2,6 +2,8 @@
 
 - `gate`: the reversibility gate; which calls need an operator at all.
 - `policy`: an irreversible action's approval policy (N distinct operators, self-approval).
+- `decidability`: the one decision point: may this operator decide this job now, and what
+  is still needed (state, expiry, role, self-approval, approvals given).
 - `stepup`: the proof (password or passkey) an operator gives to decide.
 - `signing`: an approval is an Ed25519 signature over the job's digest, not a row.
 - `ledger`: one signed approval starts one run.

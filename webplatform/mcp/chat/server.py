@@ -19,7 +19,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 
 from webplatform.jobs.answers import Answer, Status
-from webplatform.jobs.services import Consent, request_run
+from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.mcp import protocol, waiting
 from webplatform.mcp.results import answer_result
 from webplatform.platform import Platform
@@ -151,12 +151,9 @@ class ChatBridge:
         answer = await waiting.in_thread(
             lambda: request_run(
                 platform=self.platform,
-                kind=key.kind,
-                name=key.name,
-                action=key.action,
-                args=args,
+                call=RunCall(kind=key.kind, name=key.name, action=key.action, args=args),
                 actor=actor,
-                consent=Consent.NONE,  # never a second approval path: irreversible is refused
+                consent=Consent.NONE,
             ),
             progress=protocol.progress_sender(ctx),
             what=f"running {key.name} {key.action}",
