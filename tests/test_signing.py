@@ -49,7 +49,7 @@ def platform(settings: Settings) -> Iterator[Platform]:
 
 def _worker(platform: Platform, settings: Settings | None = None) -> Worker:
     return Worker(
-        engine=platform.engine,
+        platform=platform,
         settings=settings or platform.settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,

@@ -24,9 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
-
-from sqlalchemy import Engine
+from typing import Any
 
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
@@ -34,9 +32,9 @@ from webplatform.housekeeping import Housekeeper
 from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
 from webplatform.jobs.execution import RunFn, execute, finish_job
+from webplatform.platform import Platform
 from webplatform.registry.model import ActionSpec, Registry, ToolSpec
 from webplatform.store.audit import record_event
-from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
 from webplatform.store.notify import JobNotifications, StopEvent
 from webplatform.store.transitions import call_detail
@@ -52,7 +50,7 @@ class Worker:
     def __init__(
         self,
         *,
-        engine: Engine,
+        platform: Platform,
         settings: Settings,
         load_registry: Callable[[], Registry],
         run: RunFn,
@@ -60,7 +58,7 @@ class Worker:
         worker_id: str | None = None,
         housekeeping: bool = True,
     ) -> None:
-        self.engine = engine
+        self.platform = platform
         self.settings = settings
         self.load_registry = load_registry
         self.run = run
@@ -69,7 +67,7 @@ class Worker:
             f"{socket.gethostname()}:{os.getpid()}:worker-{uuid.uuid4().hex[:8]}"
         )
         self.housekeeper = Housekeeper(
-            engine=engine, settings=settings, process_id=self.worker_id, role="worker"
+            platform=platform, settings=settings, process_id=self.worker_id, role="worker"
         )
         # False where another housekeeper of this process does the duties and leaves this
         # worker's heartbeat (`aat serve`'s embedded worker).
@@ -88,8 +86,7 @@ class Worker:
         if verifier is None:
             return False
         lease_s = self.settings.worker_lease_s
-        job = transact(
-            self.engine,
+        job = self.platform.transact(
             lambda s: leases.claim_next(session=s, worker_id=self.worker_id, lease_s=lease_s),
         )
         if job is None:
@@ -155,7 +152,7 @@ class Worker:
             )
 
         try:
-            transact(self.engine, refuse)
+            self.platform.transact(refuse)
         except jobs.StaleState as exc:
             log.warning("job %d: refusal dropped: %s", job_id, exc)
 
@@ -170,7 +167,7 @@ class Worker:
         died between its commit and the signal, a LISTEN connection gone quiet).
         """
         log.info("worker %s started", self.worker_id)
-        wakeups = JobNotifications(self.engine)
+        wakeups = JobNotifications(self.platform.engine)
         try:
             while not stop.is_set():
                 listening = wakeups.listening  # before the look: a move during it counts
@@ -207,7 +204,7 @@ class Worker:
         if isinstance(prepared, str):
             log.warning("job %d not run: %s", job_id, prepared)
             finish_job(
-                engine=self.engine,
+                platform=self.platform,
                 job_id=job_id,
                 worker_id=self.worker_id,
                 state=JobState.failed,
@@ -217,7 +214,7 @@ class Worker:
         tool, action, args, secrets = prepared
         log.info("job %d: running %s %s %s", job_id, job.kind, job.name, job.action)
         execute(
-            engine=self.engine,
+            platform=self.platform,
             settings=self.settings,
             worker_id=self.worker_id,
             job_id=job_id,
@@ -261,18 +258,8 @@ class Worker:
         return tool, action, args, secrets
 
 
-class PlatformLike(Protocol):
-    """What `make_worker` needs from `webplatform.jobs.services.Platform` (a sibling layer)."""
-
-    @property
-    def engine(self) -> Engine: ...
-    @property
-    def settings(self) -> Settings: ...
-    def registry(self) -> Registry: ...
-
-
 def make_worker(
-    platform: PlatformLike, *, worker_id: str | None = None, housekeeping: bool = True
+    platform: Platform, *, worker_id: str | None = None, housekeeping: bool = True
 ) -> Worker:
     """A worker wired to the real registry loader, runner and secret store (`housekeeping`:
     see `Worker`)."""
@@ -280,7 +267,7 @@ def make_worker(
     from webplatform.registry import resolve_secrets
 
     return Worker(
-        engine=platform.engine,
+        platform=platform,
         settings=platform.settings,
         load_registry=platform.registry,
         run=runner.run,

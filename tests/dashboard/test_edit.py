@@ -57,7 +57,7 @@ def _edit(client: TestClient, job_id: int, **fields: str) -> Any:
 
 def _run_worker(platform: Platform) -> None:
     worker = Worker(
-        engine=platform.engine,
+        platform=platform,
         settings=platform.settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,

@@ -49,7 +49,7 @@ def _outbox(platform: Platform) -> list[str]:
 
 def _run_worker(platform: Platform) -> None:
     worker = Worker(
-        engine=platform.engine,
+        platform=platform,
         settings=platform.settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,

@@ -14,17 +14,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
-
 from webplatform.canonical import canonical_json
 from webplatform.config import Settings
 from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
+from webplatform.platform import Platform
 from webplatform.process import confine, runner
 from webplatform.process.outcome import RunResult
 from webplatform.redaction import Redactor
 from webplatform.registry.model import ActionSpec, ToolSpec
-from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
 
 log = logging.getLogger(__name__)
@@ -49,7 +47,7 @@ class LeaseLost(Exception):
 
 def execute(
     *,
-    engine: Engine,
+    platform: Platform,
     settings: Settings,
     worker_id: str,
     job_id: int | None = None,
@@ -88,7 +86,7 @@ def execute(
             args,
             home=settings.home,
             secrets=secrets,
-            on_tick=lambda: job.renew(engine, worker_id, settings.worker_lease_s),
+            on_tick=lambda: job.renew(platform, worker_id, settings.worker_lease_s),
             tick_s=max(0.05, min(1.0, settings.worker_lease_s / 4)),
             fence=confine.Fence.from_settings(settings),
             redact=mask,
@@ -103,14 +101,14 @@ def execute(
         # Only the exception's type: its text could quote an argument or a secret.
         log.error("job %d: the runner raised %s", job.write(), type(exc).__name__)
         return finish_job(
-            engine=engine,
+            platform=platform,
             job_id=job.write(),
             worker_id=worker_id,
             state=JobState.failed,
             error=f"the runner failed: {type(exc).__name__}",
         )
     return finish_job(
-        engine=engine,
+        platform=platform,
         job_id=job.write(),
         worker_id=worker_id,
         state=STATE_OF_OUTCOME.get(outcome.outcome, JobState.failed),
@@ -149,17 +147,17 @@ class _Row:
                 raise _NotWritten(exc) from exc
         return self.id
 
-    def renew(self, engine: Engine, worker_id: str, lease_s: float) -> None:
+    def renew(self, platform: Platform, worker_id: str, lease_s: float) -> None:
         """The runner's tick: keep the lease (see `lease_renewer`)."""
         if self._renew is None:
             self._renew = lease_renewer(
-                engine=engine, job_id=self.write(), worker_id=worker_id, lease_s=lease_s
+                platform=platform, job_id=self.write(), worker_id=worker_id, lease_s=lease_s
             )
         self._renew()
 
 
 def lease_renewer(
-    *, engine: Engine, job_id: int, worker_id: str, lease_s: float
+    *, platform: Platform, job_id: int, worker_id: str, lease_s: float
 ) -> Callable[[], None]:
     """A tick callback that renews the job's lease a few times per lease period.
 
@@ -175,8 +173,7 @@ def lease_renewer(
             return
         last = time.monotonic()
         try:
-            kept = transact(
-                engine,
+            kept = platform.transact(
                 lambda s: leases.renew_lease(
                     session=s, job_id=job_id, worker_id=worker_id, lease_s=lease_s
                 ),
@@ -192,13 +189,12 @@ def lease_renewer(
 
 
 def finish_job(
-    *, engine: Engine, job_id: int, worker_id: str, state: JobState, **fields: Any
+    *, platform: Platform, job_id: int, worker_id: str, state: JobState, **fields: Any
 ) -> Job | None:
     """Record a job's outcome unless it was cancelled or reaped meanwhile (that verdict
     stands); the job as recorded, or None when it was not recorded."""
     try:
-        job = transact(
-            engine,
+        job = platform.transact(
             lambda s: leases.finish(
                 session=s, job_id=job_id, worker_id=worker_id, state=state, **fields
             ),

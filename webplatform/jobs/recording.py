@@ -18,7 +18,6 @@ from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.store.agents import agent_owner
-from webplatform.store.engine import transact
 from webplatform.store.models import Job
 from webplatform.trust import signing
 from webplatform.trust.policy import policy_for
@@ -174,4 +173,4 @@ def record_job(
             after(session, job)
         return job.id
 
-    return transact(platform.engine, insert)
+    return platform.transact(insert)

@@ -147,7 +147,7 @@ def _run_now(
         return job_id
 
     finished = execution.execute(
-        engine=platform.engine,
+        platform=platform,
         settings=platform.settings,
         worker_id=platform.process_id,
         record=record,  # the row is written while the tool's process is prepared
