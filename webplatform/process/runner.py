@@ -77,11 +77,12 @@ def run(
     argv = build_argv(tool, action, args)
     env = build_env(tool, action, home=home, secrets=secrets, caller_cwd=caller_cwd)
     limit = action.timeout_s or timeout_s or DEFAULT_TIMEOUT_S
-    problem = _missing_program(tool, argv[0], env["PATH"])
     fence = fence or confine.Fence(home=home)
-    jail = problem or confine.lock(tool, fence, caller_cwd)
-    if isinstance(jail, str):
-        return _not_started(jail)
+    try:
+        _check_program(tool, argv[0], env["PATH"])
+        jail = confine.lock(tool, fence, caller_cwd)
+    except confine.NotStarted as refused:
+        return _not_started(str(refused))
     if jail.note is not None:
         # The caller's folder was left out (jail.note says why): the tool runs as if it
         # had been called without one.
@@ -123,9 +124,10 @@ def _run_jailed(
 ) -> RunResult:
     """`run()` inside its jail: start, supervise and classify the process."""
     started = time.monotonic()
-    proc = _start(tool, jail, argv, env, watch.limit, admit)
-    if isinstance(proc, str):
-        return _not_started(proc)
+    try:
+        proc = _start(tool, jail, argv, env, watch.limit, admit)
+    except confine.NotStarted as failed:
+        return _not_started(str(failed))
     try:
         if on_start:
             on_start(proc.pid)
@@ -157,9 +159,9 @@ def _start(
     env: dict[str, str],
     limit: float,
     admit: Callable[[], None] | None,
-) -> Process | str:
+) -> Process:
     """The call's process, admitted (see `run`): forked warm (`warm: true`, SPEC §12) or
-    spawned; or why not.
+    spawned; `confine.NotStarted` says why not.
 
     A confined plain call is spawned by the exec-mode zygote (`warm.spawn`), which confines
     the child before exec: a `preexec_fn` here would fork aat's whole process for each call.
@@ -173,7 +175,9 @@ def _start(
     try:
         confine_child = jail.preexec()
     except OSError as exc:
-        return f"the tool was not run: confinement failed ({exc.strerror or exc})"
+        raise confine.NotStarted(
+            f"the tool was not run: confinement failed ({exc.strerror or exc})"
+        ) from exc
     if admit is not None:
         admit()
     try:
@@ -189,7 +193,7 @@ def _start(
             preexec_fn=confine_child,
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte inside an argument
-        return _cannot_start(argv[0], str(exc))
+        raise confine.NotStarted(_cannot_start(argv[0], str(exc))) from exc
 
 
 def _cannot_start(program: str, why: str) -> str:
@@ -217,15 +221,21 @@ class _Watch:
         return supervise(proc, self.limit, self.on_tick, self.tick_s, self.cap)
 
 
-def _missing_program(tool: ToolSpec, program: str, path: str) -> str | None:
+def _check_program(tool: ToolSpec, program: str, path: str) -> None:
+    """Raise `confine.NotStarted` when the tool's entrypoint or interpreter is missing."""
     entry = tool.entrypoint_path
     if not entry.is_file():
-        return f"entrypoint {entry} does not exist; fix `entrypoint` in {tool.manifest_path.name}"
+        raise confine.NotStarted(
+            f"entrypoint {entry} does not exist; fix `entrypoint` in {tool.manifest_path.name}"
+        )
     if tool.runtime == "exec" and not os.access(entry, os.X_OK):
-        return f"entrypoint {entry} is not executable; chmod +x it or set a runtime"
+        raise confine.NotStarted(
+            f"entrypoint {entry} is not executable; chmod +x it or set a runtime"
+        )
     if tool.runtime in ("bash", "node") and shutil.which(program, path=path) is None:
-        return f"{program} is not installed (looked in {path}); install it or change the runtime"
-    return None
+        raise confine.NotStarted(
+            f"{program} is not installed (looked in {path}); install it or change the runtime"
+        )
 
 
 def _not_started(error: str) -> RunResult:

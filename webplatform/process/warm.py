@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from webplatform.process.confine import landlock
+from webplatform.process.confine.fence import NotStarted
 from webplatform.registry.model import ToolSpec
 
 ZYGOTE = Path(landlock.__file__).resolve().with_name("zygote.py")
@@ -264,8 +265,9 @@ def start(
     view: View,
     timeout_s: float,
     admit: Callable[[], None] | None = None,
-) -> WarmProcess | str:
-    """Start one call of `tool` in its warm interpreter; the call's process or a one-line reason.
+) -> WarmProcess:
+    """Start one call of `tool` in its warm interpreter; the call's process (`NotStarted`:
+    a one-line reason it could not start).
 
     `argv` is the plain call's (`python ENTRYPOINT ACTION ...`), `env` its whole environment,
     `confinement` how its child confines itself (`Jail.request()`), `view` the static view of
@@ -282,7 +284,7 @@ def start(
             return _fork(zygote, line, timeout_s, f"the warm interpreter of {tool.name}", admit)
         except ZygoteGone:
             _POOL.discard(zygote)
-    return (
+    raise NotStarted(
         f"the warm interpreter of {tool.name} exits as soon as it starts; "
         f"run `{argv[0]} {argv[1]}` to see why, or set `warm: false` in its manifest"
     )
@@ -297,8 +299,9 @@ def spawn(
     view: View,
     timeout_s: float,
     admit: Callable[[], None] | None = None,
-) -> WarmProcess | str:
-    """Start a plain call's program through the exec-mode zygote; its process or a reason.
+) -> WarmProcess:
+    """Start a plain call's program through the exec-mode zygote; its process (`NotStarted`:
+    why not).
 
     What the program starts with is what `subprocess.Popen` gives it (see zygote.py); a
     program that cannot be executed shows as the process's `exec_error`. `confinement`,
@@ -313,15 +316,18 @@ def spawn(
             return _fork(zygote, line, timeout_s, "aat's spawner process", admit)
         except ZygoteGone:
             _POOL.discard(zygote)
-    return f"aat's spawner process exits as soon as it starts; run `{sys.executable} -S -c 0`"
+    raise NotStarted(
+        f"aat's spawner process exits as soon as it starts; run `{sys.executable} -S -c 0`"
+    )
 
 
 def _fork(
     zygote: _Zygote, line: bytes, timeout_s: float, who: str, admit: Callable[[], None]
-) -> WarmProcess | str:
+) -> WarmProcess:
     """Hand the call to `zygote`; while its child forks and prepares, `admit()`; then wait for
     the child's pid and give it the go-ahead. If `admit` raises, the child is dropped (its
-    channel closes: it exits having run nothing) and the exception propagates."""
+    channel closes: it exits having run nothing) and the exception propagates. Raises
+    `NotStarted` when the zygote gives no child, `ZygoteGone` when it has died."""
     stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -356,13 +362,13 @@ def _fork(
     except (OSError, ZygoteGone) as exc:
         drop()
         if isinstance(exc, TimeoutError):
-            return f"{who} did not answer within {timeout_s:g} s"
+            raise NotStarted(f"{who} did not answer within {timeout_s:g} s") from exc
         raise ZygoteGone from exc
     message, rest = first
     if "pid" not in message:
         drop()
         why = message.get("error") or f"wait status {message.get('status')}"
-        return f"{who} could not start the call ({why})"
+        raise NotStarted(f"{who} could not start the call ({why})")
     stdout, stderr = os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0)
     return WarmProcess(int(message["pid"]), stdout, stderr, ours, rest)
 
