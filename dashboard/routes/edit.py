@@ -30,7 +30,7 @@ from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
 from webplatform.jobs import edits
 from webplatform.jobs import states as jobs
-from webplatform.jobs.answers import Answer
+from webplatform.jobs.answers import Answer, Refusal
 from webplatform.platform import Platform
 from webplatform.registry.validation import parse_text_args
 from webplatform.store.models import Job, JobState
@@ -52,12 +52,10 @@ def render_edit(
 ) -> Response:
     """The edit form of pending job `job_id`, refilled with `raw` after an error; or the
     reason it cannot be edited (no form then)."""
-    found = edits.editable(platform=platform, job_id=job_id)
-    if isinstance(found, Answer):
-        if found.job is None:
-            raise HTTPException(404, found.error or f"no job {job_id}")
-        return _refused(request, platform, pages, job_id, 409, found.error or "")
-    job, act = found
+    try:
+        job, act = edits.editable(platform=platform, job_id=job_id)
+    except Refusal as refusal:
+        return _not_editable(request, platform, pages, job_id, refusal.answer)
     detail = data.job_detail(platform, job_id)
     assert detail is not None  # found just above
     current = views.text_values(json.loads(job.args_json))
@@ -73,6 +71,15 @@ def render_edit(
         },
         status_code=status_code,
     )
+
+
+def _not_editable(
+    request: Request, platform: Platform, pages: Pages, job_id: int, answer: Answer
+) -> Response:
+    """Why job `job_id` cannot be edited: 404 when there is no such job, else 409."""
+    if answer.job is None:
+        raise HTTPException(404, answer.error or f"no job {job_id}")
+    return _refused(request, platform, pages, job_id, 409, answer.error or "")
 
 
 def _refused(
@@ -117,17 +124,20 @@ async def edit_submit(
 ) -> Response:
     """Validate the edited arguments, check the step-up, then deny the original and create
     the edited job with this operator's approval, in one transaction."""
-    found = edits.editable(platform=platform, job_id=job_id)
-    if isinstance(found, Answer):
-        if found.job is None:
-            raise HTTPException(404, found.error or f"no job {job_id}")
-        return _refused(request, platform, pages, job_id, 409, found.error or "")
+    try:
+        _job, act = edits.editable(platform=platform, job_id=job_id)
+    except Refusal as refusal:
+        return _not_editable(request, platform, pages, job_id, refusal.answer)
     form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
-    raw = views.raw_form_values(found[1], form, prefix="")
-    args, problems = parse_text_args(found[1], raw)
-    edit = edits.prepare(platform=platform, job_id=job_id, args=args)
-    if problems or isinstance(edit, Answer):
-        error = problems.line if problems else getattr(edit, "error", None)
+    raw = views.raw_form_values(act, form, prefix="")
+    args, problems = parse_text_args(act, raw)
+    edit, refused = None, None
+    try:
+        edit = edits.prepare(platform=platform, job_id=job_id, args=args)
+    except Refusal as refusal:
+        refused = refusal.answer.error
+    if problems or edit is None:
+        error = problems.line if problems else refused
         return render_edit(
             request, platform, pages, operator, job_id, raw=raw, error=error, status_code=400
         )

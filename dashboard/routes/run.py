@@ -25,7 +25,7 @@ from dashboard.deps import (
 )
 from dashboard.urls import url_for
 from webplatform.canonical import args_digest
-from webplatform.jobs.answers import Status
+from webplatform.jobs.answers import Status, answered
 from webplatform.jobs.services import Consent, request_run
 from webplatform.registry import ActionSpec
 from webplatform.registry.validation import parse_text_args
@@ -139,6 +139,7 @@ async def run_submit(
                 request, "run_confirm.html", {**confirm, "error": str(exc)}, status_code=403
             )
     answer = await run_in_threadpool(
+        answered,
         request_run,
         platform=platform,
         kind=runnable.kind,

@@ -13,7 +13,7 @@ from sqlmodel import Session
 from webplatform.canonical import args_digest
 from webplatform.jobs import admission, calls, previews
 from webplatform.jobs import states as jobs
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Answer
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import ActionSpec, ToolSpec
@@ -36,7 +36,8 @@ def queue_call(
 ) -> Answer:
     """Queue an irreversible call under its approval policy; with the operator's `step_up`
     it starts approved by them when one approval is enough and they may give it, and
-    otherwise waits, their approval counted as the first if they may give one."""
+    otherwise waits, their approval counted as the first if they may give one. A requester
+    with `AAT_MAX_PENDING` calls already waiting gets a `Refusal` (`refused`)."""
     policy = policy_for(platform.settings, action)
     at_once = step_up is not None and policy.approvals == 1 and policy.self_approval
     start: calls.Start
@@ -66,7 +67,9 @@ def queue_call(
         start=start,
         refuse=None
         if step_up is not None
-        else admission.over_pending_limit(settings=platform.settings, actor=actor),
+        else admission.over_pending_limit(
+            settings=platform.settings, actor=actor, tool=spec.name, action=action.name
+        ),
         policy={
             "approvals_required": policy.approvals,
             "self_approval": policy.self_approval,
@@ -74,8 +77,6 @@ def queue_call(
         },
         after=_then(after, _pending_preview(preview)),
     )
-    if isinstance(job_id, str):
-        return Answer(Status.refused, tool=spec.name, action=action.name, error=job_id)
     if preview is not None:  # the row is committed: the answer never waits for it
         previews.start(platform, spec, preview, args, job_id)
     return job_answer(platform=platform, job_id=job_id)
@@ -133,16 +134,16 @@ def record_job(
     actor: Actor,
     irreversible: bool,
     start: calls.Start,
-    refuse: Callable[[Session], str | None] | None = None,
+    refuse: Callable[[Session], None] | None = None,
     policy: dict[str, Any] | None = None,
     after: Callable[[Session, Job], None] | None = None,
-) -> int | str:
+) -> int:
     """Insert the job row (arguments as stored: secrets masked) and return its id.
 
-    `refuse`, run in the same transaction first, may return why not to insert: that is
-    returned instead of an id. `policy` (irreversible calls) is the approval policy the job
-    keeps; the operator who asked is recorded with it (the run form's, or the owner of the
-    agent token that asked). `after` runs in the same transaction once the row exists.
+    `refuse`, run in the same transaction first, may raise (`Refusal`) to insert nothing.
+    `policy` (irreversible calls) is the approval policy the job keeps; the operator who
+    asked is recorded with it (the run form's, or the owner of the agent token that asked).
+    `after` runs in the same transaction once the row exists.
     """
     call = calls.Call(
         kind=spec.kind,
@@ -158,9 +159,9 @@ def record_job(
         address=actor.address,
     )
 
-    def insert(session: Session) -> int | str:
-        if refuse is not None and (reason := refuse(session)) is not None:
-            return reason
+    def insert(session: Session) -> int:
+        if refuse is not None:
+            refuse(session)
         recorded = call
         if policy is not None:
             asker = actor.operator or (

@@ -12,7 +12,7 @@ from typing import Any
 from webplatform.canonical import args_digest
 from webplatform.jobs import calls, execution
 from webplatform.jobs.admission import args_too_big
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Answer, Refusal, Status
 from webplatform.jobs.recording import queue_call, record_job
 from webplatform.jobs.resolution import action_schema, resolve_call
 from webplatform.jobs.tracking import answer_for, job_answer
@@ -54,7 +54,9 @@ def request_run(
     step_up: StepUp | None = None,
     reason: Any = None,
 ) -> Answer:
-    """Validate and gate a call, then run it now (reversible) or queue it for approval.
+    """Validate and gate a call, then run it now (reversible) or queue it for approval: the
+    answer of the run or of the queued job. A call that cannot go on raises `Refusal` with
+    its `invalid`, `approval_required` or `refused` answer.
 
     `consent` says what an irreversible action does (see `Consent`). `Consent.OPERATOR` is
     refused (PermissionError) unless `actor` is a logged-in operator on the dashboard who
@@ -64,17 +66,14 @@ def request_run(
     approval counted as the first, or (no self-approval) not at all. `reason` is the agent's
     own word on why it wants the call (at most 500 characters), shown to the deciders.
     """
-    resolved = resolve_call(platform.registry(), kind, name, action)
-    if isinstance(resolved, Answer):
-        return resolved
-    spec, act = resolved
+    spec, act = resolve_call(platform.registry(), kind, name, action)
     if (bad_reason := reason_problem(reason)) is not None:
-        return Answer(Status.invalid, tool=name, action=act.name, error=bad_reason)
+        raise Refusal(Status.invalid, tool=name, action=act.name, error=bad_reason)
     if (too_big := args_too_big(settings=platform.settings, args=args)) is not None:
-        return Answer(Status.invalid, tool=name, action=act.name, error=too_big)
+        raise Refusal(Status.invalid, tool=name, action=act.name, error=too_big)
     clean, problems = validate_args(act, args)
     if problems:
-        return Answer(
+        raise Refusal(
             Status.invalid,
             tool=name,
             action=act.name,
@@ -85,7 +84,7 @@ def request_run(
     if not gate.is_irreversible(spec.name, act):
         return _run_now(platform=platform, spec=spec, action=act, args=clean, actor=actor)
     if consent is Consent.NONE:
-        return Answer(
+        raise Refusal(
             Status.approval_required,
             tool=name,
             action=act.name,
@@ -106,14 +105,14 @@ def request_run(
         operator_step_up = step_up
     mcp = actor.surface in (Surface.mcp_stdio, Surface.mcp_http)
     if mcp and platform.settings.mcp_deny_irreversible:
-        return Answer(
+        raise Refusal(
             Status.refused,
             tool=name,
             action=act.name,
             error="irreversible actions are switched off here (AAT_MCP_DENY_IRREVERSIBLE=1)",
         )
     if (secret := secret_args_problem(act, clean)) is not None:
-        return Answer(Status.invalid, tool=name, action=act.name, error=secret)
+        raise Refusal(Status.invalid, tool=name, action=act.name, error=secret)
     return queue_call(
         platform=platform,
         spec=spec,
@@ -142,7 +141,6 @@ def _run_now(
                 worker_id=platform.process_id, lease_s=platform.settings.worker_lease_s
             ),
         )
-        assert isinstance(job_id, int)  # nothing refuses a reversible run here
         written.append(job_id)
         return job_id
 

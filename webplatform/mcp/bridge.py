@@ -15,7 +15,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult
 
-from webplatform.jobs.answers import IN_PROGRESS, Answer, Status
+from webplatform.jobs.answers import IN_PROGRESS, Answer, Status, answered
 from webplatform.jobs.services import Consent, request_run
 from webplatform.jobs.tracking import asked_by, job_answer, no_such_job, recent_of_requester
 from webplatform.jobs.withdrawal import DECLINED_IN_CLIENT, withdraw
@@ -178,7 +178,8 @@ class Bridge:
         actor = request_actor(ctx, self.surface)
         progress = progress_sender(ctx)
         answer = await waiting.in_thread(
-            lambda: request_run(
+            lambda: answered(
+                request_run,
                 platform=self.platform,
                 kind=kind,
                 name=name,
