@@ -396,6 +396,10 @@ class Passkey(SQLModel, table=True):
     label: str = Field(sa_type=String(100))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # The relying party it was made for (`localhost`, or the dashboard's https host). Not
+    # signed: the authenticator binds the credential to it, so an edited value only hides a
+    # passkey from the pages where it could not be used anyway.
+    rp_id: str = Field(default="localhost", sa_type=String(253))
     # aat's signature over operator, credential id, public key and when it was added.
     signature: str | None = Field(default=None, sa_type=String(200))
 
@@ -415,3 +419,31 @@ class WebauthnChallenge(SQLModel, table=True):
     job_id: int | None = None
     digest: str | None = Field(default=None, sa_type=String(64))
     expires_at: datetime = Field(sa_type=UTCDateTime, index=True)
+
+
+class RuleRow(SQLModel, table=True):
+    """A rule decided in advance (SPEC §16): its scope, its Cedar text, expiry and budget.
+
+    Signed by aat with the decision key when it is made and when it is revoked, over
+    everything but `runs`; a row whose signature does not verify allows nothing."""
+
+    __tablename__ = "rule"
+
+    id: int | None = Field(default=None, primary_key=True)
+    effect: str = Field(sa_type=String(8))  # allow | deny | ask
+    tool: str = Field(sa_type=String(200), index=True)
+    action: str | None = Field(default=None, sa_type=String(200))
+    requester: str | None = Field(default=None, sa_type=String(64))
+    # The YAML form's conditions, as JSON (`{}` for a rule written in Cedar: see `cedar`).
+    args_json: str = Field(default="{}", sa_type=Text)
+    cedar: str = Field(sa_type=Text)
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    max_runs: int | None = None
+    # How many runs it started (failed ones included); moved only by a compare-and-set.
+    runs: int = 0
+    note: str = Field(default="", sa_type=String(500))
+    created_by: str = Field(sa_type=String(64))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    revoked_by: str | None = Field(default=None, sa_type=String(64))
+    signature: str | None = Field(default=None, sa_type=String(200))

@@ -1,4 +1,5 @@
-"""Signatures on the rows that say who may decide: operators, passkeys, agent tokens, sessions.
+"""Signatures on the rows that say who may decide: operators, passkeys, agent tokens, sessions,
+and the rules that decide calls in advance.
 
 These rows grant authority (logging in, approving, calling `/mcp`), and anyone who can write
 the database can insert or change them without knowing a password. So aat signs each one
@@ -29,10 +30,17 @@ from sqlmodel import Session, select
 
 from webplatform.canonical import canonical_json
 from webplatform.store.audit import record_event
-from webplatform.store.models import AgentToken, AuditEvent, Operator, OperatorSession, Passkey
+from webplatform.store.models import (
+    AgentToken,
+    AuditEvent,
+    Operator,
+    OperatorSession,
+    Passkey,
+    RuleRow,
+)
 
 FORGED_EVENT = "authority-row-invalid"
-SignedRow = Operator | Passkey | AgentToken | OperatorSession
+SignedRow = Operator | Passkey | AgentToken | OperatorSession | RuleRow
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,25 @@ def _session(row: OperatorSession) -> tuple[str, str, dict[str, Any]]:
     return "session", f"of {row.operator}", body
 
 
+def _rule(row: RuleRow) -> tuple[str, str, dict[str, Any]]:
+    # Everything that says what it allows, for how long, by whom; not `runs` (a counter).
+    body = {
+        "id": row.id,
+        "effect": row.effect,
+        "tool": row.tool,
+        "action": row.action,
+        "requester": row.requester,
+        "args": row.args_json,
+        "cedar": row.cedar,
+        "expires_at": _when(row.expires_at) if row.expires_at else None,
+        "max_runs": row.max_runs,
+        "created_by": row.created_by,
+        "created_at": _when(row.created_at),
+        "revoked": row.revoked_at is not None,
+    }
+    return "rule", str(row.id), body
+
+
 # Each kind signs under its own prefix, so no signature over one kind of row (or over a
 # decision, `aat decision v1`) is ever valid for another.
 _KINDS: dict[type, tuple[bytes, Callable[[Any], tuple[str, str, dict[str, Any]]]]] = {
@@ -155,6 +182,7 @@ _KINDS: dict[type, tuple[bytes, Callable[[Any], tuple[str, str, dict[str, Any]]]
     Passkey: (b"aat passkey v1\n", _passkey),
     AgentToken: (b"aat agent token v1\n", _agent),
     OperatorSession: (b"aat session v1\n", _session),
+    RuleRow: (b"aat rule v1\n", _rule),
 }
 
 
