@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Refusal, Status
 from webplatform.jobs.resolution import action_schema
 from webplatform.mcp import naming
 from webplatform.registry import secret_status
@@ -42,17 +42,25 @@ def discover(
     max_bytes: int,
 ) -> dict[str, Any]:
     """Answer a `capabilities` call; a wrong call gets an `invalid` answer saying how to fix it."""
-    problem = _check_types(kind=kind, name=name, action=action, search=search)
-    if problem is not None:
-        return problem
+    try:
+        return _discover(
+            registry, kind=kind, name=name, action=action, search=search, max_bytes=max_bytes
+        )
+    except Refusal as refusal:
+        return refusal.answer.to_dict()
+
+
+def _discover(
+    registry: Registry, *, kind: Any, name: Any, action: Any, search: Any, max_bytes: int
+) -> dict[str, Any]:
+    """`discover`'s answer; `Refusal` for a wrong call."""
+    _check_types(kind=kind, name=name, action=action, search=search)
     if action and not name:
-        return _invalid("action needs name: call capabilities with name and action")
+        raise _invalid("action needs name: call capabilities with name and action")
     if search:
         return _search(registry, kind=kind, name=name or None, query=search)
     if name:
         found = _lookup(registry, kind=kind, name=name)
-        if isinstance(found, dict):
-            return found
         if isinstance(found, SkillSpec):
             return _skill_entry(found)
         if action:
@@ -61,18 +69,18 @@ def discover(
     return _overview(registry, kind=kind)
 
 
-def _check_types(**values: Any) -> dict[str, Any] | None:
+def _check_types(**values: Any) -> None:
     wrong = [k for k, v in values.items() if v is not None and not isinstance(v, str)]
     if wrong:
-        return _invalid(f"{', '.join(wrong)} must be a string")
+        raise _invalid(f"{', '.join(wrong)} must be a string")
     kind = values["kind"]
     if kind and kind not in naming.KINDS:
-        return _invalid(f"kind must be one of {', '.join(naming.KINDS)}, got {kind!r}")
-    return None
+        raise _invalid(f"kind must be one of {', '.join(naming.KINDS)}, got {kind!r}")
 
 
-def _invalid(error: str, **extra: Any) -> dict[str, Any]:
-    return Answer(Status.invalid, error=error, **extra).to_dict()
+def _invalid(error: str, **extra: Any) -> Refusal:
+    """The refusal of a wrong `capabilities` call, its error saying how to fix it."""
+    return Refusal(Status.invalid, error=error, **extra)
 
 
 def _ready(spec: ToolSpec) -> dict[str, Any]:
@@ -143,9 +151,7 @@ def _build_overview(registry: Registry, *, kind: str | None) -> dict[str, Any]:
     return out
 
 
-def _lookup(
-    registry: Registry, *, kind: str | None, name: str
-) -> ToolSpec | SkillSpec | dict[str, Any]:
+def _lookup(registry: Registry, *, kind: str | None, name: str) -> ToolSpec | SkillSpec:
     tables: list[tuple[str, dict[str, Any]]] = [
         ("tool", registry.tools),
         ("agent", registry.agents),
@@ -159,7 +165,7 @@ def _lookup(
     near = did_you_mean(name, known)
     hint = f"; did you mean {', '.join(near)}?" if near else ""
     what = kind or "tool, agent or skill"
-    return _invalid(
+    raise _invalid(
         f"no {what} named {name!r}{hint} Call capabilities with no arguments to list them all.",
         did_you_mean=near,
     )
@@ -196,7 +202,7 @@ def _action_detail(spec: ToolSpec, action_name: str) -> dict[str, Any]:
         names = [a.name for a in spec.actions]
         near = did_you_mean(action_name, names)
         hint = f" did you mean {', '.join(near)}?" if near else ""
-        return _invalid(
+        raise _invalid(
             f"{spec.kind} {spec.name!r} has no action {action_name!r};{hint} "
             f"call capabilities with name={spec.name!r} for its actions",
             tool=spec.name,
@@ -333,15 +339,13 @@ def _search(
 ) -> dict[str, Any]:
     words = word_set(query)
     if not words:
-        return _invalid("search needs at least one word")
+        raise _invalid("search needs at least one word")
     scope: list[ToolSpec] = []
     for k, table in (("tool", registry.tools), ("agent", registry.agents)):
         if kind in (None, k):
             scope.extend(s for s in table.values() if name in (None, s.name))
     if name and not scope and name not in registry.skills:
-        found = _lookup(registry, kind=kind, name=name)
-        if isinstance(found, dict):
-            return found
+        _lookup(registry, kind=kind, name=name)  # a refusal: no such tool, agent or skill
     in_scope = {id(s) for s in scope}
     index = _action_index(registry)
     matched: set[int] | None = None
