@@ -30,8 +30,9 @@ from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
 from webplatform.jobs import edits
 from webplatform.jobs import states as jobs
-from webplatform.jobs.answers import Answer, Refusal
+from webplatform.jobs.answers import Answer, Refusal, Status
 from webplatform.platform import Platform
+from webplatform.registry.model import ActionSpec
 from webplatform.registry.validation import parse_text_args
 from webplatform.store.models import Job, JobState
 from webplatform.trust.stepup import StepUpMismatch
@@ -101,6 +102,15 @@ def _refused(
     )
 
 
+def _edit_of(platform: Platform, job_id: int, act: ActionSpec, raw: dict[str, str]) -> edits.Edit:
+    """The edit the form's values make of job `job_id`; `Refusal` with the one line to show
+    in the form when they make none."""
+    args, problems = parse_text_args(act, raw)
+    if problems:
+        raise Refusal(Status.invalid, job=job_id, error=problems.line)
+    return edits.prepare(platform=platform, job_id=job_id, args=args)
+
+
 @router.get("/jobs/{job_id}/edit")
 def edit_form(
     request: Request, platform: PlatformDep, pages: PagesDep, operator: DeciderDep, job_id: int
@@ -130,14 +140,10 @@ async def edit_submit(
         return _not_editable(request, platform, pages, job_id, refusal.answer)
     form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
     raw = views.raw_form_values(act, form, prefix="")
-    args, problems = parse_text_args(act, raw)
-    edit, refused = None, None
     try:
-        edit = edits.prepare(platform=platform, job_id=job_id, args=args)
+        edit = _edit_of(platform, job_id, act, raw)
     except Refusal as refusal:
-        refused = refusal.answer.error
-    if problems or edit is None:
-        error = problems.line if problems else refused
+        error = refusal.answer.error
         return render_edit(
             request, platform, pages, operator, job_id, raw=raw, error=error, status_code=400
         )
