@@ -156,7 +156,7 @@ def _housekeeping_loop(worker: Worker | None) -> Callable[[Platform, threading.E
 
     def run(platform: Platform, stop: threading.Event) -> None:
         Housekeeper(
-            engine=platform.engine,
+            platform=platform,
             settings=platform.settings,
             process_id=platform.process_id,
             role="dashboard",

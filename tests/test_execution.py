@@ -16,6 +16,7 @@ from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.jobs import calls
 from webplatform.jobs.execution import Executor, JobCall, JobRow
+from webplatform.platform import Platform
 from webplatform.process import runner
 from webplatform.process.outcome import RunResult
 from webplatform.registry import RegistryLoader
@@ -62,11 +63,11 @@ def _jobs(engine: Engine) -> int:
 
 @pytest.fixture
 def executor(engine: Engine, settings: Settings) -> Executor:
-    return Executor(engine, settings, "w-test")
+    return Executor(Platform(settings, engine=engine), settings, "w-test")
 
 
 def _recorder(executor: Executor) -> Recorder:
-    return Recorder(executor.engine, executor.worker_id, executor.settings.worker_lease_s)
+    return Recorder(executor.platform.engine, executor.worker_id, executor.settings.worker_lease_s)
 
 
 def test_a_job_written_as_the_go_ahead_runs_and_is_recorded_once(executor: Executor) -> None:
@@ -95,7 +96,7 @@ def test_a_row_that_cannot_be_written_stops_the_call_and_records_nothing(
     with pytest.raises(RuntimeError) as raised:
         executor.execute(JobRow(record), _hello())
     assert raised.value is failure  # as it was raised, not wrapped
-    assert writes.calls == 1 and _jobs(executor.engine) == 0
+    assert writes.calls == 1 and _jobs(executor.platform.engine) == 0
 
 
 @pytest.mark.parametrize("after_go_ahead", [False, True], ids=["before", "after"])
@@ -110,12 +111,12 @@ def test_a_runner_that_fails_gets_the_row_written_first_then_its_failure(
         raise ValueError(f"could not run {call.args}")
 
     record = _recorder(executor)
-    job = Executor(executor.engine, executor.settings, executor.worker_id, broken).execute(
+    job = Executor(executor.platform, executor.settings, executor.worker_id, broken).execute(
         JobRow(record), _hello()
     )
     assert job is not None and job.state == JobState.failed
     assert job.error == "the runner failed: ValueError"
-    assert record.calls == 1 and _jobs(executor.engine) == 1
+    assert record.calls == 1 and _jobs(executor.platform.engine) == 1
 
 
 def test_a_row_already_written_is_run_as_it_is(executor: Executor) -> None:

@@ -29,6 +29,7 @@ from webplatform.config import Settings
 from webplatform.housekeeping import STALE_HEARTBEAT_S, Housekeeper
 from webplatform.jobs import calls, leases
 from webplatform.jobs.tracking import _dashboard_alive
+from webplatform.platform import Platform
 from webplatform.store import (
     Heartbeat,
     Job,
@@ -130,7 +131,7 @@ def housekeeping(
     must take a moment, however far its next deadline."""
     also = changes.pop("also_beats_for", ())
     keeper = CountingHousekeeper(
-        engine=engine,
+        platform=Platform(settings, engine=engine),
         settings=settings.model_copy(update={"heartbeat_s": 3600.0, **changes}),
         process_id="dash-1",
         role="dashboard",
@@ -169,7 +170,10 @@ def test_one_pass_removes_expired_sessions_and_stale_heartbeats(
     assert sorted(_sessions(engine)) == ["ada", "bob"]
 
     chores = Housekeeper(
-        engine=engine, settings=settings, process_id="dash-1", role="dashboard"
+        platform=Platform(settings, engine=engine),
+        settings=settings,
+        process_id="dash-1",
+        role="dashboard",
     ).run_once()
 
     assert _sessions(engine) == ["bob"], "the expired session row is still there"
@@ -284,7 +288,12 @@ def test_an_idle_housekeeper_sleeps_through_writes_that_move_no_job(
     engine: Engine, settings: Settings
 ) -> None:
     """Heartbeats of other processes are commits too, but no deadline can come of them."""
-    other = Housekeeper(engine=engine, settings=settings, process_id="dash-2", role="dashboard")
+    other = Housekeeper(
+        platform=Platform(settings, engine=engine),
+        settings=settings,
+        process_id="dash-2",
+        role="dashboard",
+    )
     with housekeeping(engine, settings) as keeper:
         passes = keeper.passes
         for _ in range(10):

@@ -51,7 +51,7 @@ RE_ARM = (
 def _worker(platform: Platform, settings: Settings | None = None, name: str = "w") -> Worker:
     """A worker as a fresh `aat worker` process would make it: nothing remembered but files."""
     return Worker(
-        engine=platform.engine,
+        platform=platform,
         settings=settings or platform.settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,

@@ -121,7 +121,7 @@ from webplatform.config import get_settings
 from webplatform.housekeeping import Housekeeper
 from webplatform.worker import make_worker
 
-Housekeeper(engine=None, settings=get_settings(), process_id="p", role="worker")
+Housekeeper(platform=None, settings=get_settings(), process_id="p", role="worker")
 print("apprise" in sys.modules)
 """
 

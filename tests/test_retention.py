@@ -41,7 +41,7 @@ def _worker(engine: Engine, settings: Settings) -> Worker:
         raise AssertionError("retention tests run nothing")
 
     return Worker(
-        engine=engine,
+        platform=Platform(settings, engine=engine),
         settings=settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=never_run,

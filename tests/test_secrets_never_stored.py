@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from webplatform.config import Settings
 from webplatform.jobs import decisions
-from webplatform.jobs.answers import Status
+from webplatform.jobs.answers import Status, answered
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer
 from webplatform.mcp.results import answer_result
@@ -38,7 +38,8 @@ def everything_stored(platform: Platform) -> str:
 
 
 def test_secret_argument_and_secret_env_are_masked_everywhere(platform: Platform) -> None:
-    answer = request_run(
+    answer = answered(
+        request_run,
         platform=platform,
         call=RunCall(
             kind="tool", name="echo", action="echo", args={"text": "hi", "token": ARG_SECRET}
@@ -60,13 +61,14 @@ def test_secret_argument_and_secret_env_are_masked_everywhere(platform: Platform
 
 
 def test_a_job_with_a_secret_argument_cannot_be_rerun_with_the_mask(platform: Platform) -> None:
-    first = request_run(
+    first = answered(
+        request_run,
         platform=platform,
         call=RunCall(kind="tool", name="echo", action="echo", args={"token": ARG_SECRET}),
         actor=AGENT,
         consent=Consent.NONE,
     )
-    again = decisions.rerun(platform=platform, job_id=first.job or 0, actor=OPERATOR)
+    again = answered(decisions.rerun, platform=platform, job_id=first.job or 0, actor=OPERATOR)
     assert again.status is Status.invalid
     assert "secret argument(s) token" in (again.error or "")
 
@@ -100,7 +102,8 @@ def test_no_part_of_a_secret_survives_a_cut(
     platform: Platform, monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
     monkeypatch.setenv("LEAK_TOKEN", LEAK_SECRET)
-    answer = request_run(
+    answer = answered(
+        request_run,
         platform=platform,
         call=RunCall(kind="tool", name="leak", action="leak", args=STRADDLES[case]),
         actor=AGENT,

@@ -11,7 +11,7 @@ from stepup_helpers import job_step_up, password_step_up
 from webplatform.config import Settings
 from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Answer, Refusal, Status, answered
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer, wait_for_job
 from webplatform.platform import Actor, Platform
@@ -34,7 +34,8 @@ def send_message(
     step_up: StepUp | None = None,
 ) -> Answer:
     """Ask for the irreversible `outbox send-message` with the test message."""
-    return request_run(
+    return answered(
+        request_run,
         platform=platform,
         call=RunCall(kind="tool", name="outbox", action="send-message", args=MESSAGE),
         actor=actor,
@@ -49,7 +50,8 @@ def outbox(settings: Settings) -> list[Path]:
 
 
 def test_reversible_runs_now_and_is_recorded(platform: Platform) -> None:
-    answer = request_run(
+    answer = answered(
+        request_run,
         platform=platform,
         call=RunCall(kind="tool", name="hello-world", action="greet", args={"name": "Žofie"}),
         actor=AGENT,
@@ -65,14 +67,16 @@ def test_reversible_runs_now_and_is_recorded(platform: Platform) -> None:
 
 
 def test_action_may_be_left_out_only_when_there_is_one(platform: Platform) -> None:
-    one = request_run(
+    one = answered(
+        request_run,
         platform=platform,
         call=RunCall(kind="tool", name="hello-world", action=None, args={"name": "x"}),
         actor=AGENT,
         consent=Consent.NONE,
     )
     assert one.status is Status.succeeded
-    many = request_run(
+    many = answered(
+        request_run,
         platform=platform,
         call=RunCall(kind="tool", name="xlsx", action=None, args={}),
         actor=AGENT,
@@ -153,7 +157,8 @@ def test_deny_irreversible_switch_refuses_mcp_and_queues_nothing(settings: Setti
 
 
 def test_bad_calls_are_invalid_with_schema_or_suggestions(platform: Platform) -> None:
-    wrong_type = request_run(
+    wrong_type = answered(
+        request_run,
         platform=platform,
         call=RunCall(kind="tool", name="hello-world", action="greet", args={"name": 5}),
         actor=AGENT,
@@ -163,14 +168,16 @@ def test_bad_calls_are_invalid_with_schema_or_suggestions(platform: Platform) ->
     assert wrong_type.schema == [
         {"name": "name", "type": "string", "required": True, "description": "Who to greet"}
     ]
-    unknown_tool = request_run(
+    unknown_tool = answered(
+        request_run,
         platform=platform,
         call=RunCall(kind="tool", name="helo-world", action="greet", args={}),
         actor=AGENT,
         consent=Consent.NONE,
     )
     assert unknown_tool.did_you_mean == ["hello-world"]
-    plural = request_run(
+    plural = answered(
+        request_run,
         platform=platform,
         call=RunCall(kind="tool", name="xlsx", action="sheets-list", args={}),
         actor=AGENT,
@@ -211,7 +218,8 @@ def test_one_requester_keeps_at_most_max_pending_calls_waiting(platform: Platfor
 
 def test_arguments_over_max_args_bytes_are_invalid(platform: Platform) -> None:
     big = {**MESSAGE, "body": "x" * (256 * 1024)}
-    answer = request_run(
+    answer = answered(
+        request_run,
         platform=platform,
         call=RunCall(kind="tool", name="outbox", action="send-message", args=big),
         actor=AGENT,
@@ -221,3 +229,22 @@ def test_arguments_over_max_args_bytes_are_invalid(platform: Platform) -> None:
     assert "AAT_MAX_ARGS_BYTES" in (answer.error or "") and "\n" not in (answer.error or "")
     with session_scope(platform.engine) as session:
         assert jobs.count_pending(session=session) == 0
+
+
+def test_the_core_raises_a_refusal_and_the_surface_answers_it(platform: Platform) -> None:
+    """A refused call is an exception in the core (one shape), carrying the very answer a
+    surface gives its caller."""
+    call = {
+        "platform": platform,
+        "kind": "tool",
+        "name": "helo-world",
+        "action": "greet",
+        "args": {},
+        "actor": AGENT,
+        "consent": Consent.NONE,
+    }
+    with pytest.raises(Refusal) as refused:
+        request_run(**call)
+    assert refused.value.answer.status is Status.invalid
+    assert str(refused.value) == refused.value.answer.error
+    assert answered(request_run, **call) == refused.value.answer

@@ -41,7 +41,7 @@ PASSWORD = "correct horse battery"
 
 def _worker(platform: Platform, settings: Settings | None = None) -> Worker:
     return Worker(
-        engine=platform.engine,
+        platform=platform,
         settings=settings or platform.settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,

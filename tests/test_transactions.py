@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import sqlite3
 import threading
 import time
@@ -85,3 +86,56 @@ def test_approve_succeeds_once_a_held_write_lock_is_released(
         holder.join()
     assert job.state == JobState.approved
     assert waited >= HOLD_S * 0.5, "approve did not wait for the lock at all"
+
+
+# The only code that may open a session or a transaction itself: the store, and the door.
+_DOOR_KEEPERS = ("webplatform/store/", "webplatform/platform.py")
+_OPENERS = {"transact", "session_scope"}
+_ORM = ("sqlmodel", "sqlalchemy", "sqlalchemy.orm")
+
+
+def _door_bypasses(path: Path, source: str) -> list[str]:
+    """Where `source` opens a session or transaction but through `Platform.transact`: the
+    store's `transact`/`session_scope` imported or called, an ORM `Session(...)` or
+    `sessionmaker(...)` built, or `engine.connect()` / `engine.begin()` called."""
+    tree = ast.parse(source)
+    orm = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module in _ORM
+        for alias in node.names
+        if alias.name in ("Session", "sessionmaker")
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("webplatform.store"):
+            names = sorted(a.name for a in node.names if a.name in _OPENERS | {"engine"})
+            found += [f"{path}:{node.lineno} imports {name}" for name in names]
+        if not isinstance(node, ast.Call):
+            continue
+        func, owner = node.func, ""
+        if isinstance(func, ast.Attribute):
+            owner = ast.unparse(func.value).rsplit(".", 1)[-1]
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if (
+            (name in orm and not owner)
+            or (name in _OPENERS and owner != "platform")
+            or (name in ("connect", "begin") and owner == "engine")
+        ):
+            found.append(f"{path}:{node.lineno} calls {ast.unparse(func)}")
+    return found
+
+
+def test_only_platform_transact_opens_a_session_outside_the_store() -> None:
+    """Every transaction outside `webplatform/store` goes through `Platform.transact` (the
+    retrying door): no `session_scope`, `transact(engine, ...)`, `Session(...)`, nor a
+    connection of its own, in the platform or the dashboard."""
+    root = Path(__file__).resolve().parents[1]
+    paths = sorted([*root.glob("webplatform/**/*.py"), *root.glob("dashboard/**/*.py")])
+    bypasses = [
+        problem
+        for path in paths
+        if not str(path.relative_to(root)).startswith(_DOOR_KEEPERS)
+        for problem in _door_bypasses(path.relative_to(root), path.read_text())
+    ]
+    assert bypasses == [], "use Platform.transact:\n" + "\n".join(bypasses)

@@ -15,6 +15,7 @@ from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.jobs import calls, leases
 from webplatform.jobs import states as jobs
+from webplatform.platform import Platform
 from webplatform.process import runner
 from webplatform.registry import RegistryLoader
 from webplatform.store import Job, JobState, Surface, session_scope, transact
@@ -27,7 +28,7 @@ S = JobState
 def _worker(engine: Engine, settings: Settings, root: Path = EXAMPLES_ROOT, **kw: Any) -> Worker:
     loader = RegistryLoader([root])
     return Worker(
-        engine=engine,
+        platform=Platform(settings, engine=engine),
         settings=settings,
         load_registry=loader.load,
         run=runner.run,

@@ -36,8 +36,8 @@ from webplatform import notifications
 from webplatform.config import Settings
 from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
+from webplatform.platform import Platform
 from webplatform.store.deadlines import next_deadlines
-from webplatform.store.engine import transact
 from webplatform.store.heartbeats import beat_all, prune_heartbeats
 from webplatform.store.models import utcnow
 from webplatform.store.notices import claim_new_pending, claim_reminders, next_notice_due
@@ -110,13 +110,13 @@ class Housekeeper:
     def __init__(
         self,
         *,
-        engine: Engine,
+        platform: Platform,
         settings: Settings,
         process_id: str,
         role: Role,
         also_beats_for: Sequence[tuple[str, Role]] = (),
     ) -> None:
-        self.engine = engine
+        self.platform = platform
         self.settings = settings
         self.process_id = process_id
         self.role = role
@@ -150,7 +150,7 @@ class Housekeeper:
             self.beat()
         if time.monotonic() - self._last_prune >= self.prune_every_s:
             self.prune()
-        due = transact(self.engine, lambda s: next_deadlines(session=s), write=False)
+        due = self.platform.transact(lambda s: next_deadlines(session=s), write=False)
         now = utcnow()
         notice = self._notice_due(now)
         moved = 0
@@ -175,17 +175,17 @@ class Housekeeper:
         """Leave the heartbeat of every process this housekeeper speaks for, in one
         transaction; the next is due `heartbeat_s` later."""
         host, pid, beats = socket.gethostname(), os.getpid(), self._beats
-        transact(self.engine, lambda s: beat_all(session=s, beats=beats, host=host, pid=pid))
+        self.platform.transact(lambda s: beat_all(session=s, beats=beats, host=host, pid=pid))
         self._next_beat = time.monotonic() + self.settings.heartbeat_s
 
     def _expire(self) -> int:
-        expired = transact(self.engine, lambda s: jobs.expire_due(session=s))
+        expired = self.platform.transact(lambda s: jobs.expire_due(session=s))
         if expired:
             log.info("housekeeping: %d approval(s) expired", expired)
         return expired
 
     def _reap(self) -> int:
-        lost = transact(self.engine, lambda s: leases.reap_lost(session=s))
+        lost = self.platform.transact(lambda s: leases.reap_lost(session=s))
         if lost:
             log.info("housekeeping: %d job(s) lost", lost)
         return lost
@@ -194,7 +194,7 @@ class Housekeeper:
         """When AAT_NOTIFY is next owed a notice; None without a sender or with none owed."""
         if self._sender is None:
             return None
-        return transact(self.engine, lambda s: next_notice_due(session=s, now=now), write=False)
+        return self.platform.transact(lambda s: next_notice_due(session=s, now=now), write=False)
 
     def notify(self) -> int:
         """Claim the pending jobs AAT_NOTIFY has not heard of (or must be reminded of) and
@@ -212,7 +212,7 @@ class Housekeeper:
                 notifications.reminder_notice(job=j, settings=settings, now=now) for j in due
             ]
 
-        notices = transact(self.engine, claim)
+        notices = self.platform.transact(claim)
         for notice in notices:
             sender.post(notice)
         return len(notices)
@@ -227,8 +227,7 @@ class Housekeeper:
         cutoff = utcnow() - timedelta(days=self.settings.retention_days)
         finished = 0
         while True:
-            batch = transact(
-                self.engine,
+            batch = self.platform.transact(
                 lambda s: jobs.prune_finished(
                     session=s, older_than=cutoff, batch=PRUNE_BATCH, max_batches=1
                 ),
@@ -236,9 +235,9 @@ class Housekeeper:
             finished += batch
             if batch < PRUNE_BATCH:
                 break
-        sessions = transact(self.engine, lambda s: prune_sessions(session=s))
+        sessions = self.platform.transact(lambda s: prune_sessions(session=s))
         stale = utcnow() - timedelta(seconds=STALE_HEARTBEAT_S)
-        heartbeats = transact(self.engine, lambda s: prune_heartbeats(session=s, older_than=stale))
+        heartbeats = self.platform.transact(lambda s: prune_heartbeats(session=s, older_than=stale))
         if finished or sessions or heartbeats:
             log.info(
                 "housekeeping: removed %d finished job(s) past retention, %d expired "
@@ -266,7 +265,7 @@ class Housekeeper:
                 wait_s = self.settings.heartbeat_s
             return wait_s if listening else min(wait_s, self.settings.heartbeat_s)
 
-        run_passes(self.engine, stop, one_pass)
+        run_passes(self.platform.engine, stop, one_pass)
         self.forget()
 
     def forget(self) -> None:
@@ -278,6 +277,6 @@ class Housekeeper:
                 jobs.forget_heartbeat(session=session, process_id=process_id)
 
         try:
-            transact(self.engine, forget_all)
+            self.platform.transact(forget_all)
         except Exception:
             log.warning("%s %s: could not remove its heartbeat", self.role, self.process_id)

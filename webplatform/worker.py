@@ -24,9 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
-
-from sqlalchemy import Engine
+from typing import Any
 
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
@@ -35,11 +33,11 @@ from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
 from webplatform.jobs.execution import Executor, JobCall, JobRow, RunFn
 from webplatform.jobs.leases import Ending
+from webplatform.platform import Platform
 from webplatform.process import runner
 from webplatform.registry import resolve_secrets
 from webplatform.registry.model import Registry
 from webplatform.store.audit import AuditEntry, record_event
-from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
 from webplatform.store.notify import StopEvent
 from webplatform.store.transitions import call_detail
@@ -49,28 +47,32 @@ from webplatform.trust.ledger import DecisionLedger, ledger_for, max_age_s
 log = logging.getLogger(__name__)
 
 
+class NotRunnable(Exception):
+    """Why an approved job is not run after all: one line, recorded as its error."""
+
+
 class Worker:
     """Executes approved jobs from the shared database; several may run on several hosts."""
 
     def __init__(
         self,
         *,
-        engine: Engine,
+        platform: Platform,
         settings: Settings,
         load_registry: Callable[[], Registry],
         run: RunFn = runner.run,
         worker_id: str | None = None,
         housekeeping: bool = True,
     ) -> None:
-        self.engine = engine
+        self.platform = platform
         self.settings = settings
         self.load_registry = load_registry
         self.worker_id = worker_id or (
             f"{socket.gethostname()}:{os.getpid()}:worker-{uuid.uuid4().hex[:8]}"
         )
-        self.executor = Executor(engine, settings, self.worker_id, run)
+        self.executor = Executor(platform, settings, self.worker_id, run)
         self.housekeeper = Housekeeper(
-            engine=engine, settings=settings, process_id=self.worker_id, role="worker"
+            platform=platform, settings=settings, process_id=self.worker_id, role="worker"
         )
         # False where another housekeeper of this process does the duties and leaves this
         # worker's heartbeat (`aat serve`'s embedded worker).
@@ -89,8 +91,7 @@ class Worker:
         if verifier is None:
             return False
         lease_s = self.settings.worker_lease_s
-        job = transact(
-            self.engine,
+        job = self.platform.transact(
             lambda s: leases.claim_next(session=s, worker_id=self.worker_id, lease_s=lease_s),
         )
         if job is None:
@@ -157,7 +158,7 @@ class Worker:
             )
 
         try:
-            transact(self.engine, refuse)
+            self.platform.transact(refuse)
         except jobs.StaleState as exc:
             log.warning("job %d: refusal dropped: %s", job_id, exc)
 
@@ -187,7 +188,7 @@ class Worker:
         def moved() -> None:
             self._housekeeping_due = float("-inf")  # a move may bring a deadline closer
 
-        run_passes(self.engine, stop, one_pass, on_move=moved)
+        run_passes(self.platform.engine, stop, one_pass, on_move=moved)
         if self.housekeeping:
             self.housekeeper.forget()
         log.info("worker %s stopped", self.worker_id)
@@ -203,62 +204,56 @@ class Worker:
 
     def _execute(self, job: Job) -> None:
         job_id = job.id or 0
-        prepared = self._prepare(job)
-        if isinstance(prepared, str):
-            log.warning("job %d not run: %s", job_id, prepared)
-            self.executor.finish(job_id, Ending(JobState.failed, error=prepared))
+        try:
+            prepared = self._prepare(job)
+        except NotRunnable as exc:
+            log.warning("job %d not run: %s", job_id, exc)
+            self.executor.finish(job_id, Ending(JobState.failed, error=str(exc)))
             return
         log.info("job %d: running %s %s %s", job_id, job.kind, job.name, job.action)
         self.executor.execute(JobRow.written(job_id), prepared)
 
-    def _prepare(self, job: Job) -> JobCall | str:
-        """What to run, or a one-line reason not to run it."""
+    def _prepare(self, job: Job) -> JobCall:
+        """What to run; `NotRunnable` (a one-line reason) when it must not run."""
         try:
             args = json.loads(job.args_json)
         except ValueError:
-            return "the stored arguments are not valid JSON; not run"
+            raise NotRunnable("the stored arguments are not valid JSON; not run") from None
         if not isinstance(args, dict):
-            return "the stored arguments are not a JSON object; not run"
+            raise NotRunnable("the stored arguments are not a JSON object; not run")
         digest = args_digest(kind=job.kind, name=job.name, action=job.action, args=args)
         if digest != job.args_digest:
-            return (
+            raise NotRunnable(
                 "the stored arguments no longer match the approved digest (changed after "
                 "approval); not run. Request the call again for a new approval."
             )
         try:
             registry = self.load_registry()
         except Exception as exc:
-            return f"the registry could not be loaded ({type(exc).__name__}); not run"
+            why = f"the registry could not be loaded ({type(exc).__name__}); not run"
+            raise NotRunnable(why) from exc
         tool = registry.runnable("agent" if job.kind == "agent" else "tool", job.name)
         if tool is None:
-            return f"{job.kind} {job.name!r} is no longer in the registry; not run"
+            raise NotRunnable(f"{job.kind} {job.name!r} is no longer in the registry; not run")
         action = tool.action(job.action)
         if action is None:
-            return f"{job.kind} {job.name!r} no longer has action {job.action!r}; not run"
+            why = f"{job.kind} {job.name!r} no longer has action {job.action!r}; not run"
+            raise NotRunnable(why)
         try:
             secrets = resolve_secrets(tool.secrets)
         except Exception as exc:
-            return f"the tool's secrets could not be read ({type(exc).__name__}); not run"
+            why = f"the tool's secrets could not be read ({type(exc).__name__}); not run"
+            raise NotRunnable(why) from exc
         return JobCall(tool, action, args, secrets)
 
 
-class PlatformLike(Protocol):
-    """What `make_worker` needs from `webplatform.jobs.services.Platform` (a sibling layer)."""
-
-    @property
-    def engine(self) -> Engine: ...
-    @property
-    def settings(self) -> Settings: ...
-    def registry(self) -> Registry: ...
-
-
 def make_worker(
-    platform: PlatformLike, *, worker_id: str | None = None, housekeeping: bool = True
+    platform: Platform, *, worker_id: str | None = None, housekeeping: bool = True
 ) -> Worker:
     """A worker wired to the real registry loader, runner and secret store (`housekeeping`:
     see `Worker`)."""
     return Worker(
-        engine=platform.engine,
+        platform=platform,
         settings=platform.settings,
         load_registry=platform.registry,
         worker_id=worker_id,

@@ -23,7 +23,9 @@ from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
 from webplatform.jobs import edits
 from webplatform.jobs import states as jobs
-from webplatform.jobs.answers import Answer
+from webplatform.jobs.answers import Answer, Refusal, Status
+from webplatform.platform import Platform
+from webplatform.registry.model import ActionSpec
 from webplatform.registry.validation import parse_text_args
 from webplatform.store.models import Job, JobState
 from webplatform.trust.stepup import StepUpMismatch
@@ -51,12 +53,10 @@ def render_edit(
     """The edit form of pending job `job_id`, refilled with `raw` after an error; or the
     reason it cannot be edited (no form then)."""
     request, platform = view.request, view.platform
-    found = edits.editable(platform=platform, job_id=job_id)
-    if isinstance(found, Answer):
-        if found.job is None:
-            raise HTTPException(404, found.error or f"no job {job_id}")
-        return _refused(view, job_id, 409, found.error or "")
-    job, act = found
+    try:
+        job, act = edits.editable(platform=platform, job_id=job_id)
+    except Refusal as refusal:
+        return _not_editable(view, job_id, refusal.answer)
     detail = data.job_detail(platform, job_id)
     assert detail is not None  # found just above
     current = views.text_values(json.loads(job.args_json))
@@ -72,6 +72,13 @@ def render_edit(
         },
         status_code=status_code,
     )
+
+
+def _not_editable(view: View, job_id: int, answer: Answer) -> Response:
+    """Why job `job_id` cannot be edited: 404 when there is no such job, else 409."""
+    if answer.job is None:
+        raise HTTPException(404, answer.error or f"no job {job_id}")
+    return _refused(view, job_id, 409, answer.error or "")
 
 
 def _refused(view: View, job_id: int, status_code: int, error: str) -> Response:
@@ -141,19 +148,26 @@ async def _read_edit(
 ) -> tuple[dict[str, str], edits.Edit] | Response:
     """The submitted form's values and the edit they make; or the page that says why there
     is none (the job cannot be edited, or the values are not a valid call)."""
-    found = edits.editable(platform=view.platform, job_id=job_id)
-    if isinstance(found, Answer):
-        if found.job is None:
-            raise HTTPException(404, found.error or f"no job {job_id}")
-        return _refused(view, job_id, 409, found.error or "")
+    try:
+        _job, act = edits.editable(platform=view.platform, job_id=job_id)
+    except Refusal as refusal:
+        return _not_editable(view, job_id, refusal.answer)
     form = {k: v for k, v in (await view.request.form()).items() if isinstance(v, str)}
-    raw = views.raw_form_values(found[1], form, prefix="")
-    args, problems = parse_text_args(found[1], raw)
-    edit = edits.prepare(platform=view.platform, job_id=job_id, args=args)
-    if problems or isinstance(edit, Answer):
-        error = problems.line if problems else getattr(edit, "error", None)
+    raw = views.raw_form_values(act, form, prefix="")
+    try:
+        return raw, _edit_of(view.platform, job_id, act, raw)
+    except Refusal as refusal:
+        error = refusal.answer.error
         return render_edit(view, operator, job_id, raw=raw, error=error, status_code=400)
-    return raw, edit
+
+
+def _edit_of(platform: Platform, job_id: int, act: ActionSpec, raw: dict[str, str]) -> edits.Edit:
+    """The edit the form's values make of job `job_id`; `Refusal` with the one line to show
+    in the form when they make none."""
+    args, problems = parse_text_args(act, raw)
+    if problems:
+        raise Refusal(Status.invalid, job=job_id, error=problems.line)
+    return edits.prepare(platform=platform, job_id=job_id, args=args)
 
 
 def _not_approved(view: View, job_id: int, exc: Exception) -> Response:

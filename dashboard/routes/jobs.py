@@ -32,6 +32,7 @@ from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
 from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
+from webplatform.jobs.answers import answered
 from webplatform.store.models import Job, JobState, Surface
 from webplatform.trust.stepup import StepUpMismatch
 
@@ -244,7 +245,7 @@ async def deny(
 @router.post("/jobs/{job_id}/rerun")
 def rerun(view: ViewDep, actor: ActorDep, job_id: int) -> Response:
     """Ask again for the same call: a new job (a new approval if irreversible)."""
-    answer = decisions.rerun(platform=view.platform, job_id=job_id, actor=actor)
+    answer = answered(decisions.rerun, platform=view.platform, job_id=job_id, actor=actor)
     if answer.job is None:
         return render_job(
             view,

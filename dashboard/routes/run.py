@@ -26,7 +26,7 @@ from dashboard.deps import (
 )
 from dashboard.urls import url_for
 from webplatform.canonical import args_digest
-from webplatform.jobs.answers import Status
+from webplatform.jobs.answers import Status, answered
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.registry import ActionSpec
@@ -116,6 +116,7 @@ async def run_submit(
             error = {**confirm, "error": str(exc)}
             return view.pages.render(view.request, "run_confirm.html", error, status_code=403)
     answer = await run_in_threadpool(
+        answered,
         request_run,
         platform=view.platform,
         call=RunCall(kind=runnable.kind, name=spec.name, action=act.name, args=args),

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from webplatform.config import EXAMPLES_ROOT
 from webplatform.jobs import states as jobs
-from webplatform.jobs.answers import Status
+from webplatform.jobs.answers import Status, answered
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
@@ -49,7 +49,7 @@ def _outbox(platform: Platform) -> list[str]:
 
 def _run_worker(platform: Platform) -> None:
     worker = Worker(
-        engine=platform.engine,
+        platform=platform,
         settings=platform.settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,
@@ -172,7 +172,8 @@ def test_the_token_owner_cannot_approve_when_self_approval_is_off(
     add_operator(platform, "bob")
     with session_scope(platform.engine) as session:
         add_agent(session=session, name="ada-laptop", owner="ada", seal=seal_for(platform))
-    answer = request_run(
+    answer = answered(
+        request_run,
         platform=platform,
         call=RunCall(
             kind="tool",
@@ -247,7 +248,8 @@ def test_the_run_form_counts_as_the_first_of_two(
 
 def test_the_agents_reason_is_shown_escaped_and_revealed(platform: Platform, alice: Any) -> None:
     reason = "<script>alert(1)</script> pay the \u202einvoice \x1b[2Jnow"
-    answer = request_run(
+    answer = answered(
+        request_run,
         platform=platform,
         call=RunCall(
             kind="tool",
@@ -271,7 +273,8 @@ def test_the_agents_reason_is_shown_escaped_and_revealed(platform: Platform, ali
 
 
 def test_a_reason_too_long_is_invalid(platform: Platform) -> None:
-    answer = request_run(
+    answer = answered(
+        request_run,
         platform=platform,
         call=RunCall(
             kind="tool",

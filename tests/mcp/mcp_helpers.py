@@ -119,7 +119,7 @@ def body(result: CallToolResult) -> dict[str, Any]:
 def worker(platform: Platform) -> Iterator[Worker]:
     """An embedded worker thread executing approved jobs."""
     w = Worker(
-        engine=platform.engine,
+        platform=platform,
         settings=platform.settings,
         load_registry=platform.registry,
         run=runner.run,

@@ -16,7 +16,6 @@ from mcp_types import ElicitRequestParams, ElicitResult
 from platforms import platform_with
 
 from webplatform.jobs import edits
-from webplatform.jobs.answers import Answer
 from webplatform.jobs.tracking import pending_for
 from webplatform.platform import Platform
 from webplatform.trust.stepup import StepUp, StepUpMethod
@@ -39,7 +38,6 @@ def edit_first_pending(platform: Platform, operator: str = "olga") -> None:
     while not (waiting := pending_for(platform=platform)) and time.monotonic() < deadline:
         time.sleep(0.05)
     edit = edits.prepare(platform=platform, job_id=int(waiting[0]["job"]), args=EDITED)
-    assert not isinstance(edit, Answer), edit
     step_up = StepUp(operator=operator, digest=edit.digest, method=StepUpMethod.password)
     edits.approve_edited(
         platform=platform, edit=edit, operator=operator, address=None, step_up=step_up

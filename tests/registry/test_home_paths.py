@@ -74,9 +74,11 @@ def test_a_tool_naming_the_real_aat_home_by_its_path_is_not_run(
     (home / "run").mkdir()
     (home / "decision-key.pem").write_text("key")
     fence = confine.Fence(home=home)
-    jail = confine.lock(_spec(tmp_path, key, str(home / name)), fence, None)
-    assert isinstance(jail, str)
-    assert jail.startswith(f"greedy: `{key}: {home / name}` is in AAT_HOME but in no data")
+    with pytest.raises(confine.NotStarted) as refused:
+        confine.lock(_spec(tmp_path, key, str(home / name)), fence, None)
+    assert str(refused.value).startswith(
+        f"greedy: `{key}: {home / name}` is in AAT_HOME but in no data"
+    )
 
 
 @pytest.mark.parametrize("key", ["reads", "writes"])
@@ -86,8 +88,8 @@ def test_a_data_folder_that_links_back_into_aat_home_is_not_run(tmp_path: Path, 
     (home / "data").mkdir()
     os.symlink(home / "cache", home / "data" / "greedy")
     spec = _spec(tmp_path, key, "$AAT_HOME/data/greedy")
-    jail = confine.lock(spec, confine.Fence(home=home), None)
-    assert isinstance(jail, str) and "is in AAT_HOME but in no data folder" in jail
+    with pytest.raises(confine.NotStarted, match="is in AAT_HOME but in no data folder"):
+        confine.lock(spec, confine.Fence(home=home), None)
 
 
 def test_a_data_folder_is_granted(tmp_path: Path) -> None:

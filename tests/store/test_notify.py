@@ -22,6 +22,7 @@ from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.jobs import calls
 from webplatform.jobs import states as jobs
+from webplatform.platform import Platform
 from webplatform.process import runner
 from webplatform.registry import RegistryLoader
 from webplatform.store import JobState, Surface, make_engine, session_scope, transact
@@ -113,7 +114,7 @@ def test_a_stop_event_ends_a_wait_at_once(engine: Engine, backend: str) -> None:
 def test_an_idle_worker_on_postgresql_runs_an_approval_at_once(pg_settings: Settings) -> None:
     engine = make_engine(pg_settings)
     worker = Worker(
-        engine=engine,
+        platform=Platform(pg_settings, engine=engine),
         settings=pg_settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,
@@ -174,7 +175,7 @@ def test_an_idle_worker_on_sqlite_is_woken_by_another_process_committing(
     engine = make_engine(settings)
     # Only the file can wake it: an hour between looks, and no housekeeping of its own.
     worker = Worker(
-        engine=engine,
+        platform=Platform(settings, engine=engine),
         settings=settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,

@@ -8,18 +8,19 @@ import sys
 from pathlib import Path
 
 from webplatform.cli.common import print_answer, settings_from
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Answer, Refusal, Status, answered
 from webplatform.registry.model import RunnableKind
 
 
-def split_run_args(extra: list[str]) -> dict[str, str] | str:
-    """Parse `--name value`, `--name=value` and bare `--flag` pairs; an error string otherwise."""
+def split_run_args(extra: list[str]) -> dict[str, str]:
+    """Parse `--name value`, `--name=value` and bare `--flag` pairs; `ValueError` (one line)
+    otherwise."""
     raw: dict[str, str] = {}
     i = 0
     while i < len(extra):
         token = extra[i]
         if not token.startswith("--") or token == "--":
-            return (
+            raise ValueError(
                 f"expected --ARG VALUE, got {token!r} "
                 "(write --name=--value for a value that starts with --)"
             )
@@ -46,13 +47,14 @@ def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
     settings = settings_from(ns)
     platform = Platform(settings)
     kind: RunnableKind = "agent" if ns.agent else "tool"
-    raw = split_run_args(extra)
-    if isinstance(raw, str):
-        return print_answer(Answer(Status.invalid, tool=ns.tool, error=raw))
-    resolved = resolution.resolve_call(platform.registry(), kind, ns.tool, ns.action)
-    if isinstance(resolved, Answer):
-        return print_answer(resolved)
-    _spec, action = resolved
+    try:
+        raw = split_run_args(extra)
+    except ValueError as exc:
+        return print_answer(Answer(Status.invalid, tool=ns.tool, error=str(exc)))
+    try:
+        _spec, action = resolution.resolve_call(platform.registry(), kind, ns.tool, ns.action)
+    except Refusal as refusal:
+        return print_answer(refusal.answer)
     args, problems = parse_text_args(action, raw)
     if problems:
         return print_answer(
@@ -65,7 +67,8 @@ def cmd_run(ns: argparse.Namespace, extra: list[str]) -> int:
             )
         )
     actor = Actor(surface=Surface.cli, client=f"aat run ({getpass.getuser()})", cwd=Path.cwd())
-    answer = services.request_run(
+    answer = answered(
+        services.request_run,
         platform=platform,
         call=services.RunCall(kind=kind, name=ns.tool, action=action.name, args=args),
         actor=actor,

@@ -35,7 +35,7 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
     """`aat audit verify`: check the hash chain, and that every job's state is the one its
     own audit events left it in (one line per job that disagrees); `aat audit export`: JSON
     Lines with hashes."""
-    from webplatform.store import make_engine, session_scope
+    from webplatform.platform import Platform
     from webplatform.store.audit_chain import export_rows, verify_chain
     from webplatform.store.job_trail import jobs_out_of_step
 
@@ -51,17 +51,21 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
             )
             return EXIT_USAGE
         since = since if since.tzinfo else since.replace(tzinfo=UTC)
-    engine = make_engine(settings_from(ns))
+    platform = Platform(settings_from(ns))
     try:
-        with session_scope(engine, write=False) as session:
-            if ns.op == "export":
-                for row in export_rows(session=session, since=since):
-                    print(json.dumps(row, ensure_ascii=False))
-                return EXIT_OK
-            report = verify_chain(session=session)
-            out_of_step = list(jobs_out_of_step(session=session))
+        if ns.op == "export":
+            # Read whole, then printed: the transaction may be retried, the output must not.
+            rows = platform.transact(
+                lambda s: list(export_rows(session=s, since=since)), write=False
+            )
+            for row in rows:
+                print(json.dumps(row, ensure_ascii=False))
+            return EXIT_OK
+        report, out_of_step = platform.transact(
+            lambda s: (verify_chain(session=s), list(jobs_out_of_step(session=s))), write=False
+        )
     finally:
-        engine.dispose()
+        platform.engine.dispose()
     if not report.intact:
         print(
             f"audit chain broken: {report.problem} ({report.checked} events before it verified)",

@@ -14,6 +14,7 @@ from sqlmodel import Session
 
 from webplatform.canonical import canonical_json
 from webplatform.config import Settings
+from webplatform.jobs.answers import Refusal, Status
 from webplatform.platform import Actor
 from webplatform.store.queries import count_pending_from
 
@@ -33,24 +34,30 @@ def args_too_big(*, settings: Settings, args: Any) -> str | None:
     )
 
 
-def over_pending_limit(*, settings: Settings, actor: Actor) -> Callable[[Session], str | None]:
-    """A check, run in the transaction that queues the job: why this requester may not queue
-    another call (`AAT_MAX_PENDING` already waiting), or None."""
+def over_pending_limit(
+    *, settings: Settings, actor: Actor, tool: str, action: str
+) -> Callable[[Session], None]:
+    """A check, run in the transaction that queues the job (a call of `tool`'s `action`): it
+    raises `Refusal` (`refused`) when this requester may not queue another call
+    (`AAT_MAX_PENDING` already waiting)."""
     limit = settings.max_pending
     # The agent token when the call carried one; else the client's own name, the only other
     # identity a client has (it is self-reported, so a client that renames itself gets a
     # new share: the approvals page still reaches every card).
     requester = actor.operator or actor.agent or actor.client
 
-    def check(session: Session) -> str | None:
+    def check(session: Session) -> None:
         waiting = count_pending_from(session=session, surface=actor.surface, requested_by=requester)
         if waiting < limit:
-            return None
+            return
         who = f"{requester!r} via {actor.surface.value}" if requester else actor.surface.value
-        return (
-            f"{who} already has {waiting} calls waiting for approval, the limit "
+        raise Refusal(
+            Status.refused,
+            tool=tool,
+            action=action,
+            error=f"{who} already has {waiting} calls waiting for approval, the limit "
             f"(AAT_MAX_PENDING={limit}); ask again once an operator has approved or denied "
-            "some of them on the dashboard's approvals page, or they have expired"
+            "some of them on the dashboard's approvals page, or they have expired",
         )
 
     return check

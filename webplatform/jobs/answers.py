@@ -1,14 +1,17 @@
 """The answer every run-style call gets, on every surface.
 
 One shape, one `status` per outcome, so a denial is never confused with an expiry, a
-failure or success (SPEC §5).
+failure or success (SPEC §5). The core refuses a call one way, by raising `Refusal` with the
+answer its caller gets; each surface (MCP, dashboard, CLI) turns it back into that answer
+(`answered`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, ParamSpec
 
 from webplatform.store.models import UNFINISHED_STATES
 
@@ -89,3 +92,24 @@ class Answer:
         out = {k: v for k, v in asdict(self).items() if v is not None}
         out["status"] = self.status.value
         return out
+
+
+class Refusal(Exception):
+    """The core will not go on with a call: `answer` is what its caller gets, word for word
+    (an `invalid`, `refused` or `approval_required` answer whose `error` says how to fix it)."""
+
+    def __init__(self, status: Status, **fields: Any) -> None:
+        self.answer = Answer(status, **fields)
+        super().__init__(self.answer.error or status.value)
+
+
+P = ParamSpec("P")
+
+
+def answered(fn: Callable[P, Answer], /, *args: P.args, **kwargs: P.kwargs) -> Answer:
+    """`fn(*args, **kwargs)`'s answer, or the one its `Refusal` carries: how a surface gives
+    its caller the answer to a refused call."""
+    try:
+        return fn(*args, **kwargs)
+    except Refusal as refusal:
+        return refusal.answer

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from webplatform.jobs import states as jobs
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Answer, Refusal, Status
 from webplatform.jobs.resolution import resolve_call
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import job_answer
@@ -79,19 +79,18 @@ def deny(
 
 
 def rerun(*, platform: Platform, job_id: int, actor: Actor) -> Answer:
-    """Ask again for a finished job's exact call: a new job, with a new approval if irreversible."""
+    """Ask again for a finished job's exact call: a new job, with a new approval if
+    irreversible (`Refusal` when it cannot be asked again)."""
     job = platform.transact(lambda s: jobs.get_job(session=s, job_id=job_id), write=False)
     if job is None:
-        return Answer(Status.invalid, error=f"no job {job_id}")
+        raise Refusal(Status.invalid, error=f"no job {job_id}")
     kind: RunnableKindLiteral = "agent" if job.kind == "agent" else "tool"
     name, action, args = job.name, job.action, json.loads(job.args_json)
-    resolved = resolve_call(platform.registry(), kind, name, action)
-    if isinstance(resolved, Answer):
-        return resolved
-    masked = [a.name for a in resolved[1].args if a.secret and a.name in args]
+    _spec, act = resolve_call(platform.registry(), kind, name, action)
+    masked = [a.name for a in act.args if a.secret and a.name in args]
     if masked:
         # Stored secret arguments are masks, not values: re-running would send the mask.
-        return Answer(
+        raise Refusal(
             Status.invalid,
             job=job_id,
             error=f"job {job_id} had secret argument(s) {', '.join(masked)}, which are "

@@ -20,7 +20,7 @@ from webplatform.canonical import args_digest
 from webplatform.jobs import calls, previews, recording
 from webplatform.jobs import states as jobs
 from webplatform.jobs.admission import args_too_big
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Refusal, Status
 from webplatform.jobs.resolution import resolve_call
 from webplatform.platform import Platform
 from webplatform.registry.model import ActionSpec, RunnableKind, ToolSpec
@@ -51,42 +51,37 @@ class Edit:
     self_approval: bool = True
 
 
-def editable(*, platform: Platform, job_id: int) -> tuple[Job, ActionSpec] | Answer:
-    """The pending job and its action's schema, for the edit form; or an `invalid` answer
-    saying why this job cannot be edited (no such job, not pending, action gone)."""
+def editable(*, platform: Platform, job_id: int) -> tuple[Job, ActionSpec]:
+    """The pending job and its action's schema, for the edit form; else `Refusal` with an
+    `invalid` answer saying why this job cannot be edited (no such job, not pending, action
+    gone)."""
     job = platform.transact(lambda s: jobs.get_job(session=s, job_id=job_id), write=False)
     if job is None:
-        return Answer(Status.invalid, error=f"no job {job_id}: it never existed or was pruned")
+        raise Refusal(Status.invalid, error=f"no job {job_id}: it never existed or was pruned")
     if job.state != JobState.pending_approval:
         who = f" by {job.decided_by}" if job.decided_by else ""
-        return Answer(
+        raise Refusal(
             Status.invalid,
             job=job_id,
             error=f"job {job_id} is {job.state.value}{who}, no longer pending: only a pending "
             "call can be edited; reload the approvals page",
         )
     kind: RunnableKind = "agent" if job.kind == "agent" else "tool"
-    resolved = resolve_call(platform.registry(), kind, job.name, job.action)
-    if isinstance(resolved, Answer):
-        return resolved
-    return job, resolved[1]
+    return job, resolve_call(platform.registry(), kind, job.name, job.action)[1]
 
 
-def prepare(*, platform: Platform, job_id: int, args: Any) -> Edit | Answer:
+def prepare(*, platform: Platform, job_id: int, args: Any) -> Edit:
     """Validate `args` as a call of pending job `job_id`'s action, exactly like any call (size,
-    schema, no secrets in the queue); the `Edit` to approve, or an `invalid` answer whose
-    `error` is the one line to show in the form."""
-    found = editable(platform=platform, job_id=job_id)
-    if isinstance(found, Answer):
-        return found
-    job, act = found
+    schema, no secrets in the queue); the `Edit` to approve, else `Refusal` with an `invalid`
+    answer whose `error` is the one line to show in the form."""
+    job, act = editable(platform=platform, job_id=job_id)
     if (too_big := args_too_big(settings=platform.settings, args=args)) is not None:
-        return Answer(Status.invalid, job=job_id, error=too_big)
+        raise Refusal(Status.invalid, job=job_id, error=too_big)
     clean, problems = validate_args(act, args)
     if problems:
-        return Answer(Status.invalid, job=job_id, error=problems.line)
+        raise Refusal(Status.invalid, job=job_id, error=problems.line)
     if (secret := secret_args_problem(act, clean)) is not None:
-        return Answer(Status.invalid, job=job_id, error=secret)
+        raise Refusal(Status.invalid, job=job_id, error=secret)
     kind: RunnableKind = "agent" if job.kind == "agent" else "tool"
     policy = policy_for(platform.settings, act)
     return Edit(
@@ -149,7 +144,6 @@ def approve_edited(
             start=calls.Waiting(ttl_s=platform.settings.approval_ttl_s), after=tuple(after)
         )
         edited = recording.create(session, _edited_call(edit, original, address), how)
-        assert not isinstance(edited, str)  # nothing refuses an operator's edit
         return fetch_job(session, edited.id or 0)
 
     job = platform.transact(apply)
@@ -184,10 +178,10 @@ def _edited_call(edit: Edit, original: Job, address: str | None) -> calls.Call:
 
 def _preview_of(platform: Platform, edit: Edit) -> tuple[ToolSpec, ActionSpec] | None:
     """The edited call's tool and preview action, when its action has one."""
-    resolved = resolve_call(platform.registry(), edit.kind, edit.name, edit.action)
-    if isinstance(resolved, Answer):
+    try:
+        spec, action = resolve_call(platform.registry(), edit.kind, edit.name, edit.action)
+    except Refusal:
         return None
-    spec, action = resolved
     preview = previews.preview_action(spec, action)
     return None if preview is None else (spec, preview)
 

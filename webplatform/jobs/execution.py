@@ -18,18 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
-
 from webplatform.canonical import canonical_json
 from webplatform.config import Settings
 from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
 from webplatform.jobs.leases import Ending
+from webplatform.platform import Platform
 from webplatform.process import confine, runner
 from webplatform.process.outcome import RunResult
 from webplatform.redaction import Redactor
 from webplatform.registry.model import ActionSpec, ToolSpec
-from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
 
 log = logging.getLogger(__name__)
@@ -102,10 +100,10 @@ class JobRow:
 
 @dataclass(frozen=True)
 class Executor:
-    """Where jobs run: the store, the settings, the worker id their leases are held under,
-    and the runner."""
+    """Where jobs run: the platform (its one transaction door), the settings, the worker id
+    their leases are held under, and the runner."""
 
-    engine: Engine
+    platform: Platform
     settings: Settings
     worker_id: str
     run: RunFn = runner.run
@@ -169,8 +167,7 @@ class Executor:
             last = time.monotonic()
             job_id = row.write()
             try:
-                kept = transact(
-                    self.engine,
+                kept = self.platform.transact(
                     lambda s: leases.renew_lease(
                         session=s, job_id=job_id, worker_id=self.worker_id, lease_s=lease_s
                     ),
@@ -188,8 +185,7 @@ class Executor:
         """Record a job's outcome unless it was cancelled or reaped meanwhile (that verdict
         stands); the job as recorded, or None when it was not recorded."""
         try:
-            job = transact(
-                self.engine,
+            job = self.platform.transact(
                 lambda s: leases.finish(
                     session=s, job_id=job_id, worker_id=self.worker_id, ending=ending
                 ),

@@ -26,7 +26,6 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Engine
 from sqlmodel import Session
 
 from webplatform.config import Settings
@@ -38,7 +37,6 @@ from webplatform.registry import resolve_secrets
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.registry.validation import validate_args
 from webplatform.store import previews as store
-from webplatform.store.engine import transact
 from webplatform.store.previews import Finished
 
 log = logging.getLogger(__name__)
@@ -85,8 +83,7 @@ def start(
     thread = threading.Thread(
         target=_tracked,
         kwargs={
-            "engine": platform.engine,
-            "settings": platform.settings,
+            "platform": platform,
             "spec": spec,
             "preview": preview,
             "args": dict(args),
@@ -135,23 +132,21 @@ def _tick() -> None:
 
 def _run_and_record(
     *,
-    engine: Engine,
-    settings: Settings,
+    platform: Platform,
     spec: ToolSpec,
     preview: ActionSpec,
     args: dict[str, Any],
     job_id: int,
 ) -> None:
     try:
-        done = _run_in_a_slot(settings=settings, spec=spec, preview=preview, args=args)
+        done = _run_in_a_slot(settings=platform.settings, spec=spec, preview=preview, args=args)
     except _Stopping:
         done = Finished("failed", None, STOPPED)
     except Exception as exc:  # the runner's own failure: the card says so, nothing else
         log.error("job %d: the preview's runner raised %s", job_id, type(exc).__name__)
         done = Finished("failed", None, f"the preview could not run: {type(exc).__name__}")
     try:
-        transact(
-            engine,
+        platform.transact(
             lambda s: store.finish(session=s, job_id=job_id, done=done),
         )
     except Exception as exc:  # e.g. the database went away: the card keeps "pending"

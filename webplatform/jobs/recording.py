@@ -16,21 +16,20 @@ from sqlmodel import Session
 from webplatform.canonical import args_digest
 from webplatform.jobs import admission, calls, previews
 from webplatform.jobs import states as jobs
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Answer
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.store.agents import agent_owner
-from webplatform.store.engine import transact
 from webplatform.store.models import Job
 from webplatform.trust import signing
 from webplatform.trust.policy import policy_for
 from webplatform.trust.signing import DecisionSigner
 from webplatform.trust.stepup import StepUp
 
-# Run in the transaction that records a job: `Refuse` first (why not to record it, or None),
-# `After` once the row exists (an approval, a preview row, an audit event).
-Refuse = Callable[[Session], str | None]
+# Run in the transaction that records a job: `Refuse` first (raises `Refusal` to record
+# nothing), `After` once the row exists (an approval, a preview row, an audit event).
+Refuse = Callable[[Session], None]
 After = Callable[[Session, Job], None]
 
 
@@ -64,11 +63,11 @@ class Recording:
     after: tuple[After, ...] = ()
 
 
-def create(session: Session, call: calls.Call, how: Recording) -> Job | str:
-    """The one path by which a job row comes to be: `how.refuse` may say why not (returned
-    instead of a job), then the row in its first state, then each of `how.after`."""
-    if how.refuse is not None and (reason := how.refuse(session)) is not None:
-        return reason
+def create(session: Session, call: calls.Call, how: Recording) -> Job:
+    """The one path by which a job row comes to be: `how.refuse` may raise `Refusal` (no
+    row then), then the row in its first state, then each of `how.after`."""
+    if how.refuse is not None:
+        how.refuse(session)
     job = calls.create_job(session=session, call=call, start=how.start)
     assert job.id is not None  # flushed by create_job
     for after in how.after:
@@ -81,13 +80,16 @@ def queue_call(
 ) -> Answer:
     """Queue an irreversible call under its approval policy; with the operator's `step_up`
     it starts approved by them when one approval is enough and they may give it, and
-    otherwise waits, their approval counted as the first if they may give one."""
+    otherwise waits, their approval counted as the first if they may give one. A requester
+    with `AAT_MAX_PENDING` calls already waiting gets a `Refusal` (`refused`)."""
     spec, action, actor = asked.spec, asked.action, asked.actor
     policy = policy_for(platform.settings, action)
     at_once = step_up is not None and policy.approvals == 1 and policy.self_approval
     how = _queued(platform, actor, step_up if at_once or policy.self_approval else None, at_once)
     if step_up is None:
-        refuse = admission.over_pending_limit(settings=platform.settings, actor=actor)
+        refuse = admission.over_pending_limit(
+            settings=platform.settings, actor=actor, tool=spec.name, action=action.name
+        )
         how = replace(how, refuse=refuse)
     # A call that waits for an operator gets its preview (SPEC §16); one approved at once
     # has nobody left to show it to.
@@ -100,8 +102,6 @@ def queue_call(
         how=how,
         policy=Policy(policy.approvals, policy.self_approval, reason),
     )
-    if isinstance(job_id, str):
-        return Answer(Status.refused, tool=spec.name, action=action.name, error=job_id)
     if preview is not None:  # the row is committed: the answer never waits for it
         previews.start(platform, spec, preview, asked.args, job_id)
     return job_answer(platform=platform, job_id=job_id)
@@ -168,15 +168,15 @@ def call_of(asked: Asked) -> calls.Call:
 
 def record_job(
     *, platform: Platform, asked: Asked, how: Recording, policy: Policy | None = None
-) -> int | str:
-    """Record `asked` as a job (`create`, in its own transaction) and return its id, or why
-    `how.refuse` refused it. `policy` (irreversible calls) is the approval policy the job
+) -> int:
+    """Record `asked` as a job (`create`, in its own transaction) and return its id (or
+    raise `how.refuse`'s `Refusal`). `policy` (irreversible calls) is the approval policy the job
     keeps; the operator who asked is recorded with it (the run form's, or the owner of the
     agent token that asked)."""
     call = call_of(asked)
     actor = asked.actor
 
-    def insert(session: Session) -> int | str:
+    def insert(session: Session) -> int:
         recorded = call
         if policy is not None:
             asker = actor.operator or (
@@ -189,7 +189,6 @@ def record_job(
                 self_approval=policy.self_approval,
                 agent_reason=policy.agent_reason,
             )
-        job = create(session, recorded, how)
-        return job if isinstance(job, str) else job.id or 0
+        return create(session, recorded, how).id or 0
 
-    return transact(platform.engine, insert)
+    return platform.transact(insert)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Refusal, Status
 from webplatform.registry.model import ActionSpec, Registry, RunnableKind, ToolSpec
 from webplatform.registry.validation import describe_arg
 from webplatform.suggest import did_you_mean
@@ -16,14 +16,15 @@ from webplatform.suggest import did_you_mean
 
 def resolve_call(
     registry: Registry, kind: RunnableKind, name: str, action: str | None
-) -> tuple[ToolSpec, ActionSpec] | Answer:
-    """The tool and action a call names, or an `invalid` answer saying how to fix the call."""
+) -> tuple[ToolSpec, ActionSpec]:
+    """The tool and action a call names; else `Refusal` with an `invalid` answer saying how to
+    fix the call."""
     spec = registry.runnable(kind, name)
     if spec is None:
         known = sorted(registry.runnables(kind))
         near = did_you_mean(name, known)
         hint = f" (did you mean {', '.join(near)}?)" if near else ""
-        return Answer(
+        raise Refusal(
             Status.invalid,
             tool=name,
             error=f"unknown {kind} {name!r}{hint}; call capabilities to list every {kind}",
@@ -33,7 +34,7 @@ def resolve_call(
     if action is None or action == "":
         if len(spec.actions) == 1:
             return spec, spec.actions[0]
-        return Answer(
+        raise Refusal(
             Status.invalid,
             tool=name,
             error=(
@@ -45,7 +46,7 @@ def resolve_call(
     if act is None:
         near = did_you_mean(action, names)
         hint = f" did you mean {', '.join(near)}?" if near else ""
-        return Answer(
+        raise Refusal(
             Status.invalid,
             tool=name,
             action=action,

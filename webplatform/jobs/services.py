@@ -13,7 +13,7 @@ from typing import Any
 from webplatform.canonical import args_digest
 from webplatform.jobs import calls, execution
 from webplatform.jobs.admission import args_too_big
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Answer, Refusal, Status
 from webplatform.jobs.recording import Asked, Recording, queue_call, record_job
 from webplatform.jobs.resolution import action_schema, resolve_call
 from webplatform.jobs.tracking import answer_for, job_answer
@@ -63,7 +63,9 @@ def request_run(
     consent: Consent,
     step_up: StepUp | None = None,
 ) -> Answer:
-    """Validate and gate `call`, then run it now (reversible) or queue it for approval.
+    """Validate and gate `call`, then run it now (reversible) or queue it for approval: the
+    answer of the run or of the queued job. A call that cannot go on raises `Refusal` with
+    its `invalid`, `approval_required` or `refused` answer.
 
     `consent` says what an irreversible action does (see `Consent`). `Consent.OPERATOR` is
     refused (PermissionError) unless `actor` is a logged-in operator on the dashboard who
@@ -74,19 +76,12 @@ def request_run(
     agent's own word on why it wants the call (at most 500 characters), shown to deciders.
     """
     reason = call.reason
-    resolved = resolve_call(platform.registry(), call.kind, call.name, call.action)
-    if isinstance(resolved, Answer):
-        return resolved
-    spec, act = resolved
+    spec, act = resolve_call(platform.registry(), call.kind, call.name, call.action)
     clean = _validated(platform, spec.name, act, call.args, reason)
-    if isinstance(clean, Answer):
-        return clean
     asked = Asked(spec=spec, action=act, args=clean, actor=actor)
     if not gate.is_irreversible(spec.name, act):
         return _run_now(platform=platform, asked=asked)
-    refused = _irreversible_refused(platform, asked, consent, step_up)
-    if refused is not None:
-        return refused
+    _check_irreversible(platform, asked, consent, step_up)
     return queue_call(
         platform=platform,
         asked=asked,
@@ -97,16 +92,16 @@ def request_run(
 
 def _validated(
     platform: Platform, name: str, act: ActionSpec, args: Any, reason: Any
-) -> dict[str, Any] | Answer:
-    """The call's arguments, validated against `act` (of tool `name`); or the `invalid`
-    answer saying what is wrong with them or with the agent's `reason`."""
+) -> dict[str, Any]:
+    """The call's arguments, validated against `act` (of tool `name`); or `Refusal` with the
+    `invalid` answer saying what is wrong with them or with the agent's `reason`."""
     if (bad_reason := reason_problem(reason)) is not None:
-        return Answer(Status.invalid, tool=name, action=act.name, error=bad_reason)
+        raise Refusal(Status.invalid, tool=name, action=act.name, error=bad_reason)
     if (too_big := args_too_big(settings=platform.settings, args=args)) is not None:
-        return Answer(Status.invalid, tool=name, action=act.name, error=too_big)
+        raise Refusal(Status.invalid, tool=name, action=act.name, error=too_big)
     clean, problems = validate_args(act, args)
     if problems:
-        return Answer(
+        raise Refusal(
             Status.invalid,
             tool=name,
             action=act.name,
@@ -117,17 +112,17 @@ def _validated(
     return clean
 
 
-def _irreversible_refused(
+def _check_irreversible(
     platform: Platform, asked: Asked, consent: Consent, step_up: StepUp | None
-) -> Answer | None:
-    """Why an irreversible call may not be queued as asked (None: it may). Raises
+) -> None:
+    """`Refusal` saying why an irreversible call may not be queued as asked. Raises
     PermissionError for `Consent.OPERATOR` from anyone but a dashboard operator who gave
     `step_up`, theirs and for exactly these arguments."""
     spec, act, actor = asked.spec, asked.action, asked.actor
     name, kind = spec.name, spec.kind
     if consent is Consent.NONE:
         confirmed = run_tool_name(kind, confirmed=True)
-        return Answer(
+        raise Refusal(
             Status.approval_required,
             tool=name,
             action=act.name,
@@ -146,15 +141,14 @@ def _irreversible_refused(
         check_step_up(step_up, operator=actor.operator, digest=digest)
     mcp = actor.surface in (Surface.mcp_stdio, Surface.mcp_http)
     if mcp and platform.settings.mcp_deny_irreversible:
-        return Answer(
+        raise Refusal(
             Status.refused,
             tool=name,
             action=act.name,
             error="irreversible actions are switched off here (AAT_MCP_DENY_IRREVERSIBLE=1)",
         )
     if (secret := secret_args_problem(act, asked.args)) is not None:
-        return Answer(Status.invalid, tool=name, action=act.name, error=secret)
-    return None
+        raise Refusal(Status.invalid, tool=name, action=act.name, error=secret)
 
 
 def _run_now(*, platform: Platform, asked: Asked) -> Answer:
@@ -165,9 +159,7 @@ def _run_now(*, platform: Platform, asked: Asked) -> Answer:
 
     def record() -> int:
         stored = replace(asked, args=mask_secrets(action, args))
-        job_id = record_job(platform=platform, asked=stored, how=recording)
-        assert isinstance(job_id, int)  # nothing refuses a reversible run here
-        return job_id
+        return record_job(platform=platform, asked=stored, how=recording)
 
     row = execution.JobRow(record)  # written while the tool's process is prepared
     call = execution.JobCall(
@@ -178,7 +170,7 @@ def _run_now(*, platform: Platform, asked: Asked) -> Answer:
         caller_cwd=asked.actor.cwd,
         secret_args=[str(v) for k, v in args.items() if (a := action.arg(k)) and a.secret],
     )
-    executor = execution.Executor(platform.engine, platform.settings, platform.process_id)
+    executor = execution.Executor(platform, platform.settings, platform.process_id)
     finished = executor.execute(row, call)
     if finished is not None:  # as it was recorded, in the transaction that finished it
         return answer_for(finished, settings=platform.settings)

@@ -16,7 +16,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
-from webplatform.jobs.answers import IN_PROGRESS, Answer, Status
+from webplatform.jobs.answers import IN_PROGRESS, Answer, Refusal, Status, answered
 from webplatform.jobs.resolution import action_schema, resolve_call
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import asked_by, job_answer, no_such_job, recent_of_requester
@@ -74,10 +74,10 @@ class Bridge:
             return self._invalid(answer)
         action = sent.get("action")
         assert action is None or isinstance(action, str)  # not wrong, so null or a string
-        resolved = resolve_call(self.platform.registry(), model.kind, answer.tool, action)
-        if isinstance(resolved, Answer):
-            return self._invalid(resolved)
-        act = resolved[1]
+        try:
+            _spec, act = resolve_call(self.platform.registry(), model.kind, answer.tool, action)
+        except Refusal as unknown:
+            return self._invalid(unknown.answer)
         if wrong == ["args"]:  # in the registry's words, with the action's argument schema
             line = validate_args(act, sent.get("args"))[1].line
             answer = replace(answer, error=line, schema=action_schema(act))
@@ -174,7 +174,8 @@ class Bridge:
         actor = request_actor(ctx, self.surface)
         progress = progress_sender(ctx)
         answer = await waiting.in_thread(
-            lambda: request_run(
+            lambda: answered(
+                request_run,
                 platform=self.platform,
                 call=RunCall(
                     kind=arguments.kind,

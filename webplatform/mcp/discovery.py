@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Refusal, Status
 from webplatform.jobs.resolution import action_schema
 from webplatform.registry import search as registry_search
 from webplatform.registry import secret_status
@@ -40,14 +40,30 @@ def discover(
 ) -> dict[str, Any]:
     """Answer a `capabilities` call (its arguments of the right types: `CapabilitiesArguments`);
     a call that names nothing gets an `invalid` answer saying how to fix it."""
+    try:
+        return _discover(
+            registry, kind=kind, name=name, action=action, search=search, max_bytes=max_bytes
+        )
+    except Refusal as refusal:
+        return refusal.answer.to_dict()
+
+
+def _discover(
+    registry: Registry,
+    *,
+    kind: str | None,
+    name: str | None,
+    action: str | None,
+    search: str | None,
+    max_bytes: int,
+) -> dict[str, Any]:
+    """`discover`'s answer; `Refusal` for a call that names nothing."""
     if action and not name:
-        return _invalid("action needs name: call capabilities with name and action")
+        raise _invalid("action needs name: call capabilities with name and action")
     if search:
         return _search(registry, kind=kind, name=name or None, query=search)
     if name:
         found = _lookup(registry, kind=kind, name=name)
-        if isinstance(found, dict):
-            return found
         if isinstance(found, SkillSpec):
             return _skill_entry(found)
         if action:
@@ -56,8 +72,9 @@ def discover(
     return _overview(registry, kind=kind)
 
 
-def _invalid(error: str, **extra: Any) -> dict[str, Any]:
-    return Answer(Status.invalid, error=error, **extra).to_dict()
+def _invalid(error: str, **extra: Any) -> Refusal:
+    """The refusal of a wrong `capabilities` call, its error saying how to fix it."""
+    return Refusal(Status.invalid, error=error, **extra)
 
 
 def _ready(spec: ToolSpec) -> dict[str, Any]:
@@ -128,9 +145,7 @@ def _build_overview(registry: Registry, *, kind: str | None) -> dict[str, Any]:
     return out
 
 
-def _lookup(
-    registry: Registry, *, kind: str | None, name: str
-) -> ToolSpec | SkillSpec | dict[str, Any]:
+def _lookup(registry: Registry, *, kind: str | None, name: str) -> ToolSpec | SkillSpec:
     tables: list[tuple[str, dict[str, Any]]] = [
         ("tool", registry.tools),
         ("agent", registry.agents),
@@ -144,7 +159,7 @@ def _lookup(
     near = did_you_mean(name, known)
     hint = f"; did you mean {', '.join(near)}?" if near else ""
     what = kind or "tool, agent or skill"
-    return _invalid(
+    raise _invalid(
         f"no {what} named {name!r}{hint} Call capabilities with no arguments to list them all.",
         did_you_mean=near,
     )
@@ -181,7 +196,7 @@ def _action_detail(spec: ToolSpec, action_name: str) -> dict[str, Any]:
         names = [a.name for a in spec.actions]
         near = did_you_mean(action_name, names)
         hint = f" did you mean {', '.join(near)}?" if near else ""
-        return _invalid(
+        raise _invalid(
             f"{spec.kind} {spec.name!r} has no action {action_name!r};{hint} "
             f"call capabilities with name={spec.name!r} for its actions",
             tool=spec.name,
@@ -251,15 +266,13 @@ def _search(
 ) -> dict[str, Any]:
     words = registry_search.query_words(query)
     if not words:
-        return _invalid("search needs at least one word")
+        raise _invalid("search needs at least one word")
     scope: list[ToolSpec] = []
     for k, table in (("tool", registry.tools), ("agent", registry.agents)):
         if kind in (None, k):
             scope.extend(s for s in table.values() if name in (None, s.name))
     if name and not scope and name not in registry.skills:
-        found = _lookup(registry, kind=kind, name=name)
-        if isinstance(found, dict):
-            return found
+        _lookup(registry, kind=kind, name=name)  # a refusal: no such tool, agent or skill
     in_scope = {id(s) for s in scope}
     hits: list[dict[str, Any]] = [
         {"kind": spec.kind, "name": spec.name, "action": a.name, "description": a.description}

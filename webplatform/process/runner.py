@@ -96,11 +96,12 @@ def run(
     tool, action = call.tool, call.action
     argv = build_argv(tool, action, call.args)
     env = build_env(tool, action, home=call.home, secrets=call.secrets, caller_cwd=call.caller_cwd)
-    problem = _missing_program(tool, argv[0], env["PATH"])
     fence = call.fence or confine.Fence(home=call.home)
-    jail = problem or confine.lock(tool, fence, call.caller_cwd)
-    if isinstance(jail, str):
-        return _not_started(jail)
+    try:
+        _check_program(tool, argv[0], env["PATH"])
+        jail = confine.lock(tool, fence, call.caller_cwd)
+    except confine.NotStarted as refused:
+        return _not_started(str(refused))
     if jail.note is not None:
         # The caller's folder was left out (jail.note says why): the tool runs as if it
         # had been called without one.
@@ -156,9 +157,10 @@ def _explain_refusal(
 def _run_jailed(launch: _Launch, hooks: _Hooks, go_ahead: spawner.GoAhead | None) -> RunResult:
     """`run()` inside its jail: start, supervise and classify the process."""
     started = time.monotonic()
-    proc = _start(launch, go_ahead)
-    if isinstance(proc, str):
-        return _not_started(proc)
+    try:
+        proc = _start(launch, go_ahead)
+    except confine.NotStarted as failed:
+        return _not_started(str(failed))
     try:
         if hooks.on_start:
             hooks.on_start(proc.pid)
@@ -192,9 +194,9 @@ def _spawned_result(result: RunResult, proc: spawner.SpawnedProcess, launch: _La
     return replace(result, outcome="failed", exit_code=None, result=None, error=error)
 
 
-def _start(launch: _Launch, go_ahead: spawner.GoAhead | None) -> Process | str:
+def _start(launch: _Launch, go_ahead: spawner.GoAhead | None) -> Process:
     """The call's process, once it may go ahead (see `run`): forked warm (`warm: true`,
-    SPEC §12) or spawned; or why not.
+    SPEC §12) or spawned; `confine.NotStarted` says why not.
 
     A confined plain call is spawned by the exec-mode zygote (`spawner.spawn`), which
     confines the child before exec: a `preexec_fn` here would fork aat's whole process for
@@ -211,7 +213,9 @@ def _start(launch: _Launch, go_ahead: spawner.GoAhead | None) -> Process | str:
     try:
         confine_child = jail.preexec()
     except OSError as exc:
-        return f"the tool was not run: confinement failed ({exc.strerror or exc})"
+        raise confine.NotStarted(
+            f"the tool was not run: confinement failed ({exc.strerror or exc})"
+        ) from exc
     if go_ahead is not None:
         go_ahead()
     try:
@@ -227,7 +231,7 @@ def _start(launch: _Launch, go_ahead: spawner.GoAhead | None) -> Process | str:
             preexec_fn=confine_child,
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte inside an argument
-        return _cannot_start(argv[0], str(exc))
+        raise confine.NotStarted(_cannot_start(argv[0], str(exc))) from exc
 
 
 def _cannot_start(program: str, why: str) -> str:
@@ -240,15 +244,21 @@ def _watch(proc: Process, watch: Watch) -> Capture:
     return supervise(proc, watch)
 
 
-def _missing_program(tool: ToolSpec, program: str, path: str) -> str | None:
+def _check_program(tool: ToolSpec, program: str, path: str) -> None:
+    """Raise `confine.NotStarted` when the tool's entrypoint or interpreter is missing."""
     entry = tool.entrypoint_path
     if not entry.is_file():
-        return f"entrypoint {entry} does not exist; fix `entrypoint` in {tool.manifest_path.name}"
+        raise confine.NotStarted(
+            f"entrypoint {entry} does not exist; fix `entrypoint` in {tool.manifest_path.name}"
+        )
     if tool.runtime == "exec" and not os.access(entry, os.X_OK):
-        return f"entrypoint {entry} is not executable; chmod +x it or set a runtime"
+        raise confine.NotStarted(
+            f"entrypoint {entry} is not executable; chmod +x it or set a runtime"
+        )
     if tool.runtime in ("bash", "node") and shutil.which(program, path=path) is None:
-        return f"{program} is not installed (looked in {path}); install it or change the runtime"
-    return None
+        raise confine.NotStarted(
+            f"{program} is not installed (looked in {path}); install it or change the runtime"
+        )
 
 
 def _not_started(error: str) -> RunResult:

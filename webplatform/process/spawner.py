@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from webplatform.process.confine import spawn_protocol
+from webplatform.process.confine.fence import NotStarted
 
 ZYGOTE = Path(spawn_protocol.__file__).resolve().with_name("zygote.py")
 # The exec-mode zygote's slot in the pool (a warm tool's slot is its folder).
@@ -272,8 +273,9 @@ def spawner_pid(network: str = "own") -> int | None:
     return _POOL.pid(f"{EXEC_SLOT}{sys.executable}:{network}")
 
 
-def spawn(request: Request, go_ahead: GoAhead | None = None) -> SpawnedProcess | str:
-    """Start a plain call's program through the exec-mode zygote; its process or a reason.
+def spawn(request: Request, go_ahead: GoAhead | None = None) -> SpawnedProcess:
+    """Start a plain call's program through the exec-mode zygote; its process (`NotStarted`:
+    why not).
 
     What the program starts with is what `subprocess.Popen` gives it (see zygote.py); a
     program that cannot be executed shows as the process's `exec_error`. `go_ahead` as in
@@ -292,9 +294,10 @@ def spawn(request: Request, go_ahead: GoAhead | None = None) -> SpawnedProcess |
     return start(zygote, request, go_ahead)
 
 
-def start(zygote: Zygote, request: Request, go_ahead: GoAhead | None) -> SpawnedProcess | str:
+def start(zygote: Zygote, request: Request, go_ahead: GoAhead | None) -> SpawnedProcess:
     """Start `request` from `zygote` (started, or replaced once if found dead); the call's
-    process, or a one-line reason. `go_ahead` runs once, even when the call is retried."""
+    process (`NotStarted`: a one-line reason). `go_ahead` runs once, even when the call is
+    retried."""
     line = request.line()
     once = _once(go_ahead)
     for _ in range(2):  # a zygote found dead is replaced once
@@ -303,15 +306,16 @@ def start(zygote: Zygote, request: Request, go_ahead: GoAhead | None) -> Spawned
             return _fork(running, line, request.timeout_s, zygote.who, once)
         except ZygoteGone:
             _POOL.discard(running)
-    return zygote.broken
+    raise NotStarted(zygote.broken)
 
 
 def _fork(
     running: _Running, line: bytes, timeout_s: float, who: str, go_ahead: GoAhead
-) -> SpawnedProcess | str:
+) -> SpawnedProcess:
     """Hand the call to the zygote; while its child forks and prepares, `go_ahead()`; then
     wait for the child's pid and give it the go-ahead. If `go_ahead` raises, the child is
-    dropped (its channel closes: it exits having run nothing) and the exception propagates."""
+    dropped (its channel closes: it exits having run nothing) and the exception propagates.
+    Raises `NotStarted` when the zygote gives no child, `ZygoteGone` when it has died."""
     ours, out_r, err_r = _hand_over(running, line, timeout_s)
     try:
         go_ahead()
@@ -325,13 +329,13 @@ def _fork(
     except (OSError, ZygoteGone) as exc:
         _drop(ours, out_r, err_r)
         if isinstance(exc, TimeoutError):
-            return f"{who} did not answer within {timeout_s:g} s"
+            raise NotStarted(f"{who} did not answer within {timeout_s:g} s") from exc
         raise ZygoteGone from exc
     message, rest = first
     if "pid" not in message:
         _drop(ours, out_r, err_r)
         why = message.get("error") or f"wait status {message.get('status')}"
-        return f"{who} could not start the call ({why})"
+        raise NotStarted(f"{who} could not start the call ({why})")
     stdout, stderr = os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0)
     return SpawnedProcess(int(message["pid"]), stdout, stderr, ours, rest)
 

@@ -16,8 +16,9 @@ from webplatform.registry.model import ToolSpec
 
 def start(
     tool: ToolSpec, request: spawner.Request, go_ahead: spawner.GoAhead | None = None
-) -> spawner.SpawnedProcess | str:
-    """Start one call of `tool` in its warm interpreter; the call's process or a one-line reason.
+) -> spawner.SpawnedProcess:
+    """Start one call of `tool` in its warm interpreter; the call's process (`NotStarted`:
+    a one-line reason it could not start).
 
     `request.argv` is the plain call's (`python ENTRYPOINT ACTION ...`); `go_ahead` as in
     `webplatform.process.spawner`.

@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 
-from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.answers import Answer, Status, answered
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.mcp import protocol, waiting
 from webplatform.mcp.results import answer_result
@@ -149,7 +149,8 @@ class ChatBridge:
         actor = protocol.request_actor(ctx, self.surface)
         args = protocol.raw_arguments(ctx, declared=[a.name for a in published.args])
         answer = await waiting.in_thread(
-            lambda: request_run(
+            lambda: answered(
+                request_run,
                 platform=self.platform,
                 call=RunCall(kind=key.kind, name=key.name, action=key.action, args=args),
                 actor=actor,

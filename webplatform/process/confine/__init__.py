@@ -2,12 +2,19 @@
 every tool away from aat itself and from what it did not declare.
 
 `Fence` is what a host protects and where tools may work; `lock()` turns it into a `Jail`
-for one run (scratch folder, paths, network, what confines the child) or a one-line reason
-not to run. `namespaces.py` builds the tools' view of the files and their network once per
-spawner, `landlock.py` the rules each call's child enforces.
+for one run (scratch folder, paths, network, what confines the child), or raises
+`NotStarted` with a one-line reason not to run. `namespaces.py` builds the tools' view of
+the files and their network once per spawner, `landlock.py` the rules each call's child
+enforces.
 """
 
-from webplatform.process.confine.fence import Fence, Workspaces, workspace_problem, workspaces_for
+from webplatform.process.confine.fence import (
+    Fence,
+    NotStarted,
+    Workspaces,
+    workspace_problem,
+    workspaces_for,
+)
 from webplatform.process.confine.jail import (
     NO_NAMESPACES,
     UNAVAILABLE,
@@ -24,6 +31,7 @@ __all__ = [
     "UNAVAILABLE",
     "Fence",
     "Jail",
+    "NotStarted",
     "Workspaces",
     "available",
     "explain_network",

@@ -14,6 +14,11 @@ from webplatform.config import UNCONFINED_ALL, UNCONFINED_NAMESPACES, Settings
 from webplatform.registry.paths import INSTALLATION, interpreter_prefixes, overlaps
 
 
+class NotStarted(Exception):
+    """Why a tool's process must not, or could not, be started: one line for the caller,
+    saying what is wrong and how to fix it (the runner answers it as a failed run)."""
+
+
 @dataclass(frozen=True)
 class Fence:
     """aat's own state, the registry folders and the operator's workspaces, for the runner.
@@ -94,8 +99,8 @@ class Workspaces:
     note: str | None = None
 
 
-def workspaces_for(fence: Fence, caller_cwd: Path | None) -> Workspaces | str:
-    """The call's workspaces: `AAT_WORKSPACES` plus the caller's folder; or a one-line refusal.
+def workspaces_for(fence: Fence, caller_cwd: Path | None) -> Workspaces:
+    """The call's workspaces: `AAT_WORKSPACES` plus the caller's folder; raises `NotStarted`.
 
     An `AAT_WORKSPACES` entry that cannot be a workspace refuses the call (the operator must
     fix it); a caller's folder that cannot be one is left out, and the note says why.
@@ -104,14 +109,18 @@ def workspaces_for(fence: Fence, caller_cwd: Path | None) -> Workspaces | str:
     for raw in fence.workspaces:
         path = Path(raw).expanduser()
         if not path.is_absolute():
-            return f"AAT_WORKSPACES entry {raw!r} is not an absolute path; write it out in full"
+            raise NotStarted(
+                f"AAT_WORKSPACES entry {raw!r} is not an absolute path; write it out in full"
+            )
         if not path.is_dir():
-            return f"AAT_WORKSPACES entry {raw!r} is not a folder; create it or remove it"
+            raise NotStarted(
+                f"AAT_WORKSPACES entry {raw!r} is not a folder; create it or remove it"
+            )
         found.append(path.resolve())
     for path in found:
         problem = workspace_problem(fence, path)
         if problem:
-            return problem
+            raise NotStarted(problem)
     note = None
     if caller_cwd is not None:
         caller = caller_cwd.resolve()

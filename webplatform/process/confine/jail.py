@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from webplatform.process.confine import landlock, namespaces
-from webplatform.process.confine.fence import Fence, workspaces_for
+from webplatform.process.confine.fence import Fence, NotStarted, workspaces_for
 from webplatform.process.confine.landlock import Net
 from webplatform.registry.model import ToolSpec
 from webplatform.registry.paths import (
@@ -214,24 +214,18 @@ def startup_note(fence: Fence) -> str | None:
     return NO_NAMESPACES.format(why=problem)
 
 
-def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
-    """The jail for one run of `tool`, or a one-line reason it must not run at all."""
+def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail:
+    """The jail for one run of `tool`; raises `NotStarted` (a one-line reason) when it must
+    not run at all."""
     confined = available(fence)
     if not confined and (fence.no_writes or not fence.unconfined):
-        return NO_WRITES_UNAVAILABLE if fence.no_writes else UNAVAILABLE
+        raise NotStarted(NO_WRITES_UNAVAILABLE if fence.no_writes else UNAVAILABLE)
     problem = namespaces_problem(fence)
     if problem is not None and not (fence.unconfined or fence.landlock_alone):
-        return NO_NAMESPACES.format(why=problem)
+        raise NotStarted(NO_NAMESPACES.format(why=problem))
     net = _tcp_rules(tool, confined)
-    if isinstance(net, str):
-        return net
     workspaces = workspaces_for(fence, caller_cwd)
-    if isinstance(workspaces, str):
-        return workspaces
-    declared = _declared(tool, fence)
-    if isinstance(declared, str):
-        return declared
-    reads, writes = declared
+    reads, writes = _declared(tool, fence)
     writable = workspaces.paths
     if fence.no_writes:
         reads, writes, writable = [*reads, *writes, *writable], [], []
@@ -246,7 +240,7 @@ def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail | str:
         exposed = _exposed(jail.paths, fence)
         if exposed:
             jail.__exit__(None, None, None)
-            return exposed
+            raise NotStarted(exposed)
     return jail
 
 
@@ -269,8 +263,9 @@ def _paths(
     }
 
 
-def _tcp_rules(tool: ToolSpec, confined: bool) -> Net | str | None:
-    """Landlock's TCP rules for the tool's `network:` (None: TCP left alone), or a refusal."""
+def _tcp_rules(tool: ToolSpec, confined: bool) -> Net | None:
+    """Landlock's TCP rules for the tool's `network:` (None: TCP left alone); raises
+    `NotStarted` when this kernel cannot enforce them."""
     reach = tool.network
     if reach.any or not confined:
         return None
@@ -278,7 +273,7 @@ def _tcp_rules(tool: ToolSpec, confined: bool) -> Net | str | None:
     if reach.none:  # a second wall behind the network namespace, where the kernel has one
         return {"connect": [], "bind": []} if abi >= landlock.NET_ABI else None
     if abi < landlock.NET_ABI:
-        return (
+        raise NotStarted(
             f"{tool.name} declares `network: {reach}`, which needs Landlock's TCP rules "
             f"(Linux 6.7+, ABI {landlock.NET_ABI}; this kernel has ABI {abi}); to let it "
             "reach any port, declare `network: any`"
@@ -323,8 +318,9 @@ def _interpreter_reads() -> tuple[str, ...]:
     )
 
 
-def _declared(tool: ToolSpec, fence: Fence) -> tuple[list[Path], list[Path]] | str:
-    """The manifest's `reads:` and `writes:`, expanded and checked against this host's fence."""
+def _declared(tool: ToolSpec, fence: Fence) -> tuple[list[Path], list[Path]]:
+    """The manifest's `reads:` and `writes:`, expanded and checked against this host's fence
+    (`NotStarted` when one may not be granted)."""
     home = fence.home.expanduser().resolve()
     reads: list[Path] = []
     writes: list[Path] = []
@@ -334,10 +330,10 @@ def _declared(tool: ToolSpec, fence: Fence) -> tuple[list[Path], list[Path]] | s
             try:
                 path = expand(raw, home=home)
             except ValueError as exc:
-                return f"{tool.name}: `{key}`: {exc}"
+                raise NotStarted(f"{tool.name}: `{key}`: {exc}") from exc
             problem = _declared_problem(path, key, raw, fence, home)
             if problem:
-                return f"{tool.name}: {problem}; fix {tool.manifest_path.name}"
+                raise NotStarted(f"{tool.name}: {problem}; fix {tool.manifest_path.name}")
             if key == "writes" and not path.exists() and not fence.no_writes:
                 path.mkdir(parents=True, exist_ok=True)  # Landlock rules need the folder
             into.append(path)
