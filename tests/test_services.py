@@ -236,10 +236,7 @@ def test_the_core_raises_a_refusal_and_the_surface_answers_it(platform: Platform
     surface gives its caller."""
     call = {
         "platform": platform,
-        "kind": "tool",
-        "name": "helo-world",
-        "action": "greet",
-        "args": {},
+        "call": RunCall(kind="tool", name="helo-world", action="greet", args={}),
         "actor": AGENT,
         "consent": Consent.NONE,
     }
