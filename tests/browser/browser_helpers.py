@@ -18,11 +18,13 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, Page, expect
+from sqlmodel import Session
 
 from webplatform.config import Settings
-from webplatform.store import make_engine, session_scope
+from webplatform.platform import Platform
 from webplatform.store.agents import add_agent
 from webplatform.store.operators import add_operator
+from webplatform.trust.authority import seal_for
 
 CHROMIUM = "/usr/bin/chromium"
 # A foreign name that resolves to the dashboard, as DNS rebinding would make it.
@@ -93,17 +95,19 @@ def add_to_store(
     written into HOME's database from this process, as `aat operator add` and `aat agent add`
     would write them, without a process start each. Returns the agents' tokens by name."""
     agents = agents or {}
-    engine = make_engine(Settings(home=home))
-    try:
-        with session_scope(engine) as session:
-            for name, role in operators:
-                add_operator(session=session, name=name, password=PASSWORD, role=role)
-            minted = [
-                add_agent(session=session, name=n, owner=o) for n, o in (agents or {}).items()
-            ]
+    platform = Platform(Settings(home=home))
+    seal = seal_for(platform)  # the rows are signed, as aat's own commands sign them
+
+    def write(session: Session) -> dict[str, str]:
+        for name, role in operators:
+            add_operator(session=session, name=name, password=PASSWORD, role=role, seal=seal)
+        minted = [add_agent(session=session, name=n, owner=o, seal=seal) for n, o in agents.items()]
         return {row.name: token for row, token in minted}
+
+    try:
+        return platform.transact(write)
     finally:
-        engine.dispose()
+        platform.engine.dispose()
 
 
 @dataclass
