@@ -127,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("client", choices=["opencode", "claude", "codex", "gemini"])
     p.add_argument("--surface", choices=["generic", "chat"], default="generic")
     p.add_argument("--url", help="a running `aat serve`'s /mcp: print the block for that mode")
+    p.add_argument(
+        "--sign-in",
+        action="store_true",
+        help="with --url: the plain remote block, for clients that sign in through the browser",
+    )
     return parser
 
 

@@ -128,6 +128,9 @@ class BearerGate:
         if shared_ok or not (exist or self._needed(scope)):
             await self.app(scope, receive, send)
             return
+        await self._refuse(scope, receive, send, exist=exist)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, *, exist: bool) -> None:
         if not self.token and not exist:
             response = JSONResponse(
                 {
