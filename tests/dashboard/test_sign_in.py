@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from client_documents import DocumentServer, document_server
 from dash_helpers import BASE, add_operator, log_in
 from fastapi.testclient import TestClient
 from sign_in_helpers import (
@@ -297,3 +299,80 @@ def test_access_tokens_expire(settings: Settings, platform: Platform) -> None:
         assert mcp_status(client, tokens["access_token"]) == 200
         time.sleep(1.2)
         assert mcp_status(client, tokens["access_token"]) == 401
+
+
+def doc_for(docs: DocumentServer, **changes: Any) -> dict[str, Any]:
+    """A client's metadata document naming itself, its name and its redirect URI."""
+    return {
+        "client_id": docs.client_id(),
+        "client_name": "Document Client",
+        "redirect_uris": [REDIRECT],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        **changes,
+    }
+
+
+@pytest.fixture
+def docs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DocumentServer]:
+    """An https site with client documents, its CA trusted through SSL_CERT_FILE."""
+    with document_server(tmp_path) as served:
+        monkeypatch.setenv("SSL_CERT_FILE", str(served.ca_file))
+        yield served
+
+
+def test_a_client_id_document_signs_in_without_registering(
+    docs: DocumentServer, settings: Settings, platform: Platform
+) -> None:
+    docs.documents["/client.json"] = doc_for(docs)
+    allowing = settings.model_copy(update={"oauth_loopback_clients": True})
+    app = create_app(allowing, platform=Platform(allowing), embed_worker=False)
+    with TestClient(app, base_url=BASE, follow_redirects=False) as client:
+        add_operator(platform, "alice")
+        log_in(client, "alice")
+        pair = pkce()
+        request = request_id(authorize(client, docs.client_id(), pair))
+        page = client.get("/agents/connect", params={"request": request})
+        assert "Document Client" in page.text
+        assert REDIRECT in page.text
+        # Allowing ends in a redirect to the client: the page's CSP lets the form go there.
+        assert "form-action 'self' http://127.0.0.1:9" in page.headers["content-security-policy"]
+        code = code_of(answer(client, request, agent="doc-agent"))
+        tokens = exchange(client, {"client_id": docs.client_id()}, code, pair.verifier)
+        assert tokens.status_code == 200, tokens.text
+        assert mcp_status(client, tokens.json()["access_token"]) == 200
+    assert agents_named(platform)["doc-agent"].owner == "alice"
+
+
+@pytest.mark.parametrize(
+    "problem",
+    ["loopback", "names another client", "a secret method", "untrusted certificate"],
+)
+def test_a_client_id_document_that_cannot_be_trusted_is_refused(
+    docs: DocumentServer,
+    settings: Settings,
+    platform: Platform,
+    monkeypatch: pytest.MonkeyPatch,
+    problem: str,
+) -> None:
+    docs.documents["/client.json"] = doc_for(docs)
+    if problem == "names another client":
+        docs.documents["/client.json"] = doc_for(docs, client_id="https://other.example/c.json")
+    if problem == "a secret method":
+        docs.documents["/client.json"] = doc_for(
+            docs, token_endpoint_auth_method="client_secret_post"
+        )
+    if problem == "untrusted certificate":
+        monkeypatch.delenv("SSL_CERT_FILE")
+    allowing = settings.model_copy(update={"oauth_loopback_clients": problem != "loopback"})
+    app = create_app(allowing, platform=Platform(allowing), embed_worker=False)
+    with TestClient(app, base_url=BASE, follow_redirects=False) as client:
+        refused = authorize(client, docs.client_id(), pkce())
+        assert refused.status_code == 400
+        assert "not found" in refused.json()["error_description"]
+    # Loopback is refused before any fetch; a certificate aat does not trust, at the handshake.
+    read = problem in ("names another client", "a secret method")
+    assert docs.fetched == (["/client.json"] if read else [])
+    with session_scope(platform.engine) as session:
+        assert session.exec(select(OAuthGrant)).all() == []
