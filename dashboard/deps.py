@@ -83,7 +83,8 @@ def client_address(request: Request) -> str | None:
 
 def get_relying_party(request: Request) -> RelyingParty:
     """Where the browser is, for WebAuthn (the Host header was checked by the guard)."""
-    return relying_party(request.url.scheme, request.headers.get("host", ""))
+    settings = get_platform(request).settings
+    return relying_party(settings, request.url.scheme, request.headers.get("host", ""))
 
 
 def get_limiter(request: Request) -> LoginLimiter:

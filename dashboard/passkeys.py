@@ -1,9 +1,12 @@
 """WebAuthn for the dashboard, with the `webauthn` library: registering an operator's
 passkeys, issuing challenges bound to one call, and verifying an assertion against them.
 
-The relying party is `localhost`: browsers treat it as a secure context over plain HTTP,
-so passkeys work on the loopback dashboard without a certificate. Reached at any other
-name (`127.0.0.1`, a proxy's name), the page says to open it at `localhost` instead.
+The relying party is where operators open the dashboard: `AAT_PASSKEY_RP_ID` when set, else
+the host of an `https` `AAT_DASHBOARD_URL` (a dashboard behind an HTTPS reverse proxy, opened
+on a phone), else `localhost`, which browsers treat as a secure context over plain HTTP, so
+passkeys work on the loopback dashboard without a certificate. Reached at any other name
+(`127.0.0.1`, another host), the page says where to open it instead. Each passkey keeps the
+RP ID it was made for: a passkey is bound to it, and the account page shows it.
 Challenges live in the database (`webplatform.store.passkeys`), are single-use and expire
 after `CHALLENGE_TTL_S`; each is consumed, in its own committed transaction, before the
 assertion is checked, so a failed or replayed attempt never finds it again. A registration
@@ -40,6 +43,7 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
+from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import passkeys as store
 from webplatform.store.models import Passkey, WebauthnChallenge
@@ -47,7 +51,7 @@ from webplatform.trust.authority import seal_for
 from webplatform.trust.changes import check_change
 from webplatform.trust.stepup import Change, StepUp
 
-RP_ID = "localhost"
+LOCAL_RP_ID = "localhost"
 RP_NAME = "aat"
 CHALLENGE_TTL_S = 120.0
 
@@ -58,19 +62,46 @@ class PasskeyError(ValueError):
 
 @dataclass(frozen=True)
 class RelyingParty:
-    """Where the browser is: the origin an assertion must name, and whether it can be ours."""
+    """Where the browser is (the origin an assertion must name) and the RP ID passkeys are
+    made for, which the origin must be at for a passkey to work."""
 
     origin: str
+    rp_id: str = LOCAL_RP_ID
+    # Where to send an operator who opened the dashboard elsewhere.
+    home: str = ""
 
     @property
     def usable(self) -> bool:
-        """True when the page was reached at `localhost`, the only RP ID aat uses."""
-        return urlsplit(self.origin).hostname == RP_ID
+        """True when the page's origin may use passkeys of `rp_id` (WebAuthn's rule: the
+        origin's host is the RP ID or below it, over https unless it is localhost)."""
+        parts = urlsplit(self.origin)
+        host = parts.hostname or ""
+        at_rp = host == self.rp_id or host.endswith(f".{self.rp_id}")
+        return at_rp and (parts.scheme == "https" or host == LOCAL_RP_ID)
 
 
-def relying_party(scheme: str, host: str) -> RelyingParty:
+def rp_id_for(settings: Settings) -> str:
+    """The RP ID passkeys are made for: AAT_PASSKEY_RP_ID, else the host of an https
+    AAT_DASHBOARD_URL, else `localhost`."""
+    if settings.passkey_rp_id:
+        return settings.passkey_rp_id.lower()
+    url = urlsplit(settings.dashboard_url)
+    if url.scheme == "https" and url.hostname:
+        return url.hostname.lower()
+    return LOCAL_RP_ID
+
+
+def relying_party(settings: Settings, scheme: str, host: str) -> RelyingParty:
     """The relying party for a request that came in with this scheme and (checked) Host."""
-    return RelyingParty(origin=f"{scheme}://{host}")
+    rp_id = rp_id_for(settings)
+    if rp_id == LOCAL_RP_ID:
+        port = urlsplit(f"{scheme}://{host}").port
+        home = f"http://{LOCAL_RP_ID}" + (f":{port}" if port else "")
+    elif urlsplit(settings.dashboard_url).hostname == rp_id:
+        home = settings.dashboard_url.rstrip("/")
+    else:
+        home = f"https://{rp_id}"
+    return RelyingParty(origin=f"{scheme}://{host}", rp_id=rp_id, home=home)
 
 
 def _descriptors(keys: list[Passkey]) -> list[PublicKeyCredentialDescriptor]:
@@ -78,10 +109,10 @@ def _descriptors(keys: list[Passkey]) -> list[PublicKeyCredentialDescriptor]:
 
 
 def require_usable(rp: RelyingParty) -> None:
-    """Raise PasskeyError, saying where to open the dashboard, unless it is at `localhost`."""
+    """Raise PasskeyError, saying where to open the dashboard, unless the page is at the RP."""
     if not rp.usable:
         raise PasskeyError(
-            f"passkeys work only when the dashboard is opened at http://{RP_ID}:<port>; "
+            f"passkeys work only when the dashboard is opened at {rp.home}; "
             "open it there (or type your password instead)"
         )
 
@@ -96,7 +127,7 @@ def registration_options(
     check_change(step_up, by=operator, change=Change.passkey_add, target={})
     existing = _keys(platform, operator)
     options = generate_registration_options(
-        rp_id=RP_ID,
+        rp_id=rp.rp_id,
         rp_name=RP_NAME,
         user_name=operator,
         # A stable handle that is not the name itself.
@@ -131,11 +162,11 @@ def assertion_options(
     """Options (JSON) for `navigator.credentials.get`, whose challenge can approve only the
     call with `digest` (and job `job_id`, for a queued job), by `operator`, once, soon."""
     require_usable(rp)
-    keys = _keys(platform, operator)
+    keys = [key for key in _keys(platform, operator) if key.rp_id == rp.rp_id]
     if not keys:
-        raise PasskeyError("you have no passkey: add one on your account page")
+        raise PasskeyError(f"you have no passkey for {rp.rp_id}: add one on your account page")
     options = generate_authentication_options(
-        rp_id=RP_ID,
+        rp_id=rp.rp_id,
         allow_credentials=_descriptors(keys),
         user_verification=UserVerificationRequirement.REQUIRED,
     )
@@ -188,7 +219,7 @@ def register(
         verified = verify_registration_response(
             credential=credential,
             expected_challenge=base64url_to_bytes(taken.challenge),
-            expected_rp_id=RP_ID,
+            expected_rp_id=rp.rp_id,
             expected_origin=rp.origin,
             require_user_verification=True,
         )
@@ -204,6 +235,7 @@ def register(
             public_key=bytes_to_base64url(verified.credential_public_key),
             sign_count=verified.sign_count,
             label=label,
+            rp_id=rp.rp_id,
         )
     )
 
@@ -250,7 +282,7 @@ def verify_assertion(
         verified = verify_authentication_response(
             credential=credential,
             expected_challenge=base64url_to_bytes(taken.challenge),
-            expected_rp_id=RP_ID,
+            expected_rp_id=rp.rp_id,
             expected_origin=rp.origin,
             credential_public_key=base64url_to_bytes(key.public_key),
             credential_current_sign_count=key.sign_count,

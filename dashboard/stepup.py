@@ -20,7 +20,7 @@ from dashboard.auth import LoginLimiter
 from webplatform.platform import Platform
 from webplatform.store import audit, operators
 from webplatform.store import passkeys as passkey_store
-from webplatform.store.models import utcnow
+from webplatform.store.models import Passkey, utcnow
 from webplatform.trust.authority import report_forged, seal_for
 from webplatform.trust.stepup import Change, StepUp, StepUpMethod, change_digest
 
@@ -76,23 +76,26 @@ def for_change(operator: str, change: Change, target: Mapping[str, str]) -> Boun
     )
 
 
-def has_passkey(platform: Platform, operator: str) -> bool:
-    """True when the operator has a passkey that counts (the card then offers it first)."""
+def usable_passkeys(platform: Platform, operator: str) -> list[Passkey]:
+    """The operator's passkeys that count: signed by aat, made for this dashboard's RP ID."""
     seal = seal_for(platform)
-    return platform.transact(
-        lambda session: passkey_store.has_passkey(session=session, operator=operator, seal=seal),
+    rp_id = passkeys.rp_id_for(platform.settings)
+    keys = platform.transact(
+        lambda s: passkey_store.list_passkeys(session=s, operator=operator, seal=seal),
         write=False,
     )
+    return [key for key in keys if key.rp_id == rp_id]
+
+
+def has_passkey(platform: Platform, operator: str) -> bool:
+    """True when the operator has a passkey that counts (the card then offers it first)."""
+    return bool(usable_passkeys(platform, operator))
 
 
 def passkey_context(platform: Platform, operator: str) -> dict[str, Any]:
     """What the decision forms need to know of the operator's passkeys, in one read:
     `has_passkey`, and `recent_passkey` (the newest, when added within the last day)."""
-    seal = seal_for(platform)
-    keys = platform.transact(
-        lambda s: passkey_store.list_passkeys(session=s, operator=operator, seal=seal),
-        write=False,
-    )
+    keys = usable_passkeys(platform, operator)
     newest = max(keys, key=lambda k: k.created_at) if keys else None
     recent = newest if newest and utcnow() - newest.created_at <= RECENT_PASSKEY else None
     return {"has_passkey": bool(keys), "recent_passkey": recent}

@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     root_path: str = ""
     # Extra Host names the dashboard answers to, comma-separated (`aat.example.org:8443`).
     allowed_hosts: str = ""
+    # The WebAuthn relying party passkeys are made for; empty: the host of an https
+    # dashboard_url, else `localhost`.
+    passkey_rp_id: str = ""
     mcp_token: SecretStr = SecretStr("")
     # `aat mcp --url`: a running `aat serve`'s /mcp to forward to, and the agent token to send.
     mcp_url: str = ""

@@ -83,16 +83,15 @@ def render_account(
         else []
     )
     report_forged(platform)
-    port = request.url.port
+    rp = get_relying_party(request)
     context = {
         "passkeys": keys,
-        "has_passkey": any(signed for _key, signed in keys),
+        "has_passkey": any(signed and key.rp_id == rp.rp_id for key, signed in keys),
         "operators": people,
         "roles": operators.ROLES,
-        "usable": get_relying_party(request).usable,
-        "localhost_url": f"{request.url.scheme}://{passkeys.RP_ID}"
-        + (f":{port}" if port else "")
-        + "/account",
+        "usable": rp.usable,
+        "rp_id": rp.rp_id,
+        "rp_url": f"{rp.home}/account",
         "message": message,
         "error": error,
     }

@@ -9,6 +9,8 @@ from dash_helpers import ORIGIN, PASSWORD, csrf, queue_send
 from sqlmodel import select
 from stepup_helpers import job_step_up
 
+from dashboard import passkeys
+from webplatform.config import Settings
 from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
 from webplatform.store.engine import session_scope
@@ -126,3 +128,45 @@ def test_account_page_lists_passkeys_and_says_to_use_localhost(alice):
     assert r.status_code == 400 and "localhost" in r.json()["error"]
     r = alice.post("/account/passkeys/options", headers=ORIGIN, json={})
     assert r.status_code == 403  # the JSON endpoints need the CSRF token too
+
+
+@pytest.mark.parametrize(
+    ("dashboard_url", "rp_id_setting", "want"),
+    [
+        ("http://127.0.0.1:8000", "", "localhost"),
+        ("https://aat.example.org", "", "aat.example.org"),
+        ("https://AAT.example.org:8443/aat", "", "aat.example.org"),
+        ("http://aat.example.org", "", "localhost"),  # plain http: no passkey but at localhost
+        ("https://aat.example.org", "example.org", "example.org"),
+    ],
+)
+def test_passkeys_are_made_for_the_https_dashboard_host_or_localhost(
+    dashboard_url: str, rp_id_setting: str, want: str
+) -> None:
+    settings = Settings(dashboard_url=dashboard_url, passkey_rp_id=rp_id_setting)
+    assert passkeys.rp_id_for(settings) == want
+
+
+@pytest.mark.parametrize(
+    ("origin", "rp_id", "usable"),
+    [
+        ("http://localhost:8000", "localhost", True),
+        ("http://127.0.0.1:8000", "localhost", False),
+        ("https://aat.example.org", "aat.example.org", True),
+        ("https://phone.aat.example.org", "aat.example.org", True),
+        ("http://aat.example.org", "aat.example.org", False),  # WebAuthn wants https
+        ("https://evilaat.example.org", "aat.example.org", False),
+        ("https://aat.example.org.evil.test", "aat.example.org", False),
+    ],
+)
+def test_a_page_may_use_passkeys_only_at_or_below_their_rp_id(
+    origin: str, rp_id: str, usable: bool
+) -> None:
+    assert passkeys.RelyingParty(origin=origin, rp_id=rp_id).usable is usable
+
+
+def test_off_localhost_the_account_page_says_where_passkeys_work() -> None:
+    rp = passkeys.relying_party(Settings(dashboard_url="https://aat.example.org"), "http", "x:1")
+    assert rp.home == "https://aat.example.org" and not rp.usable
+    with pytest.raises(passkeys.PasskeyError, match="opened at https://aat.example.org;"):
+        passkeys.require_usable(rp)

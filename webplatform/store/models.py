@@ -404,6 +404,10 @@ class Passkey(SQLModel, table=True):
     label: str = Field(sa_type=String(100))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # The relying party it was made for (`localhost`, or the dashboard's https host). Not
+    # signed: the authenticator binds the credential to it, so an edited value only hides a
+    # passkey from the pages where it could not be used anyway.
+    rp_id: str = Field(default="localhost", sa_type=String(253))
     # aat's signature over operator, credential id, public key and when it was added.
     signature: str | None = Field(default=None, sa_type=String(200))
 

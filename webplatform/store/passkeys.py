@@ -59,8 +59,10 @@ def add_passkey(
     sign_count: int,
     label: str,
     seal: RowSeal,
+    rp_id: str = "localhost",
 ) -> Passkey:
-    """Record a verified registration, signed with `seal`, and audit it."""
+    """Record a verified registration for relying party `rp_id`, signed with `seal`, and
+    audit it."""
     passkey = Passkey(
         operator=operator,
         credential_id=credential_id,
@@ -68,6 +70,7 @@ def add_passkey(
         sign_count=sign_count,
         label=(label.strip() or "passkey")[:MAX_LABEL],
         created_at=utcnow(),
+        rp_id=rp_id,
     )
     sign_row(seal, passkey)
     session.add(passkey)
