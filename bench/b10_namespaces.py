@@ -54,7 +54,7 @@ def call(tool: ToolSpec, home: Path, fence: confine.Fence) -> float:
     args = {"name": "bench"} if tool.name == "hello-world" else {}
 
     def once() -> None:
-        result = runner.run(tool, tool.actions[0], args, home=home, secrets={}, fence=fence)
+        result = runner.run(runner.ToolCall(tool, tool.actions[0], args, home=home, fence=fence))
         assert result.ok, result.error
 
     return timed(once)

@@ -52,7 +52,7 @@ def spawn_direct(argv: list[str], env: dict[str, str], cwd: str) -> float:
 def through_runner(tool: ToolSpec, home: Path) -> float:
     """Seconds for one `runner.run` of `hello-world greet` (confined, warm or plain)."""
     start = time.perf_counter()
-    result = runner.run(tool, tool.actions[0], {"name": "bench"}, home=home, secrets={})
+    result = runner.run(runner.ToolCall(tool, tool.actions[0], {"name": "bench"}, home=home))
     elapsed = time.perf_counter() - start
     assert result.ok, result.error
     return elapsed

@@ -352,7 +352,7 @@ def test_finish_only_by_the_worker_that_holds_the_job(engine: Engine) -> None:
         transact(
             engine,
             lambda s: leases.finish(
-                session=s, job_id=job.id or 0, worker_id="w2", state=S.succeeded
+                session=s, job_id=job.id or 0, worker_id="w2", ending=leases.Ending(S.succeeded)
             ),
         )
     done = transact(
@@ -361,11 +361,13 @@ def test_finish_only_by_the_worker_that_holds_the_job(engine: Engine) -> None:
             session=s,
             job_id=job.id or 0,
             worker_id="w1",
-            state=S.succeeded,
-            exit_code=0,
-            result_json='{"ok":true}',
-            stdout='{"ok": true}',
-            stderr="",
+            ending=leases.Ending(
+                S.succeeded,
+                exit_code=0,
+                result_json='{"ok":true}',
+                stdout='{"ok": true}',
+                stderr="",
+            ),
         ),
     )
     assert (done.state, done.exit_code, done.result_json) == (S.succeeded, 0, '{"ok":true}')
@@ -391,7 +393,9 @@ def test_a_lost_job_is_never_run_again(engine: Engine) -> None:
     with pytest.raises(jobs.StaleState, match="already lost"):
         transact(
             engine,
-            lambda s: leases.finish(session=s, job_id=job_id, worker_id="w1", state=S.succeeded),
+            lambda s: leases.finish(
+                session=s, job_id=job_id, worker_id="w1", ending=leases.Ending(S.succeeded)
+            ),
         )
     assert transact(engine, lambda s: leases.reap_lost(session=s, now=later)) == 0
     with session_scope(engine, write=False) as session:

@@ -34,7 +34,7 @@ from webplatform.jobs import calls, decisions, leases
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
 from webplatform.process import runner
-from webplatform.registry import RegistryLoader, resolve_secrets
+from webplatform.registry import RegistryLoader
 from webplatform.store import Job, JobState, Surface, operators, session_scope, transact, utcnow
 from webplatform.trust import ledger, signing
 from webplatform.trust.authority import seal_for
@@ -63,7 +63,6 @@ def _worker(platform: Platform, settings: Settings | None = None, name: str = "w
         settings=settings or platform.settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,
-        resolve_secrets=resolve_secrets,
         worker_id=name,
     )
 

@@ -98,7 +98,7 @@ def attempt(tool: ToolSpec, action: str, target: object, *, warmly: bool, home: 
     found = spec.action(action)
     assert found is not None
     fence = confine.Fence(home=home, registry_roots=(tool.folder.parent.parent,))
-    return runner.run(spec, found, {"target": target}, home=home, secrets={}, fence=fence)
+    return runner.run(runner.ToolCall(spec, found, {"target": target}, home=home, fence=fence))
 
 
 def refused(result: RunResult, *words: str) -> None:

@@ -23,7 +23,7 @@ from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.jobs import calls, leases
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
-from webplatform.registry import RegistryLoader, resolve_secrets
+from webplatform.registry import RegistryLoader
 from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope, transact
 from webplatform.store.models import utcnow
 from webplatform.trust.authority import seal_for
@@ -45,7 +45,6 @@ def _worker(engine: Engine, settings: Settings) -> Worker:
         settings=settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=never_run,
-        resolve_secrets=resolve_secrets,
         worker_id="housekeeper",
     )
 
@@ -83,7 +82,9 @@ def _finish(engine: Engine, job_id: int, how: str) -> None:
         elif how == "cancel":
             jobs.cancel(session=session, job_id=job_id, actor="olga")
         else:
-            leases.finish(session=session, job_id=job_id, worker_id="w", state=S.succeeded)
+            leases.finish(
+                session=session, job_id=job_id, worker_id="w", ending=leases.Ending(S.succeeded)
+            )
 
     transact(engine, go)
 
@@ -180,7 +181,9 @@ def test_pruning_goes_in_short_batches(
     def fill(session: Session) -> list[int]:
         made = [_new(session, S.running, i) for i in range(130)]
         for job_id in made:
-            leases.finish(session=session, job_id=job_id, worker_id="w", state=S.succeeded)
+            leases.finish(
+                session=session, job_id=job_id, worker_id="w", ending=leases.Ending(S.succeeded)
+            )
         return made
 
     made = transact(engine, fill)

@@ -70,7 +70,8 @@ def call(
     spec = tool.action(action)
     assert spec is not None
     kw.setdefault("secrets", {})
-    return runner.run(tool, spec, args or {}, home=home, **kw)
+    hooks = {k: kw.pop(k) for k in ("on_start", "on_tick", "tick_s", "go_ahead") if k in kw}
+    return runner.run(runner.ToolCall(tool, spec, args or {}, home=home, **kw), **hooks)
 
 
 def alive(pid: int) -> bool:
@@ -151,7 +152,7 @@ def test_structured_and_non_ascii_args_arrive_intact(home: Path) -> None:
 @pytest.mark.parametrize("value", ["--help", "-x", "-", "--name=other"])
 def test_value_starting_with_dash_reaches_hello_world_as_the_value(home: Path, value: str) -> None:
     tool = load_tool(EXAMPLES_ROOT / "tools" / "hello-world")
-    res = runner.run(tool, tool.actions[0], {"name": value}, home=home, secrets={})
+    res = runner.run(runner.ToolCall(tool, tool.actions[0], {"name": value}, home=home))
     assert res.outcome == "succeeded", res.error
     assert res.result == {"greeting": f"Hello, {value}!"}
 
@@ -296,7 +297,7 @@ def test_flood_of_output_is_capped_and_fails_clearly(home: Path) -> None:
 def test_missing_entrypoint_is_a_failure_not_an_exception(home: Path, tmp_path: Path) -> None:
     tool = load_tool(TOOLS / "echo")
     broken = ToolSpec(**{**tool.__dict__, "entrypoint": "gone.py"})
-    res = runner.run(broken, broken.actions[0], {}, home=home, secrets={})
+    res = runner.run(runner.ToolCall(broken, broken.actions[0], {}, home=home))
     assert res.outcome == "failed"
     assert res.pid is None
     assert res.error is not None and "gone.py does not exist" in res.error
@@ -315,7 +316,7 @@ def test_exec_entrypoint_that_is_not_executable_fails_clearly(home: Path, tmp_pa
         manifest_path=tmp_path / "tool.yaml",
         actions=(ActionSpec(name="go"),),
     )
-    res = runner.run(tool, tool.actions[0], {}, home=home, secrets={})
+    res = runner.run(runner.ToolCall(tool, tool.actions[0], {}, home=home))
     assert res.outcome == "failed"
     assert res.error is not None and "is not executable" in res.error
 
@@ -341,7 +342,7 @@ def exec_tool(folder: Path, script: str) -> ToolSpec:
 
 def test_an_entrypoint_the_kernel_cannot_execute_is_not_started(home: Path, tmp_path: Path) -> None:
     tool = exec_tool(tmp_path / "noshebang", "echo '{}'\n")  # no #! line: ENOEXEC
-    res = runner.run(tool, tool.actions[0], {}, home=home, secrets={})
+    res = runner.run(runner.ToolCall(tool, tool.actions[0], {}, home=home))
     assert res.outcome == "failed" and res.pid is None
     assert res.error is not None
     assert res.error.startswith(f"could not start {tool.entrypoint_path}: [Errno 8]")
@@ -358,7 +359,7 @@ def test_a_plain_call_starts_with_the_signals_a_direct_spawn_gives(
         'printf \'{"ignored": "%s", "blocked": "%s"}\\n\' "$i" "$b"\n'
     )
     tool = exec_tool(tmp_path / "signals", script)
-    res = runner.run(tool, tool.actions[0], {}, home=home, secrets={})
+    res = runner.run(runner.ToolCall(tool, tool.actions[0], {}, home=home))
     assert res.outcome == "succeeded", res.error
     argv = launch.build_argv(tool, tool.actions[0], {})
     env = launch.build_env(tool, tool.actions[0], home=home, secrets={})

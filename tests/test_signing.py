@@ -29,7 +29,7 @@ from webplatform.jobs import calls, decisions
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
 from webplatform.process import runner
-from webplatform.registry import RegistryLoader, resolve_secrets
+from webplatform.registry import RegistryLoader
 from webplatform.store import Job, JobState, Surface, operators, session_scope, transact
 from webplatform.trust import signing
 from webplatform.trust.authority import seal_for
@@ -53,7 +53,6 @@ def _worker(platform: Platform, settings: Settings | None = None) -> Worker:
         settings=settings or platform.settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,
-        resolve_secrets=resolve_secrets,
         worker_id="w-test",
     )
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from test_runner import TOOLS, load_tool, wait_dead
 
-from webplatform.process import confine, runner, warm
+from webplatform.process import confine, runner, spawner, warm
 from webplatform.process.outcome import RunResult
 
 TESTS = TOOLS.parent
@@ -42,7 +42,8 @@ def run(
     assert spec is not None
     kw.setdefault("secrets", {})
     kw.setdefault("fence", confine.Fence(home=home, registry_roots=(TESTS,)))
-    return runner.run(tool, spec, kw.pop("args", {}), home=home, **kw)
+    hooks = {k: kw.pop(k) for k in ("on_start", "on_tick", "tick_s", "go_ahead") if k in kw}
+    return runner.run(runner.ToolCall(tool, spec, kw.pop("args", {}), home=home, **kw), **hooks)
 
 
 def both(name: str, action: str, **kw: Any) -> tuple[RunResult, RunResult]:
@@ -224,11 +225,11 @@ def test_a_tool_cannot_kill_the_process_that_forked_it(home: Path, warmly: bool)
     """Landlock scopes signals to the tool's own domain (ABI 6): its warm interpreter, or the
     spawner of plain calls, lives on for the calls after it."""
     run("observe", "version", warmly=warmly, home=home)
-    parent = zygote_of("observe") if warmly else warm.spawner_pid()
+    parent = zygote_of("observe") if warmly else spawner.spawner_pid()
     res = run("observe", "kill-parent", warmly=warmly, home=home)
     assert res.result == {"kill": "Operation not permitted"}, res
     assert observed(run("observe", "version", warmly=warmly, home=home)) == {"version": 1}
-    assert (zygote_of("observe") if warmly else warm.spawner_pid()) == parent
+    assert (zygote_of("observe") if warmly else spawner.spawner_pid()) == parent
 
 
 def test_a_warm_interpreter_that_dies_mid_call_fails_the_call_clearly(home: Path) -> None:
@@ -314,10 +315,10 @@ print(json.dumps({}))
 
 
 @pytest.mark.parametrize("warmly", [False, True])
-def test_the_tool_starts_only_once_admitted_and_never_when_admission_fails(
+def test_the_tool_starts_only_on_its_go_ahead_and_never_when_that_fails(
     home: Path, tmp_path: Path, warmly: bool
 ) -> None:
-    # The caller writes the job's row in `admit`, while the process is prepared: nothing of
+    # The caller writes the job's row in `go_ahead`, while the process is prepared: nothing of
     # the tool may run before it returns, and nothing at all if it raises.
     folder = tmp_path / "registry" / "marker"
     folder.mkdir(parents=True)
@@ -332,12 +333,16 @@ def test_the_tool_starts_only_once_admitted_and_never_when_admission_fails(
     fence = confine.Fence(home=home, registry_roots=(folder.parent,))
     seen: list[bool] = []
 
-    def admit() -> None:
-        time.sleep(0.3)  # time enough for a tool that did not wait to have run
+    def go_ahead() -> None:
+        # Time enough for a tool that did not wait to have run, even one that starts a whole
+        # interpreter on a loaded machine; a tool that ran ends the wait at once.
+        deadline = time.monotonic() + 1.5
+        while not ran.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         seen.append(ran.exists())
 
     first = run("", "mark", warmly=warmly, home=home, folder=folder, fence=fence,
-                caller_cwd=work, admit=admit)  # fmt: skip
+                caller_cwd=work, go_ahead=go_ahead)  # fmt: skip
     assert first.outcome == "succeeded", first.error
     assert seen == [False] and ran.exists()
     ran.unlink()
@@ -347,9 +352,9 @@ def test_the_tool_starts_only_once_admitted_and_never_when_admission_fails(
 
     with pytest.raises(RuntimeError, match="row was not written"):
         run("", "mark", warmly=warmly, home=home, folder=folder, fence=fence,
-            caller_cwd=work, admit=refuse)  # fmt: skip
+            caller_cwd=work, go_ahead=refuse)  # fmt: skip
     time.sleep(0.5)
-    assert not ran.exists(), "a call whose admission failed ran anyway"
+    assert not ran.exists(), "a call whose go-ahead failed ran anyway"
     again = run("", "mark", warmly=warmly, home=home, folder=folder, fence=fence, caller_cwd=work)
     assert again.outcome == "succeeded" and ran.exists(), "the next call runs as usual"
 

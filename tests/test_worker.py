@@ -16,7 +16,7 @@ from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.jobs import calls, leases
 from webplatform.jobs import states as jobs
 from webplatform.process import runner
-from webplatform.registry import RegistryLoader, resolve_secrets
+from webplatform.registry import RegistryLoader
 from webplatform.store import Job, JobState, Surface, session_scope, transact
 from webplatform.trust import signing
 from webplatform.worker import Worker
@@ -31,7 +31,6 @@ def _worker(engine: Engine, settings: Settings, root: Path = EXAMPLES_ROOT, **kw
         settings=settings,
         load_registry=loader.load,
         run=runner.run,
-        resolve_secrets=resolve_secrets,
         **kw,
     )
 

@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     # The WebAuthn relying party passkeys are made for; empty: the host of an https
     # dashboard_url, else `localhost`.
     passkey_rp_id: str = ""
+    # The longest an `allow` rule may last (SPEC §16), in hours.
+    rule_max_hours: Positive = 24.0
     mcp_token: SecretStr = SecretStr("")
     # `aat mcp --url`: a running `aat serve`'s /mcp to forward to, and the agent token to send.
     mcp_url: str = ""

@@ -24,7 +24,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -58,6 +58,30 @@ LATE_S = 0.01
 MIN_WAIT_S = 0.05
 
 Role = Literal["dashboard", "worker"]
+
+
+def run_passes(
+    engine: Engine,
+    stop: threading.Event,
+    one_pass: Callable[[bool], float | None],
+    on_move: Callable[[], None] | None = None,
+) -> None:
+    """Run `one_pass(listening)` until `stop` is set, sleeping between passes the seconds it
+    returns (None: the next pass at once), woken early by any job move and then `on_move()`.
+
+    `listening` says whether job moves wake this process at all (PostgreSQL's LISTEN/NOTIFY,
+    SQLite's marker file); it is read before the pass, so a move during the pass counts.
+    """
+    wakeups = JobNotifications(engine)
+    try:
+        while not stop.is_set():
+            wait_s = one_pass(wakeups.listening)
+            if wait_s is None:
+                continue
+            if wakeups.wait(max(0.0, wait_s), stop) and on_move is not None:
+                on_move()
+    finally:
+        wakeups.close()
 
 
 @dataclass(frozen=True)
@@ -233,20 +257,16 @@ class Housekeeper:
         LISTEN connection) it looks every `heartbeat_s`. A failed pass (a locked or briefly
         unreachable database) is logged and retried `heartbeat_s` later.
         """
-        wakeups = JobNotifications(self.engine)
-        try:
-            while not stop.is_set():
-                listening = wakeups.listening  # before the pass: a move during it counts
-                try:
-                    wait_s = self.run_due()
-                except Exception:
-                    log.exception("housekeeping (%s) failed; retrying", self.role)
-                    wait_s = self.settings.heartbeat_s
-                if not listening:
-                    wait_s = min(wait_s, self.settings.heartbeat_s)
-                wakeups.wait(wait_s, stop)
-        finally:
-            wakeups.close()
+
+        def one_pass(listening: bool) -> float:
+            try:
+                wait_s = self.run_due()
+            except Exception:
+                log.exception("housekeeping (%s) failed; retrying", self.role)
+                wait_s = self.settings.heartbeat_s
+            return wait_s if listening else min(wait_s, self.settings.heartbeat_s)
+
+        run_passes(self.engine, stop, one_pass)
         self.forget()
 
     def forget(self) -> None:

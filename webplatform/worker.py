@@ -23,22 +23,25 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
-from webplatform.housekeeping import Housekeeper
+from webplatform.housekeeping import Housekeeper, run_passes
 from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
-from webplatform.jobs.execution import RunFn, execute, finish_job
-from webplatform.registry.model import ActionSpec, Registry, ToolSpec
+from webplatform.jobs.execution import Executor, JobCall, JobRow, RunFn
+from webplatform.jobs.leases import Ending
+from webplatform.process import runner
+from webplatform.registry import resolve_secrets
+from webplatform.registry.model import Registry
 from webplatform.store.audit import record_event
 from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
-from webplatform.store.notify import JobNotifications, StopEvent
+from webplatform.store.notify import StopEvent
 from webplatform.store.transitions import call_detail
 from webplatform.trust import signing
 from webplatform.trust.ledger import DecisionLedger, ledger_for, max_age_s
@@ -55,19 +58,17 @@ class Worker:
         engine: Engine,
         settings: Settings,
         load_registry: Callable[[], Registry],
-        run: RunFn,
-        resolve_secrets: Callable[[Sequence[str]], dict[str, str]],
+        run: RunFn = runner.run,
         worker_id: str | None = None,
         housekeeping: bool = True,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self.load_registry = load_registry
-        self.run = run
-        self.resolve_secrets = resolve_secrets
         self.worker_id = worker_id or (
             f"{socket.gethostname()}:{os.getpid()}:worker-{uuid.uuid4().hex[:8]}"
         )
+        self.executor = Executor(engine, settings, self.worker_id, run)
         self.housekeeper = Housekeeper(
             engine=engine, settings=settings, process_id=self.worker_id, role="worker"
         )
@@ -150,8 +151,7 @@ class Worker:
                 session=session,
                 job_id=job_id,
                 worker_id=self.worker_id,
-                state=JobState.failed,
-                error=error,
+                ending=Ending(JobState.failed, error=error),
             )
 
         try:
@@ -170,24 +170,22 @@ class Worker:
         died between its commit and the signal, a LISTEN connection gone quiet).
         """
         log.info("worker %s started", self.worker_id)
-        wakeups = JobNotifications(self.engine)
-        try:
-            while not stop.is_set():
-                listening = wakeups.listening  # before the look: a move during it counts
-                try:
-                    busy = self.run_once()
-                except Exception:
-                    log.exception("worker %s: unexpected error; retrying shortly", self.worker_id)
-                    busy = False
-                if busy:
-                    continue
-                wait_s = listen_poll_s if listening else poll_s
-                if self.housekeeping:
-                    wait_s = min(wait_s, self._housekeeping_due - time.monotonic())
-                if wakeups.wait(max(0.0, wait_s), stop):
-                    self._housekeeping_due = float("-inf")  # a move may bring a deadline closer
-        finally:
-            wakeups.close()
+
+        def one_pass(listening: bool) -> float | None:
+            try:
+                if self.run_once():
+                    return None  # busy: look again at once
+            except Exception:
+                log.exception("worker %s: unexpected error; retrying shortly", self.worker_id)
+            wait_s = listen_poll_s if listening else poll_s
+            if self.housekeeping:
+                wait_s = min(wait_s, self._housekeeping_due - time.monotonic())
+            return wait_s
+
+        def moved() -> None:
+            self._housekeeping_due = float("-inf")  # a move may bring a deadline closer
+
+        run_passes(self.engine, stop, one_pass, on_move=moved)
         if self.housekeeping:
             self.housekeeper.forget()
         log.info("worker %s stopped", self.worker_id)
@@ -206,31 +204,12 @@ class Worker:
         prepared = self._prepare(job)
         if isinstance(prepared, str):
             log.warning("job %d not run: %s", job_id, prepared)
-            finish_job(
-                engine=self.engine,
-                job_id=job_id,
-                worker_id=self.worker_id,
-                state=JobState.failed,
-                error=prepared,
-            )
+            self.executor.finish(job_id, Ending(JobState.failed, error=prepared))
             return
-        tool, action, args, secrets = prepared
         log.info("job %d: running %s %s %s", job_id, job.kind, job.name, job.action)
-        execute(
-            engine=self.engine,
-            settings=self.settings,
-            worker_id=self.worker_id,
-            job_id=job_id,
-            tool=tool,
-            action=action,
-            args=args,
-            secrets=secrets,
-            run=self.run,
-        )
+        self.executor.execute(JobRow.written(job_id), prepared)
 
-    def _prepare(
-        self, job: Job
-    ) -> tuple[ToolSpec, ActionSpec, dict[str, Any], dict[str, str]] | str:
+    def _prepare(self, job: Job) -> JobCall | str:
         """What to run, or a one-line reason not to run it."""
         try:
             args = json.loads(job.args_json)
@@ -255,10 +234,10 @@ class Worker:
         if action is None:
             return f"{job.kind} {job.name!r} no longer has action {job.action!r}; not run"
         try:
-            secrets = self.resolve_secrets(tool.secrets)
+            secrets = resolve_secrets(tool.secrets)
         except Exception as exc:
             return f"the tool's secrets could not be read ({type(exc).__name__}); not run"
-        return tool, action, args, secrets
+        return JobCall(tool, action, args, secrets)
 
 
 class PlatformLike(Protocol):
@@ -276,15 +255,10 @@ def make_worker(
 ) -> Worker:
     """A worker wired to the real registry loader, runner and secret store (`housekeeping`:
     see `Worker`)."""
-    from webplatform.process import runner
-    from webplatform.registry import resolve_secrets
-
     return Worker(
         engine=platform.engine,
         settings=platform.settings,
         load_registry=platform.registry,
-        run=runner.run,
-        resolve_secrets=resolve_secrets,
         worker_id=worker_id,
         housekeeping=housekeeping,
     )

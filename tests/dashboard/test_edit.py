@@ -27,7 +27,7 @@ from webplatform.jobs.services import Consent, request_run
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.process import runner
-from webplatform.registry import RegistryLoader, resolve_secrets
+from webplatform.registry import RegistryLoader
 from webplatform.store.agents import add_agent
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Job, JobState, Surface
@@ -61,7 +61,6 @@ def _run_worker(platform: Platform) -> None:
         settings=platform.settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,
-        resolve_secrets=resolve_secrets,
         worker_id="w-edit",
     )
     while worker.run_once():

@@ -35,6 +35,7 @@ def run_example(home: Path, tmp_path: Path) -> RunExample:
         spec = tool.action(action)
         assert spec is not None, f"{name} has no action {action}"
         fence = confine.Fence(home=home, workspaces=(str(tmp_path),))
-        return runner.run(tool, spec, args or {}, home=home, secrets={}, fence=fence, **kw)
+        call = runner.ToolCall(tool, spec, args or {}, home=home, fence=fence, **kw)
+        return runner.run(call)
 
     return run

@@ -49,7 +49,7 @@ def test_a_timed_out_send_writes_nothing(home: Path) -> None:
     assert spec is not None
     args = {"to": "a", "subject": "s", "body": "b", "delay-s": 30}
     quick = dataclasses.replace(spec, timeout_s=0.5)
-    res = runner.run(tool, quick, args, home=home, secrets={})
+    res = runner.run(runner.ToolCall(tool, quick, args, home=home))
     assert res.outcome == "timed_out"
     assert not (home / "outbox").exists() or not list((home / "outbox").iterdir())
 

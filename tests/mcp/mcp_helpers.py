@@ -27,7 +27,6 @@ from webplatform.mcp import approvals, build_server, create_mcp_app, waiting
 from webplatform.mcp.transports.http import create_chat_mcp_app
 from webplatform.platform import Platform
 from webplatform.process import runner
-from webplatform.registry import resolve_secrets
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface
 from webplatform.worker import Worker
@@ -131,7 +130,6 @@ def worker(platform: Platform) -> Iterator[Worker]:
         settings=platform.settings,
         load_registry=platform.registry,
         run=runner.run,
-        resolve_secrets=resolve_secrets,
     )
     thread, stop = w.start_thread()
     yield w

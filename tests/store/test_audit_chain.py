@@ -59,7 +59,9 @@ def _finished_job(engine: Engine, n: int) -> int:
         job = calls.create_job(
             session=session, call=call, start=calls.Running(worker_id="w", lease_s=60)
         )
-        leases.finish(session=session, job_id=job.id or 0, worker_id="w", state=S.succeeded)
+        leases.finish(
+            session=session, job_id=job.id or 0, worker_id="w", ending=leases.Ending(S.succeeded)
+        )
         return job.id or 0
 
     return transact(engine, go)

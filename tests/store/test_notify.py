@@ -23,7 +23,7 @@ from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.jobs import calls
 from webplatform.jobs import states as jobs
 from webplatform.process import runner
-from webplatform.registry import RegistryLoader, resolve_secrets
+from webplatform.registry import RegistryLoader
 from webplatform.store import JobState, Surface, make_engine, session_scope, transact
 from webplatform.store.notify import JobNotifications, StopEvent
 from webplatform.trust import signing
@@ -117,7 +117,6 @@ def test_an_idle_worker_on_postgresql_runs_an_approval_at_once(pg_settings: Sett
         settings=pg_settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,
-        resolve_secrets=resolve_secrets,
     )
     stop = threading.Event()
     # Polling alone would look again only after 30 s: only the NOTIFY can wake it sooner.
@@ -179,7 +178,6 @@ def test_an_idle_worker_on_sqlite_is_woken_by_another_process_committing(
         settings=settings,
         load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
         run=runner.run,
-        resolve_secrets=resolve_secrets,
         housekeeping=False,
     )
     job_id = transact(engine, _pending)

@@ -33,7 +33,7 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
     with engine.begin() as conn:
         conn.execute(text("DROP INDEX ix_job_irreversible_updated_at"))
         conn.execute(text("DROP TABLE agent_token"))
-        for table in ("oauth_client", "oauth_grant", "oauth_refresh_token"):  # 0013's
+        for table in ("oauth_client", "oauth_grant", "oauth_refresh_token"):  # 0014's
             conn.execute(text(f"DROP TABLE {table}"))
         conn.execute(text("DROP TABLE passkey"))
         conn.execute(text("DROP TABLE webauthn_challenge"))
@@ -98,7 +98,7 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
         for table in ("operator", "passkey", "agent_token", "operator_session"):  # 0010's
             conn.execute(text(f"ALTER TABLE {table} DROP COLUMN signature"))
         conn.execute(text("DROP TABLE job_preview"))  # 0011's
-        for table in ("oauth_client", "oauth_grant", "oauth_refresh_token"):  # 0013's
+        for table in ("oauth_client", "oauth_grant", "oauth_refresh_token"):  # 0014's
             conn.execute(text(f"DROP TABLE {table}"))
         for column in ("expires_at", "resource"):
             conn.execute(text(f"ALTER TABLE agent_token DROP COLUMN {column}"))

@@ -34,6 +34,7 @@ HANDLERS = {
     "config": "webplatform.cli.admin:cmd_config",
     "keys": "webplatform.cli.trust:cmd_keys",
     "audit": "webplatform.cli.trust:cmd_audit",
+    "rules": "webplatform.cli.rules:cmd_rules",
 }
 
 
@@ -122,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("op", choices=["verify", "export"])
     p.add_argument("--since", metavar="ISO", help="export: only events at or after this time")
     add_common(p, registry=False)
+
+    p = sub.add_parser("rules", help="rules that decide calls in advance (SPEC §16)")
+    p.add_argument("op", choices=["list", "add", "revoke", "export"])
+    p.add_argument("target", nargs="?", metavar="FILE|ID", help="add: a YAML or .cedar file")
+    p.add_argument("--by", metavar="ADMIN", help="add, revoke: the admin making the change")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    add_common(p)
 
     p = sub.add_parser("config", help="print ready-to-paste MCP client configuration")
     p.add_argument("client", choices=["opencode", "claude", "codex", "gemini"])

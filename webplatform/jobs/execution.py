@@ -4,6 +4,9 @@ Shared by the worker (approved irreversible jobs it claimed) and `services` (rev
 the requester runs at once), so both keep a lease the same way and record results the same
 way. A job whose lease is lost (cancelled, or reaped as `lost`) stops its subprocess and
 never records a result over that verdict.
+
+A job's row may be written while its tool's process is prepared (`JobRow`): the row write is
+the process's go-ahead (`webplatform.process.spawner`), so the two overlap.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ from webplatform.canonical import canonical_json
 from webplatform.config import Settings
 from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
+from webplatform.jobs.leases import Ending
 from webplatform.process import confine, runner
 from webplatform.process.outcome import RunResult
 from webplatform.redaction import Redactor
@@ -47,73 +52,159 @@ class LeaseLost(Exception):
         self.job_id = job_id
 
 
-def execute(
-    *,
-    engine: Engine,
-    settings: Settings,
-    worker_id: str,
-    job_id: int | None = None,
-    record: Callable[[], int] | None = None,
-    tool: ToolSpec,
-    action: ActionSpec,
-    args: dict[str, Any],
-    secrets: Mapping[str, str],
-    run: RunFn = runner.run,
-    caller_cwd: Path | None = None,
-    secret_args: Sequence[str] = (),
-) -> Job | None:
-    """Run a `running` job owned by `worker_id`, record how it ended and return the job as
-    recorded (None when that verdict was not this run's to record).
+@dataclass(frozen=True)
+class JobCall:
+    """What one job runs: an action of a tool with its arguments and the tool's secrets;
+    `caller_cwd` as in `runner.ToolCall`, and `secret_args`, the values of its secret
+    arguments (masked in everything recorded, with the secrets)."""
 
-    The job is `job_id`, or the one `record()` writes (as `running`, owned by `worker_id`)
-    and whose id it returns: that is called once the tool's process is being prepared and
-    before it runs anything, so the write and the spawn overlap; and, for a tool that could
-    not be started at all, before its failure is recorded. Either way the row comes first.
+    tool: ToolSpec
+    action: ActionSpec
+    args: dict[str, Any]
+    secrets: Mapping[str, str]
+    caller_cwd: Path | None = None
+    secret_args: Sequence[str] = ()
 
-    Never raises for the tool's misbehaviour; a lost lease ends the run silently. Secret
-    values (the tool's secrets and `secret_args`) are masked in everything recorded, even
-    when the tool itself prints them.
+
+class JobRow:
+    """The row of the job one `execute` runs: already written (`JobRow.written(job_id)`),
+    or written by `record()` (as `running`, owned by the executor's worker id; it returns
+    the job's id) as the tool's go-ahead: once its process is being prepared and before it
+    runs anything, so the write and the spawn overlap; and, for a tool that could not be
+    started at all, before its failure is recorded. Either way the row comes first.
     """
-    if (job_id is None) == (record is None):
-        raise TypeError("execute needs exactly one of job_id and record")
-    job = _Row(job_id, record)
-    mask = Redactor([*secrets.values(), *secret_args])
-    extra: dict[str, Any] = {} if caller_cwd is None else {"caller_cwd": caller_cwd}
-    if record is not None:
-        extra["admit"] = job.write
-    try:
-        outcome = run(
-            tool,
-            action,
-            args,
-            home=settings.home,
-            secrets=secrets,
-            on_tick=lambda: job.renew(engine, worker_id, settings.worker_lease_s),
-            tick_s=max(0.05, min(1.0, settings.worker_lease_s / 4)),
-            fence=confine.Fence.from_settings(settings),
+
+    def __init__(self, record: Callable[[], int]) -> None:
+        self.id: int | None = None
+        self._record = record
+        self._failure: BaseException | None = None
+
+    @classmethod
+    def written(cls, job_id: int) -> JobRow:
+        row = cls(lambda: job_id)
+        row.id = job_id
+        return row
+
+    def write(self) -> int:
+        """The job's id, its row written first if that has not happened yet."""
+        if self.id is None:
+            try:
+                self.id = self._record()
+            except Exception as exc:
+                self._failure = exc
+                raise
+        return self.id
+
+    def failed_with(self, exc: BaseException) -> bool:
+        """Whether `exc` is the one writing the row raised (then there is no row)."""
+        return exc is self._failure
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where jobs run: the store, the settings, the worker id their leases are held under,
+    and the runner."""
+
+    engine: Engine
+    settings: Settings
+    worker_id: str
+    run: RunFn = runner.run
+
+    def execute(self, row: JobRow, call: JobCall) -> Job | None:
+        """Run the `running` job of `row`, owned by this worker id, record how it ended and
+        return the job as recorded (None when that verdict was not this run's to record).
+
+        Never raises for the tool's misbehaviour; a lost lease ends the run silently; when
+        the row could not be written, that exception propagates and nothing ran. Secret
+        values (the tool's secrets and `call.secret_args`) are masked in everything
+        recorded, even when the tool itself prints them.
+        """
+        mask = Redactor([*call.secrets.values(), *call.secret_args])
+        lease_s = self.settings.worker_lease_s
+        try:
+            outcome = self.run(
+                self._tool_call(call, mask),
+                on_tick=self.renewer(row),
+                tick_s=max(0.05, min(1.0, lease_s / 4)),
+                go_ahead=row.write,
+            )
+        except LeaseLost:
+            log.warning("job %d: stopped, it was cancelled or reaped while running", row.id)
+            return None
+        except Exception as exc:
+            if row.failed_with(exc):
+                raise  # no row: nothing ran, nothing to record
+            # Only the exception's type: its text could quote an argument or a secret.
+            log.error("job %d: the runner raised %s", row.write(), type(exc).__name__)
+            error = f"the runner failed: {type(exc).__name__}"
+            return self.finish(row.write(), Ending(JobState.failed, error=error))
+        return self.finish(row.write(), _ending(outcome, mask))
+
+    def _tool_call(self, call: JobCall, mask: Redactor) -> runner.ToolCall:
+        return runner.ToolCall(
+            call.tool,
+            call.action,
+            call.args,
+            home=self.settings.home,
+            secrets=call.secrets,
+            caller_cwd=call.caller_cwd,
+            fence=confine.Fence.from_settings(self.settings),
             redact=mask,
-            **extra,
         )
-    except LeaseLost:
-        log.warning("job %d: stopped, it was cancelled or reaped while running", job.id)
-        return None
-    except _NotWritten as failed:
-        raise failed.cause from None  # no row: nothing ran, nothing to record
-    except Exception as exc:
-        # Only the exception's type: its text could quote an argument or a secret.
-        log.error("job %d: the runner raised %s", job.write(), type(exc).__name__)
-        return finish_job(
-            engine=engine,
-            job_id=job.write(),
-            worker_id=worker_id,
-            state=JobState.failed,
-            error=f"the runner failed: {type(exc).__name__}",
-        )
-    return finish_job(
-        engine=engine,
-        job_id=job.write(),
-        worker_id=worker_id,
-        state=STATE_OF_OUTCOME.get(outcome.outcome, JobState.failed),
+
+    def renewer(self, row: JobRow) -> Callable[[], None]:
+        """A tick callback that renews the lease of `row`'s job a few times per lease period.
+
+        Raises `LeaseLost` when the job is no longer ours, which makes the runner kill the
+        subprocess's whole process group.
+        """
+        last = time.monotonic()
+        lease_s = self.settings.worker_lease_s
+
+        def renew() -> None:
+            nonlocal last
+            # Renew a few times per lease, not on every tick: each renewal is a write.
+            if time.monotonic() - last < lease_s / 3:
+                return
+            last = time.monotonic()
+            job_id = row.write()
+            try:
+                kept = transact(
+                    self.engine,
+                    lambda s: leases.renew_lease(
+                        session=s, job_id=job_id, worker_id=self.worker_id, lease_s=lease_s
+                    ),
+                )
+            except Exception as exc:
+                # A database hiccup must not kill the run; if it lasts, the lease runs out.
+                log.warning("job %d: lease renewal failed (%s)", job_id, type(exc).__name__)
+                return
+            if not kept:
+                raise LeaseLost(job_id)
+
+        return renew
+
+    def finish(self, job_id: int, ending: Ending) -> Job | None:
+        """Record a job's outcome unless it was cancelled or reaped meanwhile (that verdict
+        stands); the job as recorded, or None when it was not recorded."""
+        try:
+            job = transact(
+                self.engine,
+                lambda s: leases.finish(
+                    session=s, job_id=job_id, worker_id=self.worker_id, ending=ending
+                ),
+            )
+        except jobs.StaleState as exc:
+            log.warning("job %d: result dropped: %s", job_id, exc)
+            return None
+        log.info("job %d: %s", job_id, ending.state.value)
+        return job
+
+
+def _ending(outcome: RunResult, mask: Redactor) -> Ending:
+    """How a run ended, as recorded: secret values masked in all it left."""
+    return Ending(
+        STATE_OF_OUTCOME.get(outcome.outcome, JobState.failed),
         exit_code=outcome.exit_code,
         result_json=None if outcome.result is None else mask(canonical_json(outcome.result)),
         stdout=mask(outcome.stdout),
@@ -121,90 +212,3 @@ def execute(
         error=None if outcome.error is None else mask(outcome.error),
         note=outcome.note,
     )
-
-
-class _NotWritten(Exception):
-    """`record` raised: carries its exception past the runner's own handling."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-
-
-class _Row:
-    """The job row one `execute` runs: given, or written once (by `record`) when asked for."""
-
-    def __init__(self, job_id: int | None, record: Callable[[], int] | None) -> None:
-        self.id = job_id
-        self._record = record
-        self._renew: Callable[[], None] | None = None
-
-    def write(self) -> int:
-        """The job's id, writing its row first if that has not happened yet."""
-        if self.id is None:
-            assert self._record is not None
-            try:
-                self.id = self._record()
-            except Exception as exc:
-                raise _NotWritten(exc) from exc
-        return self.id
-
-    def renew(self, engine: Engine, worker_id: str, lease_s: float) -> None:
-        """The runner's tick: keep the lease (see `lease_renewer`)."""
-        if self._renew is None:
-            self._renew = lease_renewer(
-                engine=engine, job_id=self.write(), worker_id=worker_id, lease_s=lease_s
-            )
-        self._renew()
-
-
-def lease_renewer(
-    *, engine: Engine, job_id: int, worker_id: str, lease_s: float
-) -> Callable[[], None]:
-    """A tick callback that renews the job's lease a few times per lease period.
-
-    Raises `LeaseLost` when the job is no longer ours, which makes the runner kill the
-    subprocess's whole process group.
-    """
-    last = time.monotonic()
-
-    def renew() -> None:
-        nonlocal last
-        # Renew a few times per lease, not on every tick: each renewal is a write.
-        if time.monotonic() - last < lease_s / 3:
-            return
-        last = time.monotonic()
-        try:
-            kept = transact(
-                engine,
-                lambda s: leases.renew_lease(
-                    session=s, job_id=job_id, worker_id=worker_id, lease_s=lease_s
-                ),
-            )
-        except Exception as exc:
-            # A database hiccup must not kill the run; if it lasts, the lease runs out.
-            log.warning("job %d: lease renewal failed (%s)", job_id, type(exc).__name__)
-            return
-        if not kept:
-            raise LeaseLost(job_id)
-
-    return renew
-
-
-def finish_job(
-    *, engine: Engine, job_id: int, worker_id: str, state: JobState, **fields: Any
-) -> Job | None:
-    """Record a job's outcome unless it was cancelled or reaped meanwhile (that verdict
-    stands); the job as recorded, or None when it was not recorded."""
-    try:
-        job = transact(
-            engine,
-            lambda s: leases.finish(
-                session=s, job_id=job_id, worker_id=worker_id, state=state, **fields
-            ),
-        )
-    except jobs.StaleState as exc:
-        log.warning("job %d: result dropped: %s", job_id, exc)
-        return None
-    log.info("job %d: %s", job_id, state.value)
-    return job

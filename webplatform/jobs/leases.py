@@ -6,6 +6,7 @@ the job to `reap_lost`, and its late result is refused by `finish`'s compare-and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, select, update
@@ -71,36 +72,39 @@ def renew_lease(*, session: Session, job_id: int, worker_id: str, lease_s: float
     return session.exec(stmt).rowcount == 1
 
 
-def finish(
-    *,
-    session: Session,
-    job_id: int,
-    worker_id: str,
-    state: JobState,
-    exit_code: int | None = None,
-    result_json: str | None = None,
-    stdout: str | None = None,
-    stderr: str | None = None,
-    error: str | None = None,
-    note: str | None = None,
-) -> Job:
-    """Record how a run ended (`succeeded`, `failed` or `timed_out`), and the run's `note`
-    (why the caller's folder was not offered to the tool) when there is one.
+@dataclass(frozen=True)
+class Ending:
+    """How a run ended, as `finish` records it: `succeeded`, `failed` or `timed_out`, with
+    what the run left (its exit code, parsed result as JSON, output and error line) and its
+    `note` (why the caller's folder was not offered to the tool) when there is one."""
+
+    state: JobState
+    exit_code: int | None = None
+    result_json: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    error: str | None = None
+    note: str | None = None
+
+
+def finish(*, session: Session, job_id: int, worker_id: str, ending: Ending) -> Job:
+    """Record how a run ended (`ending`).
 
     Only while the job is still `running` on `worker_id`; otherwise StaleState (it was
     cancelled or reaped as lost, and that verdict stands).
     """
+    state, exit_code = ending.state, ending.exit_code
     if state not in FINISH_STATES:
         raise IllegalMove(f"a run cannot finish as {state.value}")
     fields = {
         "finished_at": utcnow(),
         "lease_expires_at": None,
         "exit_code": exit_code,
-        "result_json": result_json,
-        "stdout": stdout,
-        "stderr": stderr,
-        "error": error,
-        "note": note,
+        "result_json": ending.result_json,
+        "stdout": ending.stdout,
+        "stderr": ending.stderr,
+        "error": ending.error,
+        "note": ending.note,
     }
     try:
         return compare_and_set(

@@ -201,7 +201,7 @@ def run_preview(
         )
     secrets = resolve_secrets(spec.secrets)
     mask = Redactor(list(secrets.values()))
-    result = runner.run(
+    call = runner.ToolCall(
         spec,
         replace(preview, timeout_s=settings.preview_timeout_s),
         clean,
@@ -210,9 +210,8 @@ def run_preview(
         fence=replace(confine.Fence.from_settings(settings), no_writes=True),
         max_output_bytes=MAX_BYTES,
         redact=mask,
-        on_tick=_tick,
-        tick_s=_TICK_S,
     )
+    result = runner.run(call, on_tick=_tick, tick_s=_TICK_S)
     return finished(result, mask, settings.preview_timeout_s)
 
 

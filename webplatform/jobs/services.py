@@ -128,8 +128,6 @@ def request_run(
 def _run_now(
     *, platform: Platform, spec: ToolSpec, action: ActionSpec, args: dict[str, Any], actor: Actor
 ) -> Answer:
-    written: list[int] = []
-
     def record() -> int:
         job_id = record_job(
             platform=platform,
@@ -143,21 +141,19 @@ def _run_now(
             ),
         )
         assert isinstance(job_id, int)  # nothing refuses a reversible run here
-        written.append(job_id)
         return job_id
 
-    finished = execution.execute(
-        engine=platform.engine,
-        settings=platform.settings,
-        worker_id=platform.process_id,
-        record=record,  # the row is written while the tool's process is prepared
-        tool=spec,
-        action=action,
-        args=args,
-        secrets=resolve_secrets(spec.secrets),
+    row = execution.JobRow(record)  # written while the tool's process is prepared
+    call = execution.JobCall(
+        spec,
+        action,
+        args,
+        resolve_secrets(spec.secrets),
         caller_cwd=actor.cwd,
         secret_args=[str(v) for k, v in args.items() if (a := action.arg(k)) and a.secret],
     )
+    executor = execution.Executor(platform.engine, platform.settings, platform.process_id)
+    finished = executor.execute(row, call)
     if finished is not None:  # as it was recorded, in the transaction that finished it
         return answer_for(finished, settings=platform.settings)
-    return job_answer(platform=platform, job_id=written[0])
+    return job_answer(platform=platform, job_id=row.write())

@@ -2,7 +2,9 @@
 
 - `runner`: the one subprocess runner: a call in, a `RunResult` out.
 - `launch`: the argv (never a shell) and the whole environment a tool starts with.
-- `warm`: the pre-forked interpreters every confined call is started from.
+- `spawner`: the pre-forked interpreters (zygotes) every confined call is started from, and the
+  go-ahead that lets the caller write the job's row while the call's process is prepared.
+- `warm`: a `warm: true` python tool's own interpreter in that pool (SPEC §12).
 - `confine`: Landlock, namespaces and the fence a tool runs inside.
 - `supervise`: the tool's pipes, its timeout, its whole process group killed.
 - `outcome`: what an exit code and output amount to.

@@ -11,8 +11,10 @@ the database, the gate or approvals; callers decide *whether* to run, this modul
 - a tool that misbehaves (hangs, crashes, prints garbage, is missing) yields a RunResult with a
   one-line `error` that says how to fix it; `run()` does not raise for tool misbehaviour.
 
-A `warm: true` python tool runs in a child forked from its warm interpreter instead
-(`webplatform.process.warm`, SPEC §12); what it can observe is the same.
+A confined call starts from a zygote of `webplatform.process.spawner`; a `warm: true` python
+tool runs in a child forked from its warm interpreter (`webplatform.process.warm`, SPEC §12);
+what it can observe is the same as from a plain spawn. The caller's own work for the call (the
+job's row) overlaps the start: see `go_ahead` in `run()`.
 
 `run()` blocks until the tool is done; async code calls it from a worker thread. A process that
 leaves its session (its own `setsid`) escapes the group kill; containing that needs cgroups.
@@ -25,15 +27,22 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from webplatform.process import confine, warm
+from webplatform.process import confine, spawner, warm
 from webplatform.process.confine import denials
 from webplatform.process.launch import build_argv, build_env
 from webplatform.process.outcome import RunResult, classify
-from webplatform.process.supervise import Capture, Process, close_pipes, kill_group, supervise
+from webplatform.process.supervise import (
+    Capture,
+    Process,
+    Watch,
+    close_pipes,
+    kill_group,
+    supervise,
+)
 from webplatform.redaction import NO_SECRETS, Redactor
 from webplatform.registry.model import ActionSpec, ToolSpec
 
@@ -41,56 +50,89 @@ DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT_BYTES = 1_000_000
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """One action of a tool to run, with its arguments and what it runs with.
+
+    The timeout is `action.timeout_s`, else `timeout_s`, else 60 s. `caller_cwd`, when given,
+    reaches the tool as `AAT_CALLER_CWD` so it can resolve relative paths the user typed (the
+    tool's own cwd is its folder), and is a workspace. The process is confined
+    (`process.confine`) by `fence`, by default one that protects `home`. `redact` masks secret
+    values in stdout, stderr and the error line before any of them is cut (the parsed `result`
+    is left for the caller to mask); each is cut to `max_output_bytes`.
+    """
+
+    tool: ToolSpec
+    action: ActionSpec
+    args: Mapping[str, Any]
+    home: Path
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    caller_cwd: Path | None = None
+    timeout_s: float | None = None
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    fence: confine.Fence | None = None
+    redact: Redactor = NO_SECRETS
+
+
 def run(
-    tool: ToolSpec,
-    action: ActionSpec,
-    args: Mapping[str, Any],
+    call: ToolCall,
     *,
-    home: Path,
-    secrets: Mapping[str, str],
-    timeout_s: float | None = None,
-    caller_cwd: Path | None = None,
     on_start: Callable[[int], None] | None = None,
     on_tick: Callable[[], None] | None = None,
     tick_s: float = 1.0,
-    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-    fence: confine.Fence | None = None,
-    redact: Redactor = NO_SECRETS,
-    admit: Callable[[], None] | None = None,
+    go_ahead: spawner.GoAhead | None = None,
 ) -> RunResult:
     """Run one action of a tool to completion and describe what happened.
 
-    The timeout is `action.timeout_s`, else `timeout_s`, else 60 s; on expiry the whole process
-    group is killed. `on_start(pid)` is called right after the spawn, `on_tick()` every `tick_s`
-    while the tool runs (a worker renews its lease there). If a callback raises, the process
-    group is killed and the exception propagates: that is the caller's failure, not the tool's.
-    `caller_cwd`, when given, reaches the tool as `AAT_CALLER_CWD` so it can resolve relative
-    paths the user typed (the tool's own cwd is its folder), and is a workspace. The process is
-    confined (`process.confine`) by `fence`, by default one that protects `home`. `redact`
-    masks secret values in stdout, stderr and the error line before any of them is cut (the
-    parsed `result` is left for the caller to mask). `admit()`, when given, runs once the
-    process exists and before it runs anything of the tool (the caller writes the job's row
-    there, while the process is being prepared); if it raises, the process ends without
-    running the tool and the exception propagates. When nothing could be started, it may
-    not have been called (the result says why).
+    On the timeout's expiry the whole process group is killed. `on_start(pid)` is called
+    right after the spawn, `on_tick()` every `tick_s` while the tool runs (a worker renews its
+    lease there). If a callback raises, the process group is killed and the exception
+    propagates: that is the caller's failure, not the tool's. `go_ahead()`, when given, runs
+    once the process exists and before it runs anything of the tool (the caller writes the
+    job's row there, while the process is being prepared); if it raises, the process ends
+    without running the tool and the exception propagates. When nothing could be started,
+    it may not have been called (the result says why).
     """
-    argv = build_argv(tool, action, args)
-    env = build_env(tool, action, home=home, secrets=secrets, caller_cwd=caller_cwd)
-    limit = action.timeout_s or timeout_s or DEFAULT_TIMEOUT_S
+    tool, action = call.tool, call.action
+    argv = build_argv(tool, action, call.args)
+    env = build_env(tool, action, home=call.home, secrets=call.secrets, caller_cwd=call.caller_cwd)
     problem = _missing_program(tool, argv[0], env["PATH"])
-    fence = fence or confine.Fence(home=home)
-    jail = problem or confine.lock(tool, fence, caller_cwd)
+    fence = call.fence or confine.Fence(home=call.home)
+    jail = problem or confine.lock(tool, fence, call.caller_cwd)
     if isinstance(jail, str):
         return _not_started(jail)
     if jail.note is not None:
         # The caller's folder was left out (jail.note says why): the tool runs as if it
         # had been called without one.
         env.pop("AAT_CALLER_CWD", None)
-    watch = _Watch(limit, on_tick, tick_s, max_output_bytes)
+    limit = action.timeout_s or call.timeout_s or DEFAULT_TIMEOUT_S
+    launch = _Launch(tool, jail, argv, {**env, **jail.env}, limit)
+    watch = Watch(limit, on_tick, tick_s, call.max_output_bytes)
     with jail:
-        result = _run_jailed(tool, jail, argv, {**env, **jail.env}, watch, on_start, redact, admit)
+        result = _run_jailed(launch, _Hooks(watch, on_start, call.redact), go_ahead)
     result = _explain_refusal(result, tool, jail, fence)
     return result if jail.note is None else replace(result, note=jail.note)
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """What is started for one call: the tool, its jail, argv and whole environment, and
+    its time limit."""
+
+    tool: ToolSpec
+    jail: confine.Jail
+    argv: list[str]
+    env: dict[str, str]
+    limit: float
+
+
+@dataclass(frozen=True)
+class _Hooks:
+    """How a started call is watched, told of and masked (see `run`)."""
+
+    watch: Watch
+    on_start: Callable[[int], None] | None
+    redact: Redactor
 
 
 def _explain_refusal(
@@ -111,71 +153,67 @@ def _explain_refusal(
     return result if extra is None else replace(result, error=f"{result.error}; {extra}")
 
 
-def _run_jailed(
-    tool: ToolSpec,
-    jail: confine.Jail,
-    argv: list[str],
-    env: dict[str, str],
-    watch: _Watch,
-    on_start: Callable[[int], None] | None,
-    redact: Redactor,
-    admit: Callable[[], None] | None,
-) -> RunResult:
+def _run_jailed(launch: _Launch, hooks: _Hooks, go_ahead: spawner.GoAhead | None) -> RunResult:
     """`run()` inside its jail: start, supervise and classify the process."""
     started = time.monotonic()
-    proc = _start(tool, jail, argv, env, watch.limit, admit)
+    proc = _start(launch, go_ahead)
     if isinstance(proc, str):
         return _not_started(proc)
     try:
-        if on_start:
-            on_start(proc.pid)
-        capture = watch.supervise(proc)
+        if hooks.on_start:
+            hooks.on_start(proc.pid)
+        capture = _watch(proc, hooks.watch)
     except BaseException:
         kill_group(proc.pid)
         proc.wait()
         close_pipes(proc)
         raise
     elapsed = time.monotonic() - started
-    result = classify(capture, proc, watch.limit, elapsed, watch.cap, redact)
-    if isinstance(proc, warm.WarmProcess) and proc.exec_error is not None:
-        return _not_started(_cannot_start(argv[0], proc.exec_error))
-    if isinstance(proc, warm.WarmProcess) and proc.lost:
-        error = (
-            f"the warm interpreter of {tool.name} died during the call, which was stopped; "
-            "call again (a new one starts), or set `warm: false` in its manifest"
-            if tool.warm
-            else "aat's spawner process died during the call, which was stopped; call again"
-        )
-        return replace(result, outcome="failed", exit_code=None, result=None, error=error)
+    watch = hooks.watch
+    result = classify(capture, proc, watch.limit, elapsed, watch.cap, hooks.redact)
+    if isinstance(proc, spawner.SpawnedProcess):
+        return _spawned_result(result, proc, launch)
     return result
 
 
-def _start(
-    tool: ToolSpec,
-    jail: confine.Jail,
-    argv: list[str],
-    env: dict[str, str],
-    limit: float,
-    admit: Callable[[], None] | None,
-) -> Process | str:
-    """The call's process, admitted (see `run`): forked warm (`warm: true`, SPEC §12) or
-    spawned; or why not.
+def _spawned_result(result: RunResult, proc: spawner.SpawnedProcess, launch: _Launch) -> RunResult:
+    """`result` of a call started by the spawner, saying so when its program could not be
+    executed or its zygote died during the call."""
+    if proc.exec_error is not None:
+        return _not_started(_cannot_start(launch.argv[0], proc.exec_error))
+    if not proc.lost:
+        return result
+    error = (
+        f"the warm interpreter of {launch.tool.name} died during the call, which was stopped; "
+        "call again (a new one starts), or set `warm: false` in its manifest"
+        if launch.tool.warm
+        else "aat's spawner process died during the call, which was stopped; call again"
+    )
+    return replace(result, outcome="failed", exit_code=None, result=None, error=error)
 
-    A confined plain call is spawned by the exec-mode zygote (`warm.spawn`), which confines
-    the child before exec: a `preexec_fn` here would fork aat's whole process for each call.
+
+def _start(launch: _Launch, go_ahead: spawner.GoAhead | None) -> Process | str:
+    """The call's process, once it may go ahead (see `run`): forked warm (`warm: true`,
+    SPEC §12) or spawned; or why not.
+
+    A confined plain call is spawned by the exec-mode zygote (`spawner.spawn`), which
+    confines the child before exec: a `preexec_fn` here would fork aat's whole process for
+    each call.
     """
-    if tool.warm and tool.runtime == "python" and warm.supported():
+    tool, jail, argv, env = launch.tool, launch.jail, launch.argv, launch.env
+    if tool.warm and tool.runtime == "python" and spawner.supported():
         view = jail.view(tool.folder.resolve())
-        return warm.start(tool, argv, env, jail.request(), view=view, timeout_s=limit, admit=admit)
-    if jail.paths is not None and warm.supported():
-        request, view = jail.request(), jail.view()
-        return warm.spawn(argv, env, tool.folder, request, view=view, timeout_s=limit, admit=admit)
+        request = spawner.Request(argv, env, tool.folder, jail.request(), view, launch.limit)
+        return warm.start(tool, request, go_ahead)
+    if jail.paths is not None and spawner.supported():
+        request = spawner.Request(argv, env, tool.folder, jail.request(), jail.view(), launch.limit)
+        return spawner.spawn(request, go_ahead)
     try:
         confine_child = jail.preexec()
     except OSError as exc:
         return f"the tool was not run: confinement failed ({exc.strerror or exc})"
-    if admit is not None:
-        admit()
+    if go_ahead is not None:
+        go_ahead()
     try:
         return subprocess.Popen(
             argv,
@@ -196,25 +234,10 @@ def _cannot_start(program: str, why: str) -> str:
     return f"could not start {program}: {why}; check the manifest's runtime"
 
 
-@dataclass(frozen=True)
-class _Watch:
-    limit: float
-    on_tick: Callable[[], None] | None
-    tick_s: float
-    cap: int
-
-    def supervise(self, proc: Process) -> Capture:
-        if isinstance(proc, warm.WarmProcess):
-            return supervise(
-                proc,
-                self.limit,
-                self.on_tick,
-                self.tick_s,
-                self.cap,
-                exited=proc.has_exited,
-                exit_fd=proc.exit_fd,
-            )
-        return supervise(proc, self.limit, self.on_tick, self.tick_s, self.cap)
+def _watch(proc: Process, watch: Watch) -> Capture:
+    if isinstance(proc, spawner.SpawnedProcess):
+        return supervise(proc, watch, exited=proc.has_exited, exit_fd=proc.exit_fd)
+    return supervise(proc, watch)
 
 
 def _missing_program(tool: ToolSpec, program: str, path: str) -> str | None:

@@ -23,7 +23,7 @@ _READ_CHUNK = 65536
 
 
 class Process(Protocol):
-    """What is supervised: a `subprocess.Popen`, or a warm call's process (`warm.py`)."""
+    """What is supervised: a `subprocess.Popen`, or a process the spawner started."""
 
     @property
     def pid(self) -> int: ...
@@ -45,12 +45,20 @@ class Capture:
     timed_out: bool = False
 
 
+@dataclass(frozen=True)
+class Watch:
+    """How a process is watched: its time `limit` (seconds), `on_tick()` every `tick_s`
+    while it runs, and the `cap` in bytes kept of each of stdout and stderr."""
+
+    limit: float
+    on_tick: Callable[[], None] | None = None
+    tick_s: float = 1.0
+    cap: int = 1_000_000
+
+
 def supervise(
     proc: Process,
-    limit: float,
-    on_tick: Callable[[], None] | None,
-    tick_s: float,
-    cap: int,
+    watch: Watch,
     *,
     exited: Callable[[], bool] | None = None,
     exit_fd: int | None = None,
@@ -60,6 +68,7 @@ def supervise(
     `exited` says whether the process has exited (by default `waitid` on a child of ours);
     `exit_fd`, when given, becomes readable when that may have changed, so it is not polled.
     """
+    limit, on_tick, tick_s, cap = watch.limit, watch.on_tick, watch.tick_s, watch.cap
     assert proc.stdout is not None and proc.stderr is not None
     has_exited = exited or (lambda: _has_exited(proc.pid))
     capture = Capture(bytearray(), bytearray())

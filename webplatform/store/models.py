@@ -482,3 +482,31 @@ class OAuthRefreshToken(SQLModel, table=True):
     expires_at: datetime = Field(sa_type=UTCDateTime)
     rotated_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     signature: str | None = Field(default=None, sa_type=String(200))
+
+
+class RuleRow(SQLModel, table=True):
+    """A rule decided in advance (SPEC §16): its scope, its Cedar text, expiry and budget.
+
+    Signed by aat with the decision key when it is made and when it is revoked, over
+    everything but `runs`; a row whose signature does not verify allows nothing."""
+
+    __tablename__ = "rule"
+
+    id: int | None = Field(default=None, primary_key=True)
+    effect: str = Field(sa_type=String(8))  # allow | deny | ask
+    tool: str = Field(sa_type=String(200), index=True)
+    action: str | None = Field(default=None, sa_type=String(200))
+    requester: str | None = Field(default=None, sa_type=String(64))
+    # The YAML form's conditions, as JSON (`{}` for a rule written in Cedar: see `cedar`).
+    args_json: str = Field(default="{}", sa_type=Text)
+    cedar: str = Field(sa_type=Text)
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    max_runs: int | None = None
+    # How many runs it started (failed ones included); moved only by a compare-and-set.
+    runs: int = 0
+    note: str = Field(default="", sa_type=String(500))
+    created_by: str = Field(sa_type=String(64))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    revoked_by: str | None = Field(default=None, sa_type=String(64))
+    signature: str | None = Field(default=None, sa_type=String(200))

@@ -1,4 +1,5 @@
-"""Signatures on the rows that say who may decide: operators, passkeys, agent tokens, sessions.
+"""Signatures on the rows that say who may decide: operators, passkeys, agent tokens, sessions,
+and the rules that decide calls in advance.
 
 These rows grant authority (logging in, approving, calling `/mcp`), and anyone who can write
 the database can insert or change them without knowing a password. So aat signs each one
@@ -37,10 +38,13 @@ from webplatform.store.models import (
     Operator,
     OperatorSession,
     Passkey,
+    RuleRow,
 )
 
 FORGED_EVENT = "authority-row-invalid"
-SignedRow = Operator | Passkey | AgentToken | OperatorSession | OAuthGrant | OAuthRefreshToken
+SignedRow = (
+    Operator | Passkey | AgentToken | OperatorSession | OAuthGrant | OAuthRefreshToken | RuleRow
+)
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,25 @@ def _session(row: OperatorSession) -> tuple[str, str, dict[str, Any]]:
     return "session", f"of {row.operator}", body
 
 
+def _rule(row: RuleRow) -> tuple[str, str, dict[str, Any]]:
+    # Everything that says what it allows, for how long, by whom; not `runs` (a counter).
+    body = {
+        "id": row.id,
+        "effect": row.effect,
+        "tool": row.tool,
+        "action": row.action,
+        "requester": row.requester,
+        "args": row.args_json,
+        "cedar": row.cedar,
+        "expires_at": _when(row.expires_at) if row.expires_at else None,
+        "max_runs": row.max_runs,
+        "created_by": row.created_by,
+        "created_at": _when(row.created_at),
+        "revoked": row.revoked_at is not None,
+    }
+    return "rule", str(row.id), body
+
+
 # Each kind signs under its own prefix, so no signature over one kind of row (or over a
 # decision, `aat decision v1`) is ever valid for another.
 _KINDS: dict[type, tuple[bytes, Callable[[Any], tuple[str, str, dict[str, Any]]]]] = {
@@ -199,6 +222,7 @@ _KINDS: dict[type, tuple[bytes, Callable[[Any], tuple[str, str, dict[str, Any]]]
     OperatorSession: (b"aat session v1\n", _session),
     OAuthGrant: (b"aat sign-in grant v1\n", _grant),
     OAuthRefreshToken: (b"aat refresh token v1\n", _refresh),
+    RuleRow: (b"aat rule v1\n", _rule),
 }
 
 

@@ -1,50 +1,45 @@
-"""The warm interpreter of one `warm: true` tool (SPEC §12): it forks a fresh child per call.
+"""A zygote of aat's spawner (`webplatform.process.spawner`): it forks a fresh child per call.
 
-This file imports only the standard library and `landlock.py` and `namespaces.py` beside it.
-The runner (`webplatform.process.warm`) starts it with the interpreter and environment variables a
-plain call starts the tool with, minus everything that belongs to one call (no secrets, no
-`AAT_*`):
+This file imports only the standard library and `landlock.py`, `namespaces.py` and
+`spawn_protocol.py` beside it (what it and the spawner say to each other is defined there).
+The spawner starts it with the interpreter and environment variables a plain call starts the
+tool with, minus everything that belongs to one call (no secrets, no `AAT_*`), either as the
+warm interpreter of one `warm: true` tool (SPEC §12) or in exec mode for plain calls:
 
     python zygote.py ENTRYPOINT CONTROL_FD [VIEW]
+    python -S zygote.py --exec CONTROL_FD [VIEW]
 
 It holds nothing of aat's (no database, no keys, no settings: its only open descriptor is the
 control socket) and is not confined by Landlock itself, because Landlock can only ever narrow:
 each call's child gets the call's own rules, which differ call by call (scratch folder,
 caller's workspace). Given a VIEW (JSON: the static paths, and the network), it first enters
 the tools' namespaces (`namespaces.enter`: user, mount and, for `network: none`, network; SPEC
-§17), once, so no call pays for making them; it then pre-imports, inside them, the
-standard-library and third-party modules the entrypoint imports (never the tool's own modules),
-and serves calls on one thread (fork safety). Namespaces it could not enter make it answer
-every call with why, and fork nothing.
+§17), once, so no call pays for making them; a warm interpreter then pre-imports, inside them,
+the standard-library and third-party modules the entrypoint imports (never the tool's own
+modules). It serves calls on one thread (fork safety). Namespaces it could not enter make it
+answer every call with why, and fork nothing.
 
-One call: the runner sends one message on CONTROL_FD (a SOCK_SEQPACKET socket) carrying four
-descriptors: the call's stdin, stdout, stderr and a channel (a stream socket). The zygote
-forks. The child reads the request `{"argv", "env", "cwd", "paths", "own", "landlock", "net"}`
-(one JSON line) from the channel, starts its own session (so its process group is its own and
-is killed on timeout), wires the three descriptors to 0/1/2, takes the call's environment,
-answers `{"pid": N}`, closes every other descriptor (the control socket, other calls' channels)
-and confines itself: in namespaces, a mount namespace of its own with the call's `own` paths
-bound (`namespaces.narrow`), then the call's working folder, then Landlock's rules for `paths`
-(and `net`, its TCP ports) when `landlock` says so. It then waits for the runner's go-ahead
-(`GO`, one byte on the channel), which the runner sends once the call's job row is written:
-that write and the fork overlap, and a call whose row was not written ends here having run
-nothing. Then it runs the entrypoint with `runpy.run_path` as `__main__`, so module globals
-start fresh every call; exceptions, `sys.exit` and interpreter shutdown (non-daemon threads
-joined, atexit handlers) are the interpreter's own.
+One call (`spawn_protocol`): the zygote receives the call's stdin, stdout, stderr and channel
+on CONTROL_FD and forks. The child reads the request `{"argv", "env", "cwd", "paths", "own",
+"landlock", "net"}` (one JSON line) from the channel, starts its own session (so its process
+group is its own and is killed on timeout), wires the three descriptors to 0/1/2, takes the
+call's environment, answers `{"pid": N}`, closes every other descriptor (the control socket,
+other calls' channels) and confines itself: in namespaces, a mount namespace of its own with
+the call's `own` paths bound (`namespaces.narrow`), then the call's working folder, then
+Landlock's rules for `paths` (and `net`, its TCP ports) when `landlock` says so. It then waits
+for the go-ahead (`GO`), which the spawner sends once the caller's work for the call (the job's
+row) is done: that work and the fork overlap, and a call dropped meanwhile ends here having run
+nothing. A warm interpreter's child then runs the entrypoint with `runpy.run_path` as
+`__main__`, so module globals start fresh every call; exceptions, `sys.exit` and interpreter
+shutdown (non-daemon threads joined, atexit handlers) are the interpreter's own. An exec-mode
+child execs the call's argv with the call's environment, as `subprocess.Popen` would have; an
+exec that fails is reported as `{"exec_error": ...}`.
 
 The zygote waits on each child with a pidfd; when it exits it kills the child's process group
 (while the child is an unreaped zombie, so the group id cannot be reused), reaps it and writes
-`{"status": WAIT_STATUS}` on the channel. The zygote reports the status, not the runner through
+`{"status": WAIT_STATUS}` on the channel. The zygote reports the status, not the spawner through
 a pidfd of its own, because only a process's parent can read its wait status. When the control
 socket closes, the zygote finishes its calls in flight and exits.
-
-Plain calls (`warm: false`) go through one zygote in exec mode (`python -S zygote.py --exec
-CONTROL_FD [VIEW]`, one per namespaces' network): it preloads nothing, and each child, once it
-has taken on the call as above, confined itself and had the go-ahead, execs the call's argv
-with the call's environment, as `subprocess.Popen` would have. aat's own process is large and
-multi-threaded, so forking it per call (which a Landlock step before exec needs) cost several
-milliseconds; this small single-threaded process forks in a fraction of one. An exec that fails
-is reported as `{"exec_error": ...}`.
 """
 
 from __future__ import annotations
@@ -65,24 +60,18 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from webplatform.process.confine import landlock, namespaces
+    from webplatform.process.confine import landlock, namespaces, spawn_protocol
 else:  # run as a script: the sibling files, without importing aat
     import landlock
     import namespaces
+    import spawn_protocol
 
     # A tool may have its own `landlock.py`: keep ours out of the module table it will see.
-    del sys.modules["landlock"], sys.modules["namespaces"]
+    del sys.modules["landlock"], sys.modules["namespaces"], sys.modules["spawn_protocol"]
 
 EXIT_NOT_CONFINED = landlock.EXIT_NOT_CONFINED
 # What this zygote's namespaces hold for its calls (`namespaces.Views`; None: it entered none).
 Static = tuple[list[tuple[str, str, str]], int] | None
-# A child whose call the runner dropped before its start exits with this, having run nothing.
-EXIT_DROPPED = 125
-_MAX_REQUEST = 64 * 1024 * 1024
-# The runner's go-ahead, once the call's job row is written: the child may start the tool.
-GO = b"g"
-# In place of an entrypoint: preload nothing, and exec each call's argv (plain calls).
-EXEC_MODE = "--exec"
 
 
 def preimport(entry: str, folder: str) -> None:
@@ -129,55 +118,79 @@ def serve(
     accepting, running = True, 0
     while accepting or running:
         for key, _ in sel.select():
-            if key.data is None:
-                try:
-                    _, fds, _, _ = socket.recv_fds(control, 16, 4)
-                except OSError:
-                    fds = []
-                if len(fds) != 4:
-                    for fd in fds:
-                        os.close(fd)
-                    sel.unregister(control)
-                    control.close()
-                    accepting = False
-                    continue
-                channel = socket.socket(fileno=fds[3])
-                try:
-                    if refusal is not None:
-                        raise OSError(0, refusal)
-                    pid = os.fork()
-                except OSError as exc:
-                    why = refusal or f"fork: {exc.strerror}"
-                    with contextlib.suppress(OSError):
-                        channel.sendall(json.dumps({"error": why}).encode() + b"\n")
-                    pid = -1
-                if pid == 0:  # the child keeps nothing of the zygote's or of other calls
-                    for other in sel.get_map().values():
-                        if other.data is not None:
-                            other.data[1].close()
-                            os.close(other.fd)
-                    sel.close()
-                    control.close()
-                    return channel, fds[:3]
-                for fd in fds[:3]:
-                    os.close(fd)
-                if pid < 0:
-                    channel.close()
-                    continue
-                sel.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, channel))
-                running += 1
-            else:
-                pid, channel = key.data
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)
-                _, status = os.waitpid(pid, 0)
-                with contextlib.suppress(OSError):
-                    channel.sendall(json.dumps({"status": status}).encode() + b"\n")
-                channel.close()
-                sel.unregister(key.fd)
-                os.close(key.fd)
+            if key.data is not None:
+                _report(sel, key)
                 running -= 1
+                continue
+            fds = _receive(control)
+            if fds is None:
+                sel.unregister(control)
+                control.close()
+                accepting = False
+                continue
+            channel = socket.socket(fileno=fds[3])
+            pid = _fork(channel, refusal)
+            if pid == 0:  # the child keeps nothing of the zygote's or of other calls
+                _leave(sel, control)
+                return channel, fds[:3]
+            for fd in fds[:3]:
+                os.close(fd)
+            if pid < 0:
+                channel.close()
+                continue
+            sel.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, channel))
+            running += 1
     return None
+
+
+def _receive(control: socket.socket) -> list[int] | None:
+    """The next call's descriptors (stdin, stdout, stderr, channel); None once the runner
+    closed the control socket (or sent something else)."""
+    try:
+        _, fds, _, _ = socket.recv_fds(control, 16, spawn_protocol.CALL_FDS)
+    except OSError:
+        fds = []
+    if len(fds) == spawn_protocol.CALL_FDS:
+        return fds
+    for fd in fds:
+        os.close(fd)
+    return None
+
+
+def _fork(channel: socket.socket, refusal: str | None) -> int:
+    """`os.fork()`, or -1 with why not said on the call's channel."""
+    try:
+        if refusal is not None:
+            raise OSError(0, refusal)
+        return os.fork()
+    except OSError as exc:
+        why = refusal or f"fork: {exc.strerror}"
+        with contextlib.suppress(OSError):
+            channel.sendall(spawn_protocol.line({"error": why}))
+        return -1
+
+
+def _leave(sel: selectors.BaseSelector, control: socket.socket) -> None:
+    """In a new child: close the zygote's control socket and the other calls' descriptors."""
+    for other in sel.get_map().values():
+        if other.data is not None:
+            other.data[1].close()
+            os.close(other.fd)
+    sel.close()
+    control.close()
+
+
+def _report(sel: selectors.BaseSelector, key: selectors.SelectorKey) -> None:
+    """A child exited: kill its process group, reap it and report its wait status."""
+    pid, channel = key.data
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    with contextlib.suppress(OSError):
+        channel.sendall(spawn_protocol.line({"status": status}))
+    channel.close()
+    sel.unregister(key.fd)
+    os.close(key.fd)
 
 
 def become(channel: socket.socket, stdio: list[int], static: Static) -> str:
@@ -219,7 +232,7 @@ def execute(channel: socket.socket, stdio: list[int], static: Static) -> None:
         os.execvpe(argv[0], argv, request["env"])
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte inside an argument
         with contextlib.suppress(OSError):
-            channel.sendall(json.dumps({"exec_error": str(exc)}).encode() + b"\n")
+            channel.sendall(spawn_protocol.line({"exec_error": str(exc)}))
     os._exit(127)
 
 
@@ -229,7 +242,7 @@ def _take_on(channel: socket.socket, stdio: list[int]) -> None:
     for target, fd in enumerate(stdio):
         os.dup2(fd, target)
         os.close(fd)
-    channel.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+    channel.sendall(spawn_protocol.line({"pid": os.getpid()}))
 
 
 def _close_all_but(channel: socket.socket, static: Static) -> None:
@@ -253,8 +266,8 @@ def _await_go(channel: socket.socket) -> None:
         go = channel.recv(1)
     except OSError:
         go = b""
-    if go != GO:
-        os._exit(EXIT_DROPPED)
+    if go != spawn_protocol.GO:
+        os._exit(spawn_protocol.EXIT_DROPPED)
 
 
 def _confine(request: dict[str, Any], static: Static) -> None:
@@ -278,7 +291,7 @@ def _read_request(channel: socket.socket) -> dict[str, Any]:
     data = bytearray()
     while not data.endswith(b"\n"):
         chunk = channel.recv(65536)
-        if not chunk or len(data) > _MAX_REQUEST:
+        if not chunk or len(data) > spawn_protocol.MAX_REQUEST:
             os._exit(EXIT_NOT_CONFINED)  # the runner went away before sending the call
         data += chunk
     value: dict[str, Any] = json.loads(data)
@@ -299,7 +312,7 @@ def main() -> None:
     entry, control_fd = sys.argv[1], int(sys.argv[2])
     static, refusal = enter(json.loads(sys.argv[3]) if len(sys.argv) > 3 else None)
     control = socket.socket(fileno=control_fd)
-    if entry == EXEC_MODE:
+    if entry == spawn_protocol.EXEC_MODE:
         call = serve(control, refusal)
         if call is None:
             sys.exit(0)

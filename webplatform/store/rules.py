@@ -1,0 +1,91 @@
+"""Rule rows (SPEC §16): made and revoked signed, read back only when their signature holds,
+and a run taken from a rule's budget by one compare-and-set, so two workers racing for a
+rule's last run start it once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import update
+from sqlmodel import Session, col, or_, select
+
+from webplatform.store.audit import record_event
+from webplatform.store.models import RuleRow, utcnow
+from webplatform.store.seals import RowSeal, row_holds, sign_row
+
+
+@dataclass(frozen=True)
+class NewRule:
+    """What a new rule row holds, as checked and compiled above the store."""
+
+    effect: str
+    tool: str
+    action: str | None
+    requester: str | None
+    args_json: str
+    cedar: str
+    expires_at: datetime | None
+    max_runs: int | None
+    note: str
+
+
+def add_rule(*, session: Session, rule: NewRule, by: str, seal: RowSeal) -> RuleRow:
+    """Insert `rule`, made by operator `by`, signed with `seal`, and audit it."""
+    row = RuleRow(**rule.__dict__, created_by=by, created_at=utcnow())
+    session.add(row)
+    session.flush()  # the id is part of what is signed
+    sign_row(seal, row)
+    session.add(row)
+    record_event(session=session, actor=by, event="rule-added", detail=f"rule {row.id}")
+    return row
+
+
+def all_rules(*, session: Session, seal: RowSeal) -> list[tuple[RuleRow, bool]]:
+    """Every rule, newest first, each with whether its signature holds."""
+    rows = session.exec(select(RuleRow).order_by(col(RuleRow.id).desc())).all()
+    return [(row, row_holds(seal, row)) for row in rows]
+
+
+def find_rule(*, session: Session, rule_id: int, seal: RowSeal) -> RuleRow | None:
+    """Rule `rule_id` when its signature holds; None for a missing or forged row."""
+    row = session.get(RuleRow, rule_id)
+    return row if row is not None and row_holds(seal, row) else None
+
+
+def rules_in_force(*, session: Session, seal: RowSeal, now: datetime) -> list[RuleRow]:
+    """Signed rules, not revoked, not expired, with budget left; oldest first."""
+    stmt = (
+        select(RuleRow)
+        .where(col(RuleRow.revoked_at).is_(None))
+        .where(or_(col(RuleRow.expires_at).is_(None), col(RuleRow.expires_at) > now))
+        .where(or_(col(RuleRow.max_runs).is_(None), col(RuleRow.runs) < col(RuleRow.max_runs)))
+        .order_by(col(RuleRow.id))
+    )
+    return [row for row in session.exec(stmt).all() if row_holds(seal, row)]
+
+
+def revoke_rule(*, session: Session, rule_id: int, by: str, seal: RowSeal) -> RuleRow | None:
+    """Revoke rule `rule_id` (re-signed as revoked); None when there is no such signed rule
+    or it was already revoked."""
+    row = find_rule(session=session, rule_id=rule_id, seal=seal)
+    if row is None or row.revoked_at is not None:
+        return None
+    row.revoked_at, row.revoked_by = utcnow(), by
+    sign_row(seal, row)
+    session.add(row)
+    record_event(session=session, actor=by, event="rule-revoked", detail=f"rule {rule_id}")
+    return row
+
+
+def take_run(*, session: Session, rule_id: int) -> bool:
+    """Count one run against rule `rule_id`'s budget; False when none is left (or the rule
+    is revoked): one UPDATE, so of two racing callers for the last run only one gets True."""
+    stmt = (
+        update(RuleRow)
+        .where(col(RuleRow.id) == rule_id)
+        .where(col(RuleRow.revoked_at).is_(None))
+        .where(or_(col(RuleRow.max_runs).is_(None), col(RuleRow.runs) < col(RuleRow.max_runs)))
+        .values(runs=RuleRow.runs + 1)
+    )
+    return int(session.exec(stmt).rowcount) == 1
