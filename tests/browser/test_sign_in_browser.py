@@ -11,8 +11,13 @@ served over https by a site whose CA aat trusts through SSL_CERT_FILE.
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
+import re
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -248,3 +253,98 @@ def _revoke_and_check(page: Page, server: Server, call: SignedInCall) -> None:
     refreshed = httpx.post(f"{server.url}/token", data=form, timeout=10)
     assert refreshed.status_code == 400
     assert refreshed.json()["error"] == "invalid_grant"
+
+
+OPENCODE = Path(__file__).parents[1] / "mcp" / "node" / "node_modules" / ".bin" / "opencode"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def opencode_env(tmp_path: Path) -> dict[str, str]:
+    """opencode's environment: its own HOME and XDG dirs, nothing fetched from the network."""
+    home = tmp_path / "oc-home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AAT_", "OPENCODE_", "XDG_"))}
+    env.update(
+        {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_DATA_HOME": str(home / ".local" / "share"),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_STATE_HOME": str(home / ".local" / "state"),
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+            "npm_config_registry": "http://127.0.0.1:9/",
+            # No browser to open: opencode prints the URL, which Chromium is sent to here.
+            "BROWSER": "/bin/true",
+        }
+    )
+    return env
+
+
+def _printed_url(log: Path, server: Server, proc: subprocess.Popen[bytes]) -> str:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = ANSI.sub("", log.read_text(errors="replace"))
+        found = re.search(re.escape(server.url) + r"/authorize\?\S+", text)
+        if found:
+            return found.group(0)
+        assert proc.poll() is None, text
+        time.sleep(0.3)
+    raise AssertionError(f"opencode printed no authorization URL:\n{log.read_text()}")
+
+
+@pytest.mark.integration
+def test_opencode_signs_in_headless_with_the_printed_block(
+    page: Page, server: Server, tmp_path: Path
+) -> None:
+    """`aat config opencode --url URL --sign-in` pasted as is; `opencode mcp auth aat` prints
+    the authorization URL (no browser here), Chromium allows it, and opencode connects."""
+    env, project = opencode_env(tmp_path), tmp_path / "project"
+    project.mkdir()
+    url = f"{server.url}/mcp"
+    block = subprocess.run(
+        [sys.executable, "-m", "webplatform", "config", "opencode", "--url", url, "--sign-in"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env=env,
+    ).stdout
+    (project / "opencode.json").write_text(block)
+    log = tmp_path / "opencode-auth.log"
+    with log.open("wb") as out:
+        auth = subprocess.Popen(
+            [str(OPENCODE), "mcp", "auth", "aat"],
+            cwd=project,
+            env={**env, "PWD": str(project)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        page.goto(_printed_url(log, server, auth))
+        expect(page.locator("#redirect-uri")).to_contain_text("http://127.0.0.1:19876/")
+        page.fill("input[name=agent]", "opencode-laptop")
+        page.fill("input[name=password]", PASSWORD)
+        page.get_by_role("button", name="Allow").click()
+        expect(page.locator("body")).to_contain_text("OpenCode is now connected")
+        assert auth.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if auth.poll() is None:
+            auth.kill()
+            auth.wait()
+    listed = subprocess.run(
+        [str(OPENCODE), "mcp", "list"],
+        cwd=project,
+        env={**env, "PWD": str(project)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert "aat connected" in ANSI.sub("", listed.stdout + listed.stderr)
+    page.goto(f"{server.url}/agents")
+    expect(page.locator('tr[data-agent="opencode-laptop"]')).to_contain_text(OPERATOR)
