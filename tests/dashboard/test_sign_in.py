@@ -377,3 +377,23 @@ def test_a_client_id_document_that_cannot_be_trusted_is_refused(
     assert docs.fetched == (["/client.json"] if read else [])
     with session_scope(platform.engine) as session:
         assert session.exec(select(OAuthGrant)).all() == []
+
+
+def test_a_document_clients_loopback_redirect_matches_on_any_port(
+    docs: DocumentServer, settings: Settings, platform: Platform
+) -> None:
+    """As Claude Code's document names `http://localhost/callback` and listens on a free port."""
+    docs.documents["/client.json"] = doc_for(docs, redirect_uris=["http://localhost/callback"])
+    allowing = settings.model_copy(update={"oauth_loopback_clients": True})
+    app = create_app(allowing, platform=Platform(allowing), embed_worker=False)
+    with TestClient(app, base_url=BASE, follow_redirects=False) as client:
+        for uri in ("http://localhost:52190/callback", "http://localhost/callback"):
+            assert authorize(client, docs.client_id(), pkce(), redirect_uri=uri).status_code == 302
+        for uri in (
+            "http://localhost:52190/other",
+            "http://127.0.0.1:52190/callback",
+            "https://localhost:52190/callback",
+            "http://localhost.evil.example:52190/callback",
+        ):
+            refused = authorize(client, docs.client_id(), pkce(), redirect_uri=uri)
+            assert refused.status_code == 400, uri

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import anyio.to_thread
 import httpx
 from mcp.shared.auth import OAuthClientInformationFull
-from pydantic import ValidationError
+from pydantic import AnyUrl, ValidationError
 
 MAX_DOCUMENT_BYTES = 64 * 1024
 FETCH_TIMEOUT_S = 5.0
@@ -30,6 +30,32 @@ CACHE_S = 300.0
 
 class ClientDocumentError(ValueError):
     """A client id URL whose document cannot be used; the message says why."""
+
+
+class DocumentClient(OAuthClientInformationFull):
+    """A client described by its metadata document. Its loopback redirect URIs match on any
+    port (RFC 8252 §7.3: a native client listens on whatever port is free, so its document
+    names `http://localhost/callback` or `http://127.0.0.1/callback`); all else exactly."""
+
+    def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
+        """The registered URI that `redirect_uri` names (see the class docstring)."""
+        if redirect_uri is not None and any(
+            _same_loopback_uri(redirect_uri, listed) for listed in self.redirect_uris or []
+        ):
+            return redirect_uri
+        return super().validate_redirect_uri(redirect_uri)
+
+
+def _same_loopback_uri(given: AnyUrl, listed: AnyUrl) -> bool:
+    """Both `http` on the same loopback host with the same path and query, ports aside."""
+    loopback = ("localhost", "127.0.0.1", "[::1]", "::1")
+    return (
+        given.scheme == listed.scheme == "http"
+        and given.host in loopback
+        and given.host == listed.host
+        and given.path == listed.path
+        and given.query == listed.query
+    )
 
 
 def is_document_url(client_id: str) -> bool:
@@ -98,7 +124,7 @@ def _client_from(client_id: str, content: bytes) -> OAuthClientInformationFull:
     document = {k: v for k, v in document.items() if not k.startswith("client_secret")}
     document["token_endpoint_auth_method"] = "none"
     try:
-        return OAuthClientInformationFull.model_validate(document)
+        return DocumentClient.model_validate(document)
     except ValidationError as exc:
         raise ClientDocumentError(f"client document {client_id} is invalid: {exc}") from None
 
