@@ -41,7 +41,7 @@ from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import session_scope
 from webplatform.store.agents import add_agent, list_agents, revoke_agent
-from webplatform.store.models import OAuthGrant
+from webplatform.store.models import OAuthClient, OAuthGrant
 from webplatform.trust.authority import seal_for
 
 
@@ -99,6 +99,17 @@ def test_mcp_is_a_protected_resource_naming_aat_as_its_server(
         assert challenge.startswith("Bearer ")
         assert f'resource_metadata="{BASE}/.well-known/oauth-protected-resource/mcp"' in challenge
     assert mcp_status(site, minted) == 200  # minted tokens keep working
+
+
+def test_registered_clients_are_public_and_no_secret_is_kept(
+    site: TestClient, platform: Platform
+) -> None:
+    info = register(site)
+    assert info["token_endpoint_auth_method"] == "none"
+    assert "client_secret" not in info
+    with session_scope(platform.engine) as session:
+        stored = session.exec(select(OAuthClient)).one()
+    assert "client_secret" not in stored.info
 
 
 def test_a_signed_in_agent_is_an_agent_token_owned_by_the_operator(

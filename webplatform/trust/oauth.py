@@ -118,7 +118,14 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         return None if info is None else OAuthClientInformationFull.model_validate_json(info)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
-        """Keep a dynamically registered client (RFC 7591)."""
+        """Keep a dynamically registered client (RFC 7591) as a public one.
+
+        PKCE proves the code's holder, so no client secret is issued, and none is stored: the
+        SDK's handler answers with this same record, which RFC 7591 §3.2.1 lets the server
+        change (`token_endpoint_auth_method: none`)."""
+        client_info.token_endpoint_auth_method = "none"
+        client_info.client_secret = None
+        client_info.client_secret_expires_at = None
         info = client_info.model_dump_json(exclude_none=True)
         await self._transact(
             lambda s: store.save_client(session=s, client_id=client_info.client_id, info=info)
