@@ -36,6 +36,7 @@ from webplatform import notifications
 from webplatform.config import Settings
 from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
+from webplatform.store import oauth
 from webplatform.store.deadlines import next_deadlines
 from webplatform.store.engine import transact
 from webplatform.store.heartbeats import beat_all, prune_heartbeats
@@ -237,6 +238,7 @@ class Housekeeper:
             if batch < PRUNE_BATCH:
                 break
         sessions = transact(self.engine, lambda s: prune_sessions(session=s))
+        transact(self.engine, lambda s: oauth.prune_expired(session=s))  # sign-in leftovers
         stale = utcnow() - timedelta(seconds=STALE_HEARTBEAT_S)
         heartbeats = transact(self.engine, lambda s: prune_heartbeats(session=s, older_than=stale))
         if finished or sessions or heartbeats:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -41,7 +42,8 @@ from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import session_scope
 from webplatform.store.agents import add_agent, list_agents, revoke_agent
-from webplatform.store.models import OAuthClient, OAuthGrant
+from webplatform.store.models import OAuthClient, OAuthGrant, utcnow
+from webplatform.store.oauth import prune_expired
 from webplatform.trust.authority import seal_for
 
 
@@ -408,3 +410,14 @@ def test_a_document_clients_loopback_redirect_matches_on_any_port(
         ):
             refused = authorize(client, docs.client_id(), pkce(), redirect_uri=uri)
             assert refused.status_code == 400, uri
+
+
+def test_housekeeping_forgets_expired_requests_and_refresh_tokens(
+    site: TestClient, platform: Platform
+) -> None:
+    _info, _tokens = signed_in(site)
+    request_id(authorize(site, register(site)["client_id"], pkce()))  # left pending
+    later = utcnow() + timedelta(days=31)
+    with session_scope(platform.engine) as session:
+        assert prune_expired(session=session, now=utcnow()) == 0
+        assert prune_expired(session=session, now=later) == 3  # 2 grants, 1 refresh token

@@ -10,9 +10,9 @@ as absent.
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, delete, select
 
 from webplatform.store.agents import token_hash
 from webplatform.store.models import OAuthClient, OAuthGrant, OAuthRefreshToken, utcnow
@@ -169,3 +169,14 @@ def forget_refresh_tokens(*, session: Session, agent: str) -> int:
         session.delete(row)
     session.flush()
     return len(rows)
+
+
+def prune_expired(*, session: Session, now: datetime | None = None) -> int:
+    """Delete sign-in requests and codes past their time and expired refresh tokens (an
+    expired code or refresh token is refused anyway); returns how many rows."""
+    now = now or utcnow()
+    grants = session.exec(delete(OAuthGrant).where(col(OAuthGrant.expires_at) <= now))
+    refresh = session.exec(
+        delete(OAuthRefreshToken).where(col(OAuthRefreshToken.expires_at) <= now)
+    )
+    return int(grants.rowcount) + int(refresh.rowcount)
