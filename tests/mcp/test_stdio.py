@@ -145,17 +145,17 @@ def test_modern_discover_and_call_over_raw_stdio(tmp_path: Path) -> None:
 
 NOISY_BRIDGE = """
 import warnings
-from mcp.server.mcpserver import Context
 from webplatform.config import get_settings
 from webplatform.mcp import run_stdio
+from webplatform.mcp.arguments import CapabilitiesArguments
 from webplatform.mcp.bridge import Bridge
 
 original = Bridge.capabilities
 
-async def noisy(self, ctx: Context):
+async def noisy(self, arguments: CapabilitiesArguments):
     print("NOISE FROM A PRINT")
     warnings.warn("NOISE FROM A WARNING")
-    return await original(self, ctx)
+    return await original(self, arguments)
 
 Bridge.capabilities = noisy
 run_stdio(get_settings())

@@ -15,7 +15,6 @@ from typing import Any
 
 from webplatform.jobs.answers import Answer, Status
 from webplatform.jobs.resolution import action_schema
-from webplatform.mcp import naming
 from webplatform.registry import secret_status
 from webplatform.registry.model import ActionSpec, Registry, SkillSpec, ToolSpec
 from webplatform.suggest import did_you_mean, word_set
@@ -35,16 +34,14 @@ _PLACEHOLDER = {
 def discover(
     registry: Registry,
     *,
-    kind: Any = None,
-    name: Any = None,
-    action: Any = None,
-    search: Any = None,
+    kind: str | None = None,
+    name: str | None = None,
+    action: str | None = None,
+    search: str | None = None,
     max_bytes: int,
 ) -> dict[str, Any]:
-    """Answer a `capabilities` call; a wrong call gets an `invalid` answer saying how to fix it."""
-    problem = _check_types(kind=kind, name=name, action=action, search=search)
-    if problem is not None:
-        return problem
+    """Answer a `capabilities` call (its arguments of the right types: `CapabilitiesArguments`);
+    a call that names nothing gets an `invalid` answer saying how to fix it."""
     if action and not name:
         return _invalid("action needs name: call capabilities with name and action")
     if search:
@@ -59,16 +56,6 @@ def discover(
             return _action_detail(found, action)
         return _full_or_index(found, max_bytes=max_bytes)
     return _overview(registry, kind=kind)
-
-
-def _check_types(**values: Any) -> dict[str, Any] | None:
-    wrong = [k for k, v in values.items() if v is not None and not isinstance(v, str)]
-    if wrong:
-        return _invalid(f"{', '.join(wrong)} must be a string")
-    kind = values["kind"]
-    if kind and kind not in naming.KINDS:
-        return _invalid(f"kind must be one of {', '.join(naming.KINDS)}, got {kind!r}")
-    return None
 
 
 def _invalid(error: str, **extra: Any) -> dict[str, Any]:

@@ -1,14 +1,14 @@
-"""The bridge's fixed names: the seven MCP tools, their arguments, the resource and `_meta` keys.
+"""The bridge's fixed names: the seven MCP tools, their titles, the resource and `_meta` keys.
 
 These names are contracts with MCP clients (SPEC section 5); clients add their own prefix
 (`aat_run_tool`). Keep them here, in one place, so the schemas, the server and the tests
-agree on every spelling.
+agree on every spelling. The tools' arguments are models in `arguments`.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import Final, Literal, get_args
 
 from webplatform.mcp import protocol
 
@@ -38,82 +38,8 @@ PENDING_APPROVALS_URI: Final = "aat://approvals/pending"
 
 # Registry names as manifests allow them; anything else (`../x`, spaces) cannot name anything.
 NAME_PATTERN: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-KINDS: Final[tuple[str, ...]] = ("tool", "agent", "skill")
-
-_STR: Final[dict[str, Any]] = {"type": "string"}
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
-
-
-def _run_schema(kind: str) -> dict[str, Any]:
-    return _schema(
-        {
-            kind: {**_STR, "description": f"the {kind}'s name, as listed by capabilities"},
-            "action": {
-                **_STR,
-                "description": f"the action to run; may be left out when the {kind} has one action",
-            },
-            "args": {
-                "type": "object",
-                "description": (
-                    "argument name -> value, names verbatim as capabilities shows them "
-                    '(e.g. {"max-results": 10})'
-                ),
-                "additionalProperties": True,
-            },
-        },
-        [kind],
-    )
-
-
-REASON_PROPERTY: Final[dict[str, Any]] = {
-    "type": "string",
-    "maxLength": 500,
-    "description": (
-        "why you want this call, in a sentence or two (at most 500 characters); the operator "
-        "who decides reads it on the approval card"
-    ),
-}
-
-
-def _confirmed_schema(kind: str) -> dict[str, Any]:
-    schema = _run_schema(kind)
-    schema["properties"]["reason"] = REASON_PROPERTY
-    return schema
-
-
-INPUT_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
-    CAPABILITIES: _schema(
-        {
-            "kind": {"type": "string", "enum": list(KINDS), "description": "limit to one kind"},
-            "name": {**_STR, "description": "a tool, agent or skill name: its full schema"},
-            "action": {**_STR, "description": "with name: one action's args and call shape"},
-            "search": {**_STR, "description": "words to find in action names and descriptions"},
-        },
-        [],
-    ),
-    RUN_TOOL: _run_schema("tool"),
-    RUN_AGENT: _run_schema("agent"),
-    RUN_TOOL_CONFIRMED: _confirmed_schema("tool"),
-    RUN_AGENT_CONFIRMED: _confirmed_schema("agent"),
-    GET_SKILL: _schema({"name": {**_STR, "description": "the skill's name"}}, ["name"]),
-    JOB_STATUS: _schema(
-        {
-            "job": {
-                "type": "integer",
-                "description": "the job id from a run result; leave out to list your recent jobs",
-            },
-            "wait_s": {
-                "type": "number",
-                "minimum": 0,
-                "description": "wait up to this many seconds for the job to change (capped)",
-            },
-        },
-        [],
-    ),
-}
+Kind = Literal["tool", "agent", "skill"]
+KINDS: Final[tuple[str, ...]] = get_args(Kind)
 
 # What clients show a person above a call, short enough for a terminal's line (Claude Code
 # prints it, cut to the width, before the arguments).

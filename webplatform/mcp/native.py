@@ -103,22 +103,29 @@ def message_for(answer: Answer, *, wait_s: float) -> str:
     )
 
 
+async def withdraw_declined(platform: Platform, job_id: int, actor: Actor) -> None:
+    """The user declined the job page in their client: `actor`'s job is withdrawn."""
+    await anyio.to_thread.run_sync(
+        lambda: withdraw(platform=platform, job_id=job_id, actor=actor, reason=DECLINED_IN_CLIENT)
+    )
+
+
 async def wait_with_elicitation(
-    *,
     ctx: Context,
-    platform: Platform,
     pending: Answer,
+    *,
+    platform: Platform,
     actor: Actor,
-    timeout_s: float,
     progress: waiting.Progress,
 ) -> Answer:
-    """Wait for a queued job as usual while asking the client to open its job page.
+    """Wait for a queued job as usual (up to `AAT_APPROVAL_WAIT_S`) while asking the client
+    to open its job page.
 
     The client's answer acts as `Reply` says; the decision, once made, is announced with the
     elicitation's completion notice.
     """
     assert pending.job is not None and pending.approval_url is not None
-    job_id = pending.job
+    job_id, timeout_s = pending.job, platform.settings.approval_wait_s
     elicitation_id = f"aat-job-{job_id}-{uuid.uuid4().hex[:12]}"
     start = time.monotonic()
     outcome: list[Answer] = []
@@ -129,11 +136,7 @@ async def wait_with_elicitation(
         if decided.is_set() or reply in (Reply.accepted, Reply.automatic):
             return
         if reply is Reply.declined:
-            await anyio.to_thread.run_sync(
-                lambda: withdraw(
-                    platform=platform, job_id=job_id, actor=actor, reason=DECLINED_IN_CLIENT
-                )
-            )
+            await withdraw_declined(platform, job_id, actor)
         cancel.cancel()
 
     async def wait(cancel: anyio.CancelScope) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -124,14 +124,20 @@ def request_actor(ctx: Context, surface: Surface) -> Actor:
 CLIENT_ADDED_ARGUMENTS: Final = frozenset({"wait_for_previous"})
 
 
+def without_client_added(arguments: Mapping[str, Any], declared: Collection[str]) -> dict[str, Any]:
+    """`arguments` less the ones clients add on their own (`CLIENT_ADDED_ARGUMENTS`) that
+    the tool does not itself declare."""
+    return {k: v for k, v in arguments.items() if k not in CLIENT_ADDED_ARGUMENTS or k in declared}
+
+
 def raw_arguments(ctx: Context, *, declared: Collection[str] = ()) -> dict[str, Any]:
     """The call's `arguments` as sent (the tool functions validate them themselves), less
-    the ones clients add on their own (`CLIENT_ADDED_ARGUMENTS`) that are not `declared`."""
+    the ones clients add on their own that are not `declared`."""
     params = ctx.request_context.params or {}
     arguments = params.get("arguments")
     if not isinstance(arguments, dict):
         return {}
-    return {k: v for k, v in arguments.items() if k not in CLIENT_ADDED_ARGUMENTS or k in declared}
+    return without_client_added(arguments, declared)
 
 
 def progress_sender(ctx: Context) -> waiting.Progress:

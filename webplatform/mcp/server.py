@@ -27,9 +27,9 @@ from mcp_types import (
 )
 
 import webplatform
-from webplatform.jobs.services import Consent
 from webplatform.mcp import naming, protocol, sealing
 from webplatform.mcp.approvals import ApprovalWatcher, pending_body
+from webplatform.mcp.arguments import ArgumentsTool
 from webplatform.mcp.bridge import Bridge, ToolFn
 from webplatform.mcp.protocol import (
     client_name,
@@ -81,35 +81,33 @@ def _middleware() -> Callable[..., Any]:
     return middleware
 
 
-def _tool(fn: ToolFn, name: str) -> Tool:
-    tool = Tool.from_function(
-        fn,
-        name=name,
-        title=naming.TITLES[name],
-        description=naming.DESCRIPTIONS[name],
-        # Also in the annotations: Claude Code shows only `annotations.title`.
-        annotations=ANNOTATIONS[name].model_copy(update={"title": naming.TITLES[name]}),
-        structured_output=False,
-    )
-    # The function reads its raw arguments itself (so a wrong type is answered, not rejected
-    # by the SDK); the schema clients see is the hand-written one.
-    tool.parameters = naming.INPUT_SCHEMAS[name]
-    return tool
+def _tools(bridge: Bridge) -> list[Tool]:
+    """The seven tools, each validating its arguments against its model (`arguments`)."""
+    functions: dict[str, ToolFn] = {
+        naming.CAPABILITIES: bridge.capabilities,
+        naming.RUN_TOOL: bridge.run,
+        naming.RUN_AGENT: bridge.run,
+        naming.RUN_TOOL_CONFIRMED: bridge.run_confirmed,
+        naming.RUN_AGENT_CONFIRMED: bridge.run_confirmed,
+        naming.GET_SKILL: bridge.get_skill,
+        naming.JOB_STATUS: bridge.job_status,
+    }
+    return [
+        ArgumentsTool.of(
+            functions[name],
+            name=name,
+            # Also in the annotations: Claude Code shows only `annotations.title`.
+            annotations=ANNOTATIONS[name].model_copy(update={"title": naming.TITLES[name]}),
+            refuse=bridge.refused,
+        )
+        for name in naming.TOOL_NAMES
+    ]
 
 
 def build_server(platform: Platform, *, surface: Surface) -> MCPServer:
     """The MCP server for `platform`, its jobs recorded as coming from `surface`."""
     watcher = ApprovalWatcher(platform, surface)
     bridge = Bridge(platform, surface, watcher)
-    tools = [
-        _tool(bridge.capabilities, naming.CAPABILITIES),
-        _tool(bridge.runner("tool", consent=Consent.NONE), naming.RUN_TOOL),
-        _tool(bridge.runner("agent", consent=Consent.NONE), naming.RUN_AGENT),
-        _tool(bridge.runner("tool", consent=Consent.QUEUE), naming.RUN_TOOL_CONFIRMED),
-        _tool(bridge.runner("agent", consent=Consent.QUEUE), naming.RUN_AGENT_CONFIRMED),
-        _tool(bridge.get_skill, naming.GET_SKILL),
-        _tool(bridge.job_status, naming.JOB_STATUS),
-    ]
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
@@ -127,7 +125,7 @@ def build_server(platform: Platform, *, surface: Surface) -> MCPServer:
         "aat",
         version=webplatform.__version__,
         instructions=INSTRUCTIONS,
-        tools=tools,
+        tools=_tools(bridge),
         subscriptions=watcher.bus,
         lifespan=lifespan,
         extensions=[tasks],
@@ -140,27 +138,31 @@ def build_server(platform: Platform, *, surface: Surface) -> MCPServer:
     )
     server.middleware.append(_middleware())
 
+    server.add_resource(_pending_approvals(platform, surface))
+    _serve_legacy_subscriptions(server, watcher)
+    return server
+
+
+def _pending_approvals(platform: Platform, surface: Surface) -> FunctionResource:
+    """The resource listing the requesting client's calls waiting for an operator."""
+
     async def read_pending() -> str:
         client, agent = _current_client.get()
         return await anyio.to_thread.run_sync(
             lambda: pending_body(platform=platform, surface=surface, client=client, agent=agent)
         )
 
-    server.add_resource(
-        FunctionResource(
-            uri=naming.PENDING_APPROVALS_URI,
-            name="pending-approvals",
-            title="Jobs waiting for approval",
-            description=(
-                "This client's calls waiting for an operator's approval (read-only; subscribe "
-                "for a hint when one is decided)."
-            ),
-            mime_type="application/json",
-            fn=read_pending,
-        )
+    return FunctionResource(
+        uri=naming.PENDING_APPROVALS_URI,
+        name="pending-approvals",
+        title="Jobs waiting for approval",
+        description=(
+            "This client's calls waiting for an operator's approval (read-only; subscribe "
+            "for a hint when one is decided)."
+        ),
+        mime_type="application/json",
+        fn=read_pending,
     )
-    _serve_legacy_subscriptions(server, watcher)
-    return server
 
 
 def _serve_legacy_subscriptions(server: MCPServer, watcher: ApprovalWatcher) -> None:
