@@ -284,18 +284,6 @@ def opencode_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _printed_url(log: Path, server: Server, proc: subprocess.Popen[bytes]) -> str:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        text = ANSI.sub("", log.read_text(errors="replace"))
-        found = re.search(re.escape(server.url) + r"/authorize\?\S+", text)
-        if found:
-            return found.group(0)
-        assert proc.poll() is None, text
-        time.sleep(0.3)
-    raise AssertionError(f"opencode printed no authorization URL:\n{log.read_text()}")
-
-
 @pytest.mark.integration
 def test_opencode_signs_in_headless_with_the_printed_block(
     page: Page, server: Server, tmp_path: Path
@@ -325,7 +313,7 @@ def test_opencode_signs_in_headless_with_the_printed_block(
             stdin=subprocess.DEVNULL,
         )
     try:
-        page.goto(_printed_url(log, server, auth))
+        page.goto(_printed(log, re.escape(server.url) + r"/authorize\?" + URL_CHARS, auth))
         expect(page.locator("#redirect-uri")).to_contain_text("http://127.0.0.1:19876/")
         page.fill("input[name=agent]", "opencode-laptop")
         page.fill("input[name=password]", PASSWORD)
@@ -348,3 +336,90 @@ def test_opencode_signs_in_headless_with_the_printed_block(
     assert "aat connected" in ANSI.sub("", listed.stdout + listed.stderr)
     page.goto(f"{server.url}/agents")
     expect(page.locator('tr[data-agent="opencode-laptop"]')).to_contain_text(OPERATOR)
+
+
+CLAUDE = OPENCODE.parent / "claude"
+URL_CHARS = r"[A-Za-z0-9%._~:/?#@!$&'()*+,;=-]+"
+
+
+def claude_env(tmp_path: Path) -> dict[str, str]:
+    """Claude Code's environment: a throwaway HOME, nothing on the network but aat."""
+    home = tmp_path / "cc-home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "ANTHROPIC", "AAT_"))}
+    return env | {
+        "HOME": str(home),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "BROWSER": "/bin/true",  # it prints the URL too; Chromium is sent there here
+    }
+
+
+@pytest.mark.integration
+def test_claude_code_signs_in_headless_as_a_pre_registered_client(
+    page: Page, server: Server, tmp_path: Path
+) -> None:
+    """Claude Code names itself by a client document on claude.ai, which aat cannot fetch
+    offline; registered at aat's /register with a fixed callback port instead, `claude mcp
+    login` (in a pseudo-terminal: it wants one) prints the URL, Chromium allows it, and
+    `claude mcp list` shows aat connected."""
+    env, port = claude_env(tmp_path), free_port()
+    callback = f"http://localhost:{port}/callback"
+    registered = httpx.post(
+        f"{server.url}/register",
+        json={"redirect_uris": [callback], "client_name": "Claude Code"},
+        timeout=10,
+    ).json()
+    add = [str(CLAUDE), "mcp", "add", "--scope", "user", "--transport", "http"]
+    add += ["--client-id", registered["client_id"], "--callback-port", str(port)]
+    subprocess.run([*add, "aat", f"{server.url}/mcp"], env=env, check=True, timeout=60)
+    log = tmp_path / "claude-login.log"
+    with log.open("wb") as out:
+        login = subprocess.Popen(
+            ["script", "-q", "-c", f"{CLAUDE} mcp login aat", "/dev/null"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        page.goto(_printed(log, re.escape(server.url) + r"/authorize\?" + URL_CHARS, login))
+        expect(page.locator("#client-name")).to_have_text("Claude Code")
+        page.fill("input[name=agent]", "claude-laptop")
+        page.fill("input[name=password]", PASSWORD)
+        page.get_by_role("button", name="Allow").click()
+        page.wait_for_url(f"{callback}?**")
+        assert login.wait(timeout=60) == 0, log.read_text(errors="replace")
+    finally:
+        if login.poll() is None:
+            login.kill()
+            login.wait()
+    assert 'Authenticated with "aat"' in ANSI.sub("", log.read_text(errors="replace"))
+    listed = subprocess.run(
+        [str(CLAUDE), "mcp", "list"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert "aat: " in listed.stdout and "Connected" in listed.stdout, listed.stdout
+    page.goto(f"{server.url}/agents")
+    expect(page.locator('tr[data-agent="claude-laptop"]')).to_contain_text(OPERATOR)
+
+
+def _printed(log: Path, pattern: str, proc: subprocess.Popen[bytes]) -> str:
+    """The first match of `pattern` in the process's output, once it is there."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = ANSI.sub("", log.read_text(errors="replace"))
+        found = re.search(pattern, text)
+        if found:
+            return found.group(0)
+        assert proc.poll() is None, text
+        time.sleep(0.3)
+    raise AssertionError(f"no authorization URL printed:\n{log.read_text(errors='replace')}")
