@@ -9,6 +9,7 @@ tests/browser/test_sign_in_browser.py.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from client_documents import DocumentServer, document_server
-from dash_helpers import BASE, add_operator, log_in
+from dash_helpers import BASE, PASSWORD, add_operator, csrf, log_in
 from fastapi.testclient import TestClient
 from sign_in_helpers import (
     INIT,
@@ -35,6 +36,7 @@ from sign_in_helpers import (
     register,
     request_id,
 )
+from soft_authenticator import SoftAuthenticator
 from sqlmodel import select
 
 from dashboard.app import create_app
@@ -421,3 +423,43 @@ def test_housekeeping_forgets_expired_requests_and_refresh_tokens(
     with session_scope(platform.engine) as session:
         assert prune_expired(session=session, now=utcnow()) == 0
         assert prune_expired(session=session, now=later) == 3  # 2 grants, 1 refresh token
+
+
+LOCAL = "http://localhost:8000"  # where passkeys work
+
+
+def test_a_passkey_allows_only_the_request_and_name_it_was_made_for(
+    settings: Settings, platform: Platform
+) -> None:
+    app = create_app(settings, platform=platform, embed_worker=False)
+    with TestClient(app, base_url=LOCAL, follow_redirects=False) as client:
+        add_operator(platform, "alice")
+        form = {"username": "alice", "password": PASSWORD}
+        assert client.post("/login", data=form, headers={"Origin": LOCAL}).status_code == 303
+        token = csrf(client, "/account")
+        headers = {"Origin": LOCAL, "X-CSRF-Token": token}
+        soft = SoftAuthenticator(origin=LOCAL)
+        options = client.post(
+            "/account/passkeys/options", json={"password": PASSWORD}, headers=headers
+        )
+        credential = soft.register(options.json())
+        made = client.post(
+            "/account/passkeys", json={"credential": credential, "label": "soft"}, headers=headers
+        )
+        assert made.status_code == 200, made.text
+        info = register(client)
+        request = request_id(authorize(client, info["client_id"], pkce(), resource=f"{LOCAL}/mcp"))
+
+        def answer_with_passkey(bound_to: str, agent: str) -> Any:
+            target = {"request": request, "agent": bound_to}
+            body = {"purpose": "change", "change": "agent-sign-in", "target": target}
+            challenge = client.post("/stepup/options", json=body, headers=headers).json()
+            assertion = json.dumps(soft.assert_for(challenge))
+            data = {"csrf_token": token, "request": request, "agent": agent, "passkey": assertion}
+            return client.post("/agents/connect", data=data, headers={"Origin": LOCAL})
+
+        refused = answer_with_passkey("some-other-name", "laptop-agent")
+        assert refused.status_code == 403
+        allowed = answer_with_passkey("laptop-agent", "laptop-agent")
+        assert code_of(allowed)
+    assert agents_named(platform) == {}  # allowed; the agent is made when the code is used
