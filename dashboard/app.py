@@ -10,6 +10,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.routing import Route
@@ -60,42 +61,16 @@ def create_app(
     seal_for(platform)
     mcp_app, mcp_lifespan = _mcp_parts(platform) if mcp else (None, None)
     chat_app, chat_lifespan = create_chat_mcp_app(platform) if mcp else (None, None)
-
-    @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        stop = StopEvent()  # wakes the sleeping threads at once
-        # The embedded worker leaves the duties (and its heartbeat) to the housekeeper.
-        worker = make_worker(platform, housekeeping=False) if embed_worker else None
-        threads = [_start("aat-housekeeping", _housekeeping_loop(worker), platform, stop)]
-        if worker is not None:
-            threads.append(_start("aat-worker", _worker_loop(worker), platform, stop))
-        async with AsyncExitStack() as stack:
-            if mcp_lifespan is not None:
-                await stack.enter_async_context(mcp_lifespan())
-            if chat_lifespan is not None:
-                await stack.enter_async_context(chat_lifespan())
-            if local_socket:
-                await stack.enter_async_context(local_sessions(platform))
-            try:
-                yield
-            finally:
-                stop.set()
-                for thread in threads:
-                    thread.join(timeout=5)
-
+    lifespans: list[Callable[[], AbstractAsyncContextManager[Any]]] = [
+        part for part in (mcp_lifespan, chat_lifespan) if part is not None
+    ]
+    if local_socket:
+        lifespans.append(lambda: local_sessions(platform))
+    lifespan = _lifespan(platform, embed_worker=embed_worker, parts=lifespans)
     app = FastAPI(
         title="aat dashboard", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
     )
-    app.state.platform = platform
-    app.state.settings = settings
-    app.state.pages = Pages(
-        build_environment(),
-        pending_count=lambda: pending_count(platform),
-        role_of=lambda name: operator_role(platform, name),
-    )
-    # Every page warns while the operator lets tools run unconfined (SPEC §14, §17).
-    app.state.pages.env.globals["unconfined"] = settings.unconfined
-    app.state.login_limiter = auth.LoginLimiter()
+    _set_state(app, platform, settings)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     if mcp_app is not None:
         # A plain route, not a mount: `/mcp` itself must answer, without a slash redirect.
@@ -120,6 +95,51 @@ def create_app(
     # Added last, so it runs first: the guard and the routes already see the root path.
     app.add_middleware(RootPath, root=settings.root_path)
     return app
+
+
+def _lifespan(
+    platform: Platform,
+    *,
+    embed_worker: bool,
+    parts: list[Callable[[], AbstractAsyncContextManager[Any]]],
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the housekeeping thread, the embedded worker's (`embed_worker`)
+    and the `parts` (MCP session managers, the local socket) run while the app serves, and
+    stop with it."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        stop = StopEvent()  # wakes the sleeping threads at once
+        # The embedded worker leaves the duties (and its heartbeat) to the housekeeper.
+        worker = make_worker(platform, housekeeping=False) if embed_worker else None
+        threads = [_start("aat-housekeeping", _housekeeping_loop(worker), platform, stop)]
+        if worker is not None:
+            threads.append(_start("aat-worker", _worker_loop(worker), platform, stop))
+        async with AsyncExitStack() as stack:
+            for part in parts:
+                await stack.enter_async_context(part())
+            try:
+                yield
+            finally:
+                stop.set()
+                for thread in threads:
+                    thread.join(timeout=5)
+
+    return lifespan
+
+
+def _set_state(app: FastAPI, platform: Platform, settings: Settings) -> None:
+    """What the routes' dependencies read from `app.state` (dashboard/deps.py)."""
+    app.state.platform = platform
+    app.state.settings = settings
+    app.state.pages = Pages(
+        build_environment(),
+        pending_count=lambda: pending_count(platform),
+        role_of=lambda name: operator_role(platform, name),
+    )
+    # Every page warns while the operator lets tools run unconfined (SPEC §14, §17).
+    app.state.pages.env.globals["unconfined"] = settings.unconfined
+    app.state.login_limiter = auth.LoginLimiter()
 
 
 def _start(

@@ -88,16 +88,18 @@ def log_in(*, platform: Platform, username: str, password: str, address: str | N
     def attempt(session: Session) -> str | None:
         if not operators.authenticate(session=session, name=username, password=password, seal=seal):
             audit.record_event(
-                session=session,
-                actor=username[:200] or "?",
-                event="login-failed",
-                address=address,
+                session,
+                audit.AuditEntry(
+                    actor=username[:200] or "?", event="login-failed", address=address
+                ),
             )
             return None
         token = sessions.start_session(
             session=session, operator=username, ttl_s=SESSION_TTL_S, seal=seal
         )
-        audit.record_event(session=session, actor=username, event="login", address=address)
+        audit.record_event(
+            session, audit.AuditEntry(actor=username, event="login", address=address)
+        )
         return token
 
     try:
@@ -111,7 +113,9 @@ def log_out(*, platform: Platform, token: str, operator: str, address: str | Non
 
     def end(session: Session) -> None:
         sessions.end_session(session=session, token=token)
-        audit.record_event(session=session, actor=operator, event="logout", address=address)
+        audit.record_event(
+            session, audit.AuditEntry(actor=operator, event="logout", address=address)
+        )
 
     platform.transact(end)
 

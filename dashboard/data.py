@@ -20,6 +20,7 @@ from webplatform.registry.model import Registry
 from webplatform.store import approvals, dashboard_queries, operators, queries
 from webplatform.store import previews as preview_rows
 from webplatform.store.models import AuditEvent, Job, JobPreview, JobState, JobSummary, Surface
+from webplatform.store.queries import HistoryFilter
 from webplatform.store.seals import RowSeal
 from webplatform.trust.authority import report_forged, seal_for
 from webplatform.trust.ledger import REFUSAL_EVENTS
@@ -38,6 +39,16 @@ class JobFilters:
     since: datetime | None = None
     until: datetime | None = None
     problems: tuple[str, ...] = ()
+
+    def history(self) -> HistoryFilter:
+        """The filters as the store's history query takes them."""
+        return HistoryFilter(
+            state=self.state,
+            name=self.tool,
+            surface=self.surface,
+            since=self.since,
+            until=self.until,
+        )
 
     def query(self, **extra: Any) -> str:
         """The filters as a query string (for paging and export links)."""
@@ -102,14 +113,7 @@ def job_page(
     """One page of job history, newest first (keyset paging on id)."""
     return platform.transact(
         lambda session: jobs.list_jobs(
-            session=session,
-            state=filters.state,
-            name=filters.tool,
-            surface=filters.surface,
-            since=filters.since,
-            until=filters.until,
-            before_id=before_id,
-            limit=limit,
+            session=session, which=filters.history(), before_id=before_id, limit=limit
         ),
         write=False,
     )

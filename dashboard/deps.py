@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
+from dashboard import stepup
 from dashboard.auth import LoginLimiter
 from dashboard.data import JobFilters, operator_role, parse_filters
 from dashboard.passkeys import RelyingParty, relying_party
@@ -143,3 +144,27 @@ FiltersDep = Annotated[JobFilters, Depends(job_filters)]
 RunnableDep = Annotated[Runnable, Depends(find_runnable)]
 RelyingPartyDep = Annotated[RelyingParty, Depends(get_relying_party)]
 LimiterDep = Annotated[LoginLimiter, Depends(get_limiter)]
+
+
+@dataclass(frozen=True)
+class View:
+    """What a handler answers with: the request, the platform, and the page renderer."""
+
+    request: Request
+    platform: Platform
+    pages: Pages
+
+
+def get_view(request: Request, platform: PlatformDep, pages: PagesDep) -> View:
+    """The request, the platform and the renderer, as one value for handlers and helpers."""
+    return View(request=request, platform=platform, pages=pages)
+
+
+def get_checker(platform: PlatformDep, limiter: LimiterDep, rp: RelyingPartyDep) -> stepup.Checker:
+    """What checks a step-up sent with this request: the platform, the password throttle,
+    and the relying party the browser's passkeys are for."""
+    return stepup.Checker(platform=platform, limiter=limiter, rp=rp)
+
+
+ViewDep = Annotated[View, Depends(get_view)]
+CheckerDep = Annotated[stepup.Checker, Depends(get_checker)]

@@ -142,8 +142,7 @@ def registration_options(
         lambda session: store.issue_challenge(
             session=session,
             challenge=bytes_to_base64url(options.challenge),
-            operator=operator,
-            purpose="register",
+            bound=store.ChallengeFor(operator=operator, purpose="register"),
             ttl_s=CHALLENGE_TTL_S,
         )
     )
@@ -174,10 +173,7 @@ def assertion_options(
         lambda session: store.issue_challenge(
             session=session,
             challenge=bytes_to_base64url(options.challenge),
-            operator=operator,
-            purpose=purpose,
-            job_id=job_id,
-            digest=digest,
+            bound=store.ChallengeFor(operator, purpose, job_id, digest),
             ttl_s=CHALLENGE_TTL_S,
         )
     )
@@ -225,37 +221,28 @@ def register(
         )
     except WebAuthnException as exc:
         raise PasskeyError(f"the passkey could not be verified: {exc}") from None
-    seal = seal_for(platform)
-    return platform.transact(
-        lambda session: store.add_passkey(
-            seal=seal,
-            session=session,
-            operator=operator,
-            credential_id=bytes_to_base64url(verified.credential_id),
-            public_key=bytes_to_base64url(verified.credential_public_key),
-            sign_count=verified.sign_count,
-            label=label,
-            rp_id=rp.rp_id,
-        )
+    new = store.NewPasskey(
+        operator=operator,
+        credential_id=bytes_to_base64url(verified.credential_id),
+        public_key=bytes_to_base64url(verified.credential_public_key),
+        sign_count=verified.sign_count,
+        label=label,
+        rp_id=rp.rp_id,
     )
+    seal = seal_for(platform)
+    return platform.transact(lambda session: store.add_passkey(session=session, new=new, seal=seal))
 
 
 def verify_assertion(
-    *,
-    platform: Platform,
-    rp: RelyingParty,
-    operator: str,
-    assertion_json: str,
-    purpose: str,
-    digest: str,
-    job_id: int | None,
+    *, platform: Platform, rp: RelyingParty, assertion_json: str, expected: store.ChallengeFor
 ) -> int:
     """Check a passkey assertion made for exactly this call; return the passkey's id.
 
-    The challenge it signed must be unused, unexpired, and issued to `operator` for this
-    `purpose`, `job_id` and `digest`; the signature, origin, RP ID, user verification and
+    The challenge it signed must be unused, unexpired, and issued for `expected` (its
+    operator, purpose, job and digest); the signature, origin, RP ID, user verification and
     signature counter are checked by the library. Raises PasskeyError otherwise.
     """
+    operator = expected.operator
     require_usable(rp)
     try:
         credential = parse_authentication_credential_json(assertion_json)
@@ -264,7 +251,11 @@ def verify_assertion(
     taken = _take(platform, credential.response.client_data_json)
     if taken is None or taken.operator != operator:
         raise PasskeyError("this passkey confirmation is stale or was already used: try again")
-    if (taken.purpose, taken.job_id, taken.digest) != (purpose, job_id, digest):
+    if (taken.purpose, taken.job_id, taken.digest) != (
+        expected.purpose,
+        expected.job_id,
+        expected.digest,
+    ):
         raise PasskeyError(
             "this passkey confirmation was made for another call or change: review this one "
             "and try again"

@@ -90,37 +90,18 @@ class Guard:
         path = route_path(scope)
         send = _with_security_headers(send, path=path)
         headers = Headers(scope=scope)
-        if not self._host_ok(scope, headers):
-            await _refuse(
-                scope,
-                receive,
-                send,
-                400,
-                "unknown Host header; open the dashboard "
-                "at the address `aat serve` printed, or add it to AAT_ALLOWED_HOSTS",
-            )
-            return
         is_mcp = path == "/mcp" or path.startswith("/mcp/")
         limit = MCP_MAX_BODY_BYTES if is_mcp else MAX_BODY_BYTES
-        if _declared_length(headers) > limit:
-            await _refuse(scope, receive, send, 413, f"request body over {limit} bytes")
+        refusal = self._refusal(scope, headers, is_mcp=is_mcp, limit=limit)
+        if refusal is not None:
+            await _refuse(scope, receive, send, *refusal)
             return
         if is_mcp or path in OAUTH_PATHS:
             # /mcp checks Origin and its bearer token itself, and the OAuth endpoints are for
             # clients that sign in (SPEC §18); operator sessions are for pages.
             await self.app(scope, receive, send)
             return
-        method: str = scope["method"]
-        unsafe = method not in SAFE_METHODS
-        if unsafe and not _same_origin(headers, scope):
-            await _refuse(
-                scope,
-                receive,
-                send,
-                403,
-                "cross-origin request refused: submit the form from the dashboard's own pages",
-            )
-            return
+        unsafe = scope["method"] not in SAFE_METHODS
         public = path in PUBLIC_PATHS or path.startswith("/static/")
         token = _cookie(headers, auth.SESSION_COOKIE)
         operator = await run_in_threadpool(self.config.find_operator, token) if token else None
@@ -131,27 +112,32 @@ class Guard:
             await _login_required(scope, receive, send, unsafe=unsafe)
             return
         if unsafe:
-            body = await _read_body(receive, limit)
-            if body is None:
-                await _refuse(scope, _empty_receive, send, 413, f"request body over {limit} bytes")
+            csrf = csrf_token_for(token) if (token and operator and not public) else None
+            checked = await _checked_body(receive, headers, limit=limit, csrf=csrf)
+            if isinstance(checked, tuple):
+                await _refuse(scope, _empty_receive, send, *checked)
                 return
-            if (
-                token
-                and operator
-                and not public
-                and not _csrf_ok(headers, body, csrf_token_for(token))
-            ):
-                await _refuse(
-                    scope,
-                    _empty_receive,
-                    send,
-                    403,
-                    "form expired or forged (CSRF "
-                    "token mismatch): reload the page and submit again",
-                )
-                return
-            receive = _replay(body)
+            receive = checked
         await self.app(scope, receive, send)
+
+    def _refusal(
+        self, scope: Scope, headers: Headers, *, is_mcp: bool, limit: int
+    ) -> tuple[int, str] | None:
+        """Why the request is refused before anyone's session is looked at (an unknown
+        Host, a body declared too long, a cross-origin form to a page), or None."""
+        if not self._host_ok(scope, headers):
+            return 400, (
+                "unknown Host header; open the dashboard "
+                "at the address `aat serve` printed, or add it to AAT_ALLOWED_HOSTS"
+            )
+        if _declared_length(headers) > limit:
+            return 413, f"request body over {limit} bytes"
+        unsafe = scope["method"] not in SAFE_METHODS
+        if not is_mcp and unsafe and not _same_origin(headers, scope):
+            return 403, (
+                "cross-origin request refused: submit the form from the dashboard's own pages"
+            )
+        return None
 
     def _host_ok(self, scope: Scope, headers: Headers) -> bool:
         host = headers.get("host", "").lower()
@@ -234,6 +220,21 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+async def _checked_body(
+    receive: Receive, headers: Headers, *, limit: int, csrf: str | None
+) -> Receive | tuple[int, str]:
+    """The request body read (at most `limit` bytes) and checked for the CSRF token `csrf`
+    (None: no session to protect), as a receive that replays it; or why it is refused."""
+    body = await _read_body(receive, limit)
+    if body is None:
+        return 413, f"request body over {limit} bytes"
+    if csrf is not None and not _csrf_ok(headers, body, csrf):
+        return 403, (
+            "form expired or forged (CSRF token mismatch): reload the page and submit again"
+        )
+    return _replay(body)
 
 
 def _replay(body: bytes) -> Receive:

@@ -21,6 +21,7 @@ from webplatform.platform import Platform
 from webplatform.store import audit, operators
 from webplatform.store import passkeys as passkey_store
 from webplatform.store.models import Passkey, utcnow
+from webplatform.store.passkeys import ChallengeFor
 from webplatform.trust.authority import report_forged, seal_for
 from webplatform.trust.stepup import Change, StepUp, StepUpMethod, change_digest
 
@@ -101,44 +102,39 @@ def passkey_context(platform: Platform, operator: str) -> dict[str, Any]:
     return {"has_passkey": bool(keys), "recent_passkey": recent}
 
 
+@dataclass(frozen=True)
+class Checker:
+    """What checks a step-up: the platform, the password throttle (shared with logins), and
+    the relying party the browser's passkeys are for."""
+
+    platform: Platform
+    limiter: LoginLimiter
+    rp: passkeys.RelyingParty
+
+
 def verify(
-    *,
-    platform: Platform,
-    limiter: LoginLimiter,
-    rp: passkeys.RelyingParty,
-    operator: str,
-    proof: Proof,
-    bound: Bound,
-    address: str | None,
+    checker: Checker, *, operator: str, proof: Proof, bound: Bound, address: str | None
 ) -> StepUp:
     """Check the proof sent for `bound` (an approval of one call, or one change); raise
     StepUpRefused if none holds."""
     try:
-        return _verify(platform, limiter, rp, operator, proof, bound, address)
+        return _verify(checker, operator, proof, bound, address)
     finally:
-        report_forged(platform)
+        report_forged(checker.platform)
 
 
 def _verify(
-    platform: Platform,
-    limiter: LoginLimiter,
-    rp: passkeys.RelyingParty,
-    operator: str,
-    proof: Proof,
-    bound: Bound,
-    address: str | None,
+    checker: Checker, operator: str, proof: Proof, bound: Bound, address: str | None
 ) -> StepUp:
+    platform, limiter = checker.platform, checker.limiter
     if proof.passkey:
         try:
             _require_operator(platform, operator)
             passkey_id = passkeys.verify_assertion(
                 platform=platform,
-                rp=rp,
-                operator=operator,
+                rp=checker.rp,
                 assertion_json=proof.passkey,
-                purpose=bound.purpose,
-                digest=bound.digest,
-                job_id=bound.job_id,
+                expected=ChallengeFor(operator, bound.purpose, bound.job_id, bound.digest),
             )
         except passkeys.PasskeyError as exc:
             _refused(platform, operator, address, bound, "passkey")
@@ -196,11 +192,13 @@ def _refused(
 ) -> None:
     platform.transact(
         lambda session: audit.record_event(
-            session=session,
-            actor=operator,
-            event="step-up-refused",
-            job_id=bound.job_id,
-            detail=f"{bound.what} refused: step-up {method} missing or invalid",
-            address=address,
+            session,
+            audit.AuditEntry(
+                actor=operator,
+                event="step-up-refused",
+                job_id=bound.job_id,
+                detail=f"{bound.what} refused: step-up {method} missing or invalid",
+                address=address,
+            ),
         )
     )

@@ -10,17 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webplatform.registry import ActionSpec, ArgSpec, Registry, ToolSpec, secret_status
-from webplatform.registry.model import RunnableKind
+from webplatform.registry import search as registry_search
+from webplatform.registry.model import RunnableKind, placeholder, run_tool_name
 from webplatform.trust import gate
-
-_PLACEHOLDER: dict[str, Any] = {
-    "string": "...",
-    "integer": 0,
-    "number": 0,
-    "boolean": True,
-    "array": [],
-    "object": {},
-}
 
 
 @dataclass(frozen=True)
@@ -63,13 +55,13 @@ def _example(arg: ArgSpec) -> Any:
         return arg.default
     if arg.enum:
         return arg.enum[0]
-    return _PLACEHOLDER[arg.type]
+    return placeholder(arg.type)
 
 
 def mcp_call(kind: RunnableKind, tool: ToolSpec, action: ActionSpec) -> str:
     """The literal MCP `tools/call` params for this action, required arguments filled in."""
     irreversible = gate.is_irreversible(tool.name, action)
-    mcp_tool = f"run_{kind}_confirmed" if irreversible else f"run_{kind}"
+    mcp_tool = run_tool_name(kind, confirmed=irreversible)
     args = {a.name: _example(a) for a in action.args if a.required}
     call = {"name": mcp_tool, "arguments": {kind: tool.name, "action": action.name, "args": args}}
     return json.dumps(call, indent=2, ensure_ascii=False)
@@ -84,7 +76,7 @@ def cli_line(kind: RunnableKind, tool: ToolSpec, action: ActionSpec) -> str:
         if not arg.required:
             continue
         value = _example(arg)
-        if value == _PLACEHOLDER["string"] and arg.type == "string":
+        if arg.type == "string" and value == placeholder("string"):
             value = arg.name.upper()
         parts += [f"--{arg.name}", value if isinstance(value, str) else json.dumps(value)]
     return " ".join(shlex.quote(p) for p in parts)
@@ -105,49 +97,41 @@ def tool_view(kind: RunnableKind, tool: ToolSpec) -> ToolView:
     return ToolView(spec=tool, actions=actions, secrets=secret_status(tool))
 
 
-def _matches(words: list[str], *texts: str) -> bool:
-    haystack = " ".join(texts).lower()
-    return all(w in haystack for w in words)
-
-
 def search(registry: Registry, query: str) -> list[SearchHit]:
-    """Tools, agents, skills and actions whose name or description contains every query word."""
-    words = query.lower().split()
+    """Tools and agents (each followed by its matching actions) and skills that match the query,
+    by the same rule and index as MCP `capabilities {search}`; every one for an empty query."""
+    words = registry_search.query_words(query)
+    found = registry_search.matching_actions(registry, words)
+    actions = {(spec.kind, spec.name, action.name) for spec, action in found}
     hits: list[SearchHit] = []
-    kinds: tuple[tuple[RunnableKind, dict[str, ToolSpec]], ...] = (
-        ("tool", registry.tools),
-        ("agent", registry.agents),
-    )
-    for kind, specs in kinds:
+    for kind in ("tool", "agent"):
+        specs = registry.runnables(kind)
         for name in sorted(specs):
             spec = specs[name]
-            if _matches(words, spec.name, spec.description):
-                hits.append(
-                    SearchHit(
-                        kind=kind,
-                        name=name,
-                        description=spec.description,
-                        network=str(spec.network),
-                    )
-                )
-            if not words:
-                continue
-            for action in spec.actions:
-                if _matches(words, spec.name, action.name, action.description):
-                    hits.append(
-                        SearchHit(
-                            kind=kind,
-                            name=name,
-                            action=action.name,
-                            description=action.description,
-                            badge=gate.describe(name, action),
-                        )
-                    )
-    for name in sorted(registry.skills):
-        skill = registry.skills[name]
-        if _matches(words, skill.name, skill.description):
-            hits.append(SearchHit(kind="skill", name=name, description=skill.description))
+            if registry_search.text_matches(words, f"{spec.name} {spec.description}"):
+                hits.append(_tool_hit(spec))
+            hits.extend(
+                _action_hit(spec, a) for a in spec.actions if (kind, name, a.name) in actions
+            )
+    skills = registry_search.matching_skills(registry, words)
+    hits.extend(SearchHit(kind="skill", name=s.name, description=s.description) for s in skills)
     return hits
+
+
+def _tool_hit(spec: ToolSpec) -> SearchHit:
+    return SearchHit(
+        kind=spec.kind, name=spec.name, description=spec.description, network=str(spec.network)
+    )
+
+
+def _action_hit(spec: ToolSpec, action: ActionSpec) -> SearchHit:
+    return SearchHit(
+        kind=spec.kind,
+        name=spec.name,
+        action=action.name,
+        description=action.description,
+        badge=gate.describe(spec.name, action),
+    )
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from sqlalchemy import Engine, create_engine, event, make_url, text
 from workspaces import aat_home_beside
 
 from webplatform.config import Settings
+from webplatform.platform import Platform
 from webplatform.store import engine as engine_module
 from webplatform.store import make_engine, operators, passwords
 
@@ -221,6 +222,22 @@ def engine(settings: Settings) -> Iterator[Engine]:
         yield eng
     finally:
         eng.dispose()
+
+
+@pytest.fixture
+def platform_settings(settings: Settings) -> Settings:
+    """The settings `platform` is made from: `settings` as they are (the example registry, on
+    both databases). A module or folder that needs other ones (another registry, a setting
+    changed, a SQLite-only AAT_HOME) overrides this fixture, never `platform` itself."""
+    return settings
+
+
+@pytest.fixture
+def platform(platform_settings: Settings) -> Iterator[Platform]:
+    """The platform under test, on `platform_settings`; its engine is closed afterwards."""
+    plat = Platform(platform_settings)
+    yield plat
+    plat.engine.dispose()
 
 
 @pytest.fixture(autouse=True)

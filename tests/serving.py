@@ -1,7 +1,10 @@
-"""A real `aat serve` process for tests that talk to it over HTTP (browser, MCP clients)."""
+"""Servers for tests that talk HTTP: a real `aat serve` process (`aat_serve`, with the
+environment `aat_env` makes) or an ASGI app on uvicorn in a thread (`uvicorn_in_thread`).
+Every test that starts a server starts it here, on a port from `free_port()`."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -21,6 +24,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def aat_env(home: Path | None = None, /, **extra: str) -> dict[str, str]:
+    """The environment for an `aat` process: this one's without any AAT_* setting, then
+    AAT_HOME=`home` (when given), unbuffered output, and `extra` as given (AAT_X="...")."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
+    if home is not None:
+        env["AAT_HOME"] = str(home)
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
 @contextmanager
@@ -45,7 +57,7 @@ def aat_serve(
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, proc, log)
+        wait_healthy(url, proc, log)
         yield url
     finally:
         proc.terminate()
@@ -56,25 +68,38 @@ def aat_serve(
             proc.wait()
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+def wait_healthy(url: str, proc: subprocess.Popen[Any], log: Path) -> None:
+    """Return once `aat serve` at `url` answers /healthz; fail with its log if it exits first
+    or does not answer within a minute."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"aat serve exited {proc.returncode}:\n{log.read_text()}")
+            raise RuntimeError(
+                f"aat serve exited {proc.returncode}:\n{log.read_text(errors='replace')}"
+            )
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"aat serve did not answer /healthz:\n{log.read_text()}")
+    raise RuntimeError(f"aat serve did not answer /healthz:\n{log.read_text(errors='replace')}")
 
 
 @contextmanager
-def uvicorn_in_thread(app: Any, *, timeout_s: float = 15) -> Iterator[str]:
-    """Serve an ASGI app on a free loopback port in a thread; yields its base URL."""
+def uvicorn_in_thread(
+    app: Any,
+    *,
+    timeout_s: float = 15,
+    server_class: type[uvicorn.Server] = uvicorn.Server,
+    **config: Any,
+) -> Iterator[str]:
+    """Serve an ASGI app on a free loopback port in a thread (`server_class`, with `config`
+    for uvicorn.Config); yields its base URL, then stops the server and fails if it does not
+    end within 10 s."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    config = {"log_level": "warning", **config}
+    server = server_class(uvicorn.Config(app, host="127.0.0.1", port=port, **config))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout_s
@@ -87,3 +112,5 @@ def uvicorn_in_thread(app: Any, *, timeout_s: float = 15) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+    if thread.is_alive():
+        raise RuntimeError("uvicorn did not stop within 10 s of being told to")

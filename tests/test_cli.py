@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from serving import aat_env
 
 pytestmark = pytest.mark.integration
 
@@ -19,8 +19,7 @@ AAT = [sys.executable, "-m", "webplatform"]
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
-    return {**clean, "AAT_HOME": str(tmp_path / "home")}
+    return aat_env(tmp_path / "home")
 
 
 def aat(

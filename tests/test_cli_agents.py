@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving import aat_serve, free_port
+from serving import aat_env, aat_serve, free_port
 
 pytestmark = pytest.mark.integration  # runs the aat command line
 
@@ -19,8 +18,7 @@ AAT = [sys.executable, "-m", "webplatform"]
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
-    return {**clean, "AAT_HOME": str(tmp_path / "home")}
+    return aat_env(tmp_path / "home")
 
 
 def aat(

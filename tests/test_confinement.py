@@ -6,7 +6,6 @@ import os
 import pwd
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import openpyxl
@@ -28,17 +27,16 @@ USER_HOME = Path(pwd.getpwuid(os.getuid()).pw_dir)
 
 
 @pytest.fixture
-def platform(tmp_path: Path) -> Iterator[Platform]:
-    """The test registry (tests/tools), a SQLite database in AAT_HOME, `tmp_path` as workspace."""
+def platform_settings(tmp_path: Path) -> Settings:
+    """The test registry (tests/tools), a SQLite database in AAT_HOME, `tmp_path` as workspace;
+    beside the database, what aat keeps there: keys and settings files (stand-ins)."""
     settings = Settings(
         home=aat_home_beside(tmp_path), registry=str(TESTS), workspaces=str(tmp_path)
     )
-    plat = Platform(settings)
-    # What aat keeps beside its database: keys and settings files (stand-ins, same place).
+    settings.home.mkdir(mode=0o700, parents=True)
     (settings.home / "signing.key").write_text("not-for-tools")
     (settings.home / "settings.toml").write_text("secret = 'not-for-tools'\n")
-    yield plat
-    plat.engine.dispose()
+    return settings
 
 
 def escape(platform: Platform, action: str, **args: str) -> Answer:

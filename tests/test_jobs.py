@@ -29,6 +29,7 @@ from webplatform.store import (
     transact,
     utcnow,
 )
+from webplatform.store.queries import HistoryFilter
 from webplatform.trust.signing import DecisionSigner
 
 S = JobState
@@ -432,11 +433,15 @@ def test_list_jobs_pages_through_a_thousand_jobs_by_keyset(engine: Engine) -> No
     assert listing and all("args_json" not in sql and "stdout" not in sql for sql in listing)
 
     with session_scope(engine, write=False) as session:
-        running = jobs.list_jobs(session=session, state=S.running, limit=500)
-        xlsx = jobs.list_jobs(session=session, name="xlsx", limit=500)
-        cli = jobs.list_jobs(session=session, surface=Surface.cli, limit=500)
-        none_yet = jobs.list_jobs(session=session, since=utcnow() + timedelta(minutes=1))
-        all_before = jobs.list_jobs(session=session, until=utcnow() + timedelta(minutes=1))
+        running = jobs.list_jobs(session=session, which=HistoryFilter(state=S.running), limit=500)
+        xlsx = jobs.list_jobs(session=session, which=HistoryFilter(name="xlsx"), limit=500)
+        cli = jobs.list_jobs(session=session, which=HistoryFilter(surface=Surface.cli), limit=500)
+        none_yet = jobs.list_jobs(
+            session=session, which=HistoryFilter(since=utcnow() + timedelta(minutes=1))
+        )
+        all_before = jobs.list_jobs(
+            session=session, which=HistoryFilter(until=utcnow() + timedelta(minutes=1))
+        )
         assert jobs.count_pending(session=session) == 666
         queue = jobs.pending_approvals(session=session, limit=5)
     assert len(running) == 334 and {j.state for j in running} == {S.running}

@@ -16,7 +16,6 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -47,13 +46,6 @@ RE_ARM = (
     "UPDATE job SET state = 'approved', worker_id = NULL, lease_expires_at = NULL, "
     "finished_at = NULL, exit_code = NULL, result_json = NULL, error = NULL WHERE id = :id"
 )
-
-
-@pytest.fixture
-def platform(settings: Settings) -> Iterator[Platform]:
-    platform = Platform(settings)
-    yield platform
-    platform.engine.dispose()
 
 
 def _worker(platform: Platform, settings: Settings | None = None, name: str = "w") -> Worker:

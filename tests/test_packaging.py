@@ -9,7 +9,6 @@ itself can only come from what was installed into the new venv.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving import aat_serve, free_port
+from serving import aat_env, aat_serve, free_port
 
 pytestmark = pytest.mark.slow  # builds a wheel, starts aat serve from it
 
@@ -52,9 +51,8 @@ def _venv(folder: Path) -> Path:
 
 
 def _clean_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
+    env = aat_env(home)
     env.pop("PYTHONPATH", None)
-    env.update({"AAT_HOME": str(home), "PYTHONUNBUFFERED": "1"})
     return env
 
 

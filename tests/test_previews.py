@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from platforms import platform_with
 
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.jobs import decisions, previews
@@ -25,17 +25,13 @@ TESTS = Path(__file__).resolve().parent
 AGENT = Actor(surface=Surface.mcp_stdio, client="test-agent")
 
 
-def platform_for(settings: Settings, **changes: Any) -> Platform:
-    """The test tools and the examples, on the test's database, with `changes` applied."""
-    registry = f"{TESTS}:{EXAMPLES_ROOT}"
-    return Platform(settings.model_copy(update={"registry": registry, **changes}))
+REGISTRY = f"{TESTS}:{EXAMPLES_ROOT}"
 
 
 @pytest.fixture
-def platform(settings: Settings) -> Iterator[Platform]:
-    plat = platform_for(settings, preview_timeout_s=3.0)
-    yield plat
-    plat.engine.dispose()
+def platform_settings(settings: Settings) -> Settings:
+    """The test tools and the examples, on the test's database; previews time out at 3 s."""
+    return settings.model_copy(update={"registry": REGISTRY, "preview_timeout_s": 3.0})
 
 
 def queue(platform: Platform, action: str, text: str = "x", tool: str = "previewed") -> Answer:
@@ -152,7 +148,9 @@ def previews_answer(done: JobPreview) -> Any:
 
 
 def test_no_preview_runs_where_tools_cannot_be_confined(settings: Settings) -> None:
-    plat = platform_for(settings, unconfined="1", confine_pretend_unavailable=True)
+    plat = platform_with(
+        settings, registry=REGISTRY, unconfined="1", confine_pretend_unavailable=True
+    )
     try:
         answer = queue(plat, "send-json")
         assert answer.status is Status.pending_approval

@@ -4,14 +4,12 @@ revoked, a forged or edited row allowing nothing, and a budget's last run taken 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import text
 from sqlmodel import select
 
-from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import rules as rule_rows
 from webplatform.store.models import AuditEvent
@@ -30,13 +28,6 @@ ALLOW_REPORTS = """
   tool: outbox
   action: delete-messages
 """
-
-
-@pytest.fixture
-def platform(settings: Settings) -> Iterator[Platform]:
-    platform = Platform(settings)
-    yield platform
-    platform.engine.dispose()
 
 
 def _send(to: str = "ann@example.org") -> Call:

@@ -24,9 +24,10 @@ ENV_SECRET = "env-secret-0815-token"
 
 
 @pytest.fixture
-def platform(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Platform:
+def platform_settings(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The test tools, with the secret the `echo` tool declares set in the environment."""
     monkeypatch.setenv("ECHO_TOKEN", ENV_SECRET)
-    return Platform(settings.model_copy(update={"registry": str(TESTS_ROOT)}))
+    return settings.model_copy(update={"registry": str(TESTS_ROOT)})
 
 
 def everything_stored(platform: Platform) -> str:

@@ -26,11 +26,6 @@ MESSAGE = {"to": "ops@example.org", "subject": "please send the report", "body":
 STEP_UP = password_step_up("ada", name="outbox", action="send-message", args=MESSAGE)
 
 
-@pytest.fixture
-def platform(settings: Settings) -> Platform:
-    return Platform(settings)
-
-
 def send_message(
     platform: Platform,
     *,

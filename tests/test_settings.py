@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from serving import aat_env
 
 from webplatform.config import Settings, SettingsError, get_settings
 
@@ -19,9 +19,8 @@ DB_PASSWORD = "pw-b41e-never-print-me"
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
     (tmp_path / "work").mkdir()
-    return {**clean, "AAT_HOME": str(tmp_path / "home")}
+    return aat_env(tmp_path / "home")
 
 
 def aat(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

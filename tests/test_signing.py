@@ -8,17 +8,16 @@ invalid signature, with an audit event, and nothing may reach the outbox.
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
+from serving import aat_env
 from sqlalchemy import Engine, text
 from stepup_helpers import job_step_up
 
@@ -38,13 +37,6 @@ from webplatform.worker import Worker
 S = JobState
 AAT = [sys.executable, "-m", "webplatform"]
 PASSWORD = "correct horse battery"
-
-
-@pytest.fixture
-def platform(settings: Settings) -> Iterator[Platform]:
-    platform = Platform(settings)
-    yield platform
-    platform.engine.dispose()
 
 
 def _worker(platform: Platform, settings: Settings | None = None) -> Worker:
@@ -225,8 +217,7 @@ def test_a_worker_without_any_key_leaves_approved_jobs_alone(
 
 
 def _env(settings: Settings, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
-    env |= {"AAT_HOME": str(settings.home), **extra}
+    env = aat_env(settings.home, **extra)
     if settings.db_url:
         env["AAT_DB_URL"] = settings.db_url.get_secret_value()
     return env

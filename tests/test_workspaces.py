@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -78,11 +77,9 @@ def test_project_folders_are_workspaces(tmp_path: Path, folder: str) -> None:
 
 
 @pytest.fixture
-def platform(tmp_path: Path) -> Iterator[Platform]:
-    settings = Settings(home=aat_home_beside(tmp_path), registry=str(TESTS))
-    plat = Platform(settings)
-    yield plat
-    plat.engine.dispose()
+def platform_settings(tmp_path: Path) -> Settings:
+    """The test tools on SQLite, with no workspace setting: the rules under test decide."""
+    return Settings(home=aat_home_beside(tmp_path), registry=str(TESTS))
 
 
 def _run(platform: Platform, cwd: Path, name: str, action: str, **args: str) -> Answer:

@@ -18,7 +18,10 @@ import select
 import struct
 import sys
 import termios
+import threading
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 # inotify(7) event bits.
 MODIFY, ATTRIB, CLOSE_WRITE = 0x2, 0x4, 0x8
@@ -144,3 +147,50 @@ class Inotify:
     def __del__(self) -> None:
         with contextlib.suppress(AttributeError):
             self._release()
+
+
+class Shareable(Protocol):
+    """A running watch that several users in a process share."""
+
+    users: int
+
+    @property
+    def running(self) -> bool:
+        """Whether it still watches (False: a new one replaces it for the next user)."""
+        ...
+
+    def stop(self) -> None:
+        """Stop watching and release its thread and inotify instance."""
+        ...
+
+
+W = TypeVar("W", bound=Shareable)
+
+
+class SharedWatches(Generic[W]):
+    """This process's running watches by key (a set of folders, a file), one per key and
+    shared by its users: each thread and inotify instance counts against per-user limits."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[Hashable, W] = {}
+        self._lock = threading.Lock()
+
+    def use(self, key: Hashable, start: Callable[[], W]) -> W:
+        """The running watch of `key`, or a new one from `start` (what it raises, when it
+        cannot start, goes to the caller); give it back with `release`."""
+        with self._lock:
+            watch = self._by_key.get(key)
+            if watch is None or not watch.running:
+                watch = self._by_key[key] = start()
+            watch.users += 1
+            return watch
+
+    def release(self, key: Hashable, watch: W) -> None:
+        """One user less of `watch`; the last one stops it."""
+        with self._lock:
+            watch.users -= 1
+            if watch.users > 0:
+                return
+            if self._by_key.get(key) is watch:
+                del self._by_key[key]
+        watch.stop()

@@ -44,11 +44,7 @@ class Redactor:
         `cut_before` says the text was already cut after its end (the runner kept only the
         head), so its last characters may be the start of a secret.
         """
-        masked = self(text)
-        data = masked.encode("utf-8")
-        if len(data) <= limit and not cut_before:
-            return masked
-        return self._drop_partial_end(data[:limit].decode("utf-8", errors="ignore"))
+        return self._cut(text, limit, cut_before=cut_before, keep_end=False)
 
     def tail(self, text: str, limit: int, *, cut_before: bool = False) -> str:
         """The last `limit` bytes (UTF-8) of `text` after masking, without a partial secret.
@@ -56,10 +52,17 @@ class Redactor:
         `cut_before` says the text was already cut before its start (the runner kept only the
         tail), so its first characters may be the end of a secret.
         """
+        return self._cut(text, limit, cut_before=cut_before, keep_end=True)
+
+    def _cut(self, text: str, limit: int, *, cut_before: bool, keep_end: bool) -> str:
+        """`text` masked, then its first (or, `keep_end`, last) `limit` bytes, with what could
+        be part of a secret dropped at the cut."""
         masked = self(text)
         data = masked.encode("utf-8")
         if len(data) <= limit and not cut_before:
             return masked
+        if not keep_end:
+            return self._drop_partial_end(data[:limit].decode("utf-8", errors="ignore"))
         kept = data[len(data) - limit :] if limit > 0 else b""
         return self._drop_partial_start(kept.decode("utf-8", errors="ignore"))
 

@@ -38,7 +38,7 @@ from webplatform.jobs.leases import Ending
 from webplatform.process import runner
 from webplatform.registry import resolve_secrets
 from webplatform.registry.model import Registry
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.engine import transact
 from webplatform.store.models import Job, JobState
 from webplatform.store.notify import StopEvent
@@ -141,11 +141,13 @@ class Worker:
 
         def refuse(session: Any) -> None:
             record_event(
-                session=session,
-                actor=self.worker_id,
-                event=event,
-                job_id=job_id,
-                detail=f"{problem} ({call_detail(job)})",
+                session,
+                AuditEntry(
+                    actor=self.worker_id,
+                    event=event,
+                    job_id=job_id,
+                    detail=f"{problem} ({call_detail(job)})",
+                ),
             )
             leases.finish(
                 session=session,

@@ -23,18 +23,19 @@ from dashboard.deps import (
     AddressDep,
     AdminDep,
     OperatorDep,
-    PagesDep,
     PlatformDep,
     RelyingPartyDep,
+    View,
+    ViewDep,
     current_role,
+    get_checker,
     get_limiter,
     get_pages,
     get_platform,
     get_relying_party,
 )
-from dashboard.render import Pages
+from dashboard.forms import PasswordForm, ProofForm, RoleForm
 from dashboard.urls import url_for
-from webplatform.platform import Platform
 from webplatform.store import operators
 from webplatform.store import passkeys as store
 from webplatform.trust import changes
@@ -63,9 +64,7 @@ def _error(text: str, status_code: int = 400) -> JSONResponse:
 
 
 def render_account(
-    request: Request,
-    platform: Platform,
-    pages: Pages,
+    view: View,
     operator: str,
     *,
     message: str | None = None,
@@ -73,6 +72,7 @@ def render_account(
     status_code: int = 200,
 ) -> Response:
     """The account page: passkeys (unsigned rows marked), password, and operators for admins."""
+    request, platform = view.request, view.platform
     seal = seal_for(platform)
     keys = platform.transact(
         lambda s: store.all_passkeys(session=s, operator=operator, seal=seal), write=False
@@ -95,19 +95,13 @@ def render_account(
         "message": message,
         "error": error,
     }
-    return pages.render(request, "account.html", context, status_code=status_code)
+    return view.pages.render(request, "account.html", context, status_code=status_code)
 
 
 @router.get("/account")
-def account_page(
-    request: Request,
-    platform: PlatformDep,
-    pages: PagesDep,
-    operator: OperatorDep,
-    done: str | None = None,
-) -> Response:
+def account_page(view: ViewDep, operator: OperatorDep, done: str | None = None) -> Response:
     """The operator's passkeys and password form, and (admins) the operators' roles."""
-    return render_account(request, platform, pages, operator, message=DONE.get(done or ""))
+    return render_account(view, operator, message=DONE.get(done or ""))
 
 
 def _verify_change(
@@ -120,9 +114,7 @@ def _verify_change(
 ) -> StepUp:
     """The step-up for `change`; raises StepUpRefused when the proof does not hold."""
     return stepup.verify(
-        platform=get_platform(request),
-        limiter=get_limiter(request),
-        rp=get_relying_party(request),
+        get_checker(get_platform(request), get_limiter(request), get_relying_party(request)),
         operator=operator,
         proof=proof,
         bound=stepup.for_change(operator, change, target),
@@ -135,9 +127,7 @@ def _refused(request: Request, operator: str, exc: Exception) -> Response:
     when the change itself is wrong."""
     step_up_missing = isinstance(exc, stepup.StepUpRefused | StepUpMismatch)
     return render_account(
-        request,
-        get_platform(request),
-        get_pages(request),
+        View(request=request, platform=get_platform(request), pages=get_pages(request)),
         operator,
         error=str(exc),
         status_code=403 if step_up_missing else 422,
@@ -211,8 +201,7 @@ def remove_passkey(
     operator: OperatorDep,
     address: AddressDep,
     passkey_id: int,
-    password: Annotated[str, Form()] = "",
-    passkey: Annotated[str, Form()] = "",
+    form: Annotated[ProofForm, Form()],
 ) -> Response:
     """Forget one of your passkeys, with your password or another passkey."""
     target = {"passkey": str(passkey_id)}
@@ -222,7 +211,7 @@ def remove_passkey(
             operator,
             Change.passkey_remove,
             target,
-            stepup.Proof(password=password, passkey=passkey),
+            form.proof(),
             address,
         )
         changes.remove_passkey(
@@ -239,25 +228,24 @@ def change_password(
     platform: PlatformDep,
     operator: OperatorDep,
     address: AddressDep,
-    password: Annotated[str, Form()] = "",
-    passkey: Annotated[str, Form()] = "",
-    new_password: Annotated[str, Form()] = "",
-    new_password2: Annotated[str, Form()] = "",
+    form: Annotated[PasswordForm, Form()],
 ) -> Response:
     """Change your password, confirmed with the current one (or a passkey); every session
     of yours ends, and this browser gets a new one."""
     try:
-        if new_password != new_password2:
+        if form.new_password != form.new_password2:
             raise operators.OperatorError("the two new passwords differ: type the same one twice")
         step_up = _verify_change(
             request,
             operator,
             Change.password,
             {},
-            stepup.Proof(password=password, passkey=passkey),
+            form.proof(),
             address,
         )
-        changes.set_password(platform=platform, step_up=step_up, by=operator, password=new_password)
+        changes.set_password(
+            platform=platform, step_up=step_up, by=operator, password=form.new_password
+        )
     except (stepup.StepUpRefused, StepUpMismatch, operators.OperatorError) as exc:
         return _refused(request, operator, exc)
     response = RedirectResponse(
@@ -276,9 +264,7 @@ def change_role(
     admin: AdminDep,
     address: AddressDep,
     name: str,
-    role: Annotated[str, Form()] = "",
-    password: Annotated[str, Form()] = "",
-    passkey: Annotated[str, Form()] = "",
+    form: Annotated[RoleForm, Form()],
 ) -> Response:
     """An admin gives operator `name` a role, confirmed with their password (or passkey)."""
     try:
@@ -286,11 +272,11 @@ def change_role(
             request,
             admin,
             Change.role,
-            {"operator": name, "role": role},
-            stepup.Proof(password=password, passkey=passkey),
+            {"operator": name, "role": form.role},
+            form.proof(),
             address,
         )
-        changes.set_role(platform=platform, step_up=step_up, by=admin, name=name, role=role)
+        changes.set_role(platform=platform, step_up=step_up, by=admin, name=name, role=form.role)
     except (stepup.StepUpRefused, StepUpMismatch, operators.OperatorError) as exc:
         return _refused(request, admin, exc)
     return RedirectResponse(url_for(request, "account_page") + "?done=role", status_code=303)

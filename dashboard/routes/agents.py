@@ -10,20 +10,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Form
 from starlette.responses import Response
 
 from dashboard import stepup
-from dashboard.deps import (
-    AddressDep,
-    AdminDep,
-    LimiterDep,
-    PagesDep,
-    PlatformDep,
-    RelyingPartyDep,
-)
-from dashboard.render import Pages
-from webplatform.platform import Platform
+from dashboard.deps import AddressDep, AdminDep, CheckerDep, View, ViewDep
+from dashboard.forms import MintForm
 from webplatform.store import agents
 from webplatform.trust import changes
 from webplatform.trust.authority import report_forged, seal_for
@@ -33,9 +25,7 @@ router = APIRouter()
 
 
 def render_agents(
-    request: Request,
-    platform: Platform,
-    pages: Pages,
+    view: View,
     *,
     minted: tuple[str, str] | None = None,
     message: str | None = None,
@@ -43,12 +33,13 @@ def render_agents(
     status_code: int = 200,
 ) -> Response:
     """The page: every token (never a hash), and a just-minted token when there is one."""
+    platform = view.platform
     seal = seal_for(platform)
     rows = platform.transact(lambda s: agents.list_agents(session=s, seal=seal), write=False)
     report_forged(platform)
-    has_passkey = stepup.has_passkey(platform, getattr(request.state, "operator", ""))
-    response = pages.render(
-        request,
+    has_passkey = stepup.has_passkey(platform, getattr(view.request.state, "operator", ""))
+    response = view.pages.render(
+        view.request,
         "agents.html",
         {
             "agents": rows,
@@ -64,58 +55,47 @@ def render_agents(
 
 
 @router.get("/agents")
-def agents_page(
-    request: Request, platform: PlatformDep, pages: PagesDep, _admin: AdminDep
-) -> Response:
+def agents_page(view: ViewDep, _admin: AdminDep) -> Response:
     """The agent tokens and the form to mint one."""
-    return render_agents(request, platform, pages)
+    return render_agents(view)
 
 
 @router.post("/agents")
 def mint_agent(
-    request: Request,
-    platform: PlatformDep,
-    pages: PagesDep,
+    view: ViewDep,
+    checker: CheckerDep,
     admin: AdminDep,
-    limiter: LimiterDep,
-    rp: RelyingPartyDep,
     address: AddressDep,
-    name: Annotated[str, Form()] = "",
-    password: Annotated[str, Form()] = "",
-    passkey: Annotated[str, Form()] = "",
+    form: Annotated[MintForm, Form()],
 ) -> Response:
     """Mint a token owned by the logged-in operator, confirmed with their password (or a
     passkey) for exactly this name; the page shows it this once."""
-    name = name.strip()
+    name = form.name.strip()
     try:
         step_up = stepup.verify(
-            platform=platform,
-            limiter=limiter,
-            rp=rp,
+            checker,
             operator=admin,
-            proof=stepup.Proof(password=password, passkey=passkey),
+            proof=form.proof(),
             bound=stepup.for_change(admin, Change.agent_add, {"name": name}),
             address=address,
         )
-        _row, token = changes.mint_agent(platform=platform, step_up=step_up, by=admin, name=name)
+        _row, token = changes.mint_agent(
+            platform=view.platform, step_up=step_up, by=admin, name=name
+        )
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
-        return render_agents(request, platform, pages, error=str(exc), status_code=403)
+        return render_agents(view, error=str(exc), status_code=403)
     except agents.AgentTokenError as exc:
-        return render_agents(request, platform, pages, error=str(exc), status_code=422)
-    return render_agents(request, platform, pages, minted=(name, token))
+        return render_agents(view, error=str(exc), status_code=422)
+    return render_agents(view, minted=(name, token))
 
 
 @router.post("/agents/{name}/revoke")
-def revoke_agent(
-    request: Request, platform: PlatformDep, pages: PagesDep, admin: AdminDep, name: str
-) -> Response:
+def revoke_agent(view: ViewDep, admin: AdminDep, name: str) -> Response:
     """Revoke a token: its next `/mcp` request gets 401."""
-    seal = seal_for(platform)
-    revoked = platform.transact(
+    seal = seal_for(view.platform)
+    revoked = view.platform.transact(
         lambda s: agents.revoke_agent(session=s, name=name, seal=seal, actor=admin)
     )
     if not revoked:
-        return render_agents(
-            request, platform, pages, error=f"no active agent {name!r}", status_code=409
-        )
-    return render_agents(request, platform, pages, message=f"Revoked agent {name}.")
+        return render_agents(view, error=f"no active agent {name!r}", status_code=409)
+    return render_agents(view, message=f"Revoked agent {name}.")

@@ -10,22 +10,18 @@ a new request shows up within the 2 s the spec asks for. The deny-reason inputs 
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from starlette.responses import Response
 
 from dashboard import data, stepup
-from dashboard.deps import OperatorDep, PagesDep, PlatformDep
-from dashboard.render import Pages
-from webplatform.platform import Platform
+from dashboard.deps import OperatorDep, View, ViewDep
 
 router = APIRouter()
 DONE = {"approved": "Approved", "denied": "Denied"}
 
 
 def render_queue(
-    request: Request,
-    platform: Platform,
-    pages: Pages,
+    view: View,
     *,
     message: str | None = None,
     error: str | None = None,
@@ -38,6 +34,7 @@ def render_queue(
     The page and order come from the query string (`page`, `order=newest`), so the polled
     block keeps showing the page the operator chose.
     """
+    request, platform = view.request, view.platform
     newest_first = request.query_params.get("order") == "newest"
     try:
         page = int(request.query_params.get("page", "1"))
@@ -45,7 +42,7 @@ def render_queue(
         page = 1
     operator = getattr(request.state, "operator", "")
     queue = data.approval_queue(platform, page=page, newest_first=newest_first)
-    return pages.render(
+    return view.pages.render(
         request,
         "approvals.html",
         {
@@ -64,13 +61,11 @@ def render_queue(
 
 @router.get("/approvals")
 def approvals_page(
-    request: Request,
-    platform: PlatformDep,
-    pages: PagesDep,
+    view: ViewDep,
     _operator: OperatorDep,
     done: str | None = None,
     job: int | None = None,
 ) -> Response:
     """Pending calls with Approve / Deny, and the recent decisions below them."""
     message = f"{DONE[done]} job {job}." if done in DONE and job is not None else None
-    return render_queue(request, platform, pages, message=message)
+    return render_queue(view, message=message)

@@ -17,20 +17,21 @@ from dashboard import data, stepup
 from dashboard.deps import (
     ActorDep,
     AddressDep,
+    CheckerDep,
     DeciderDep,
     FiltersDep,
-    LimiterDep,
     OperatorDep,
     PagesDep,
     PlatformDep,
-    RelyingPartyDep,
+    View,
+    ViewDep,
 )
-from dashboard.render import Pages, is_htmx
+from dashboard.forms import ApproveForm, DenyForm
+from dashboard.render import is_htmx
 from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
 from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
-from webplatform.platform import Platform
 from webplatform.store.models import Job, JobState, Surface
 from webplatform.trust.stepup import StepUpMismatch
 
@@ -75,9 +76,7 @@ def jobs_page(
 
 
 def render_job(
-    request: Request,
-    platform: Platform,
-    pages: Pages,
+    view: View,
     job_id: int,
     *,
     message: str | None = None,
@@ -87,11 +86,12 @@ def render_job(
 ) -> Response:
     """The job page, optionally with a message about what just happened; only `block` of it
     when htmx asks for that fragment."""
+    request, platform = view.request, view.platform
     operator = getattr(request.state, "operator", "")
     detail = data.job_detail(platform, job_id)
     if detail is None:
         raise HTTPException(404, f"no job {job_id}: it never existed or was pruned from history")
-    return pages.render(
+    return view.pages.render(
         request,
         "job.html",
         {
@@ -108,9 +108,7 @@ def render_job(
 
 @router.get("/jobs/{job_id}")
 def job_page(
-    request: Request,
-    platform: PlatformDep,
-    pages: PagesDep,
+    view: ViewDep,
     _operator: OperatorDep,
     job_id: int,
     done: str | None = None,
@@ -119,7 +117,7 @@ def job_page(
     """Arguments, digest, timeline, result and output of one job; Approve/Deny while pending."""
     # htmx polls only the preview while it is pending (templates/_preview.html).
     notice = _notice(done, job_id, new)
-    return render_job(request, platform, pages, job_id, message=notice, block="preview")
+    return render_job(view, job_id, message=notice, block="preview")
 
 
 def _notice(done: str | None, job_id: int, new: int | None) -> str | None:
@@ -149,50 +147,35 @@ def _refusal(job_id: int, exc: jobs.JobError) -> tuple[int, str]:
     return 409, str(exc)
 
 
-def _refused(
-    request: Request,
-    platform: Platform,
-    pages: Pages,
-    job_id: int,
-    return_to: str,
-    status_code: int,
-    error: str,
-) -> Response:
+def _refused(view: View, job_id: int, return_to: str, status_code: int, error: str) -> Response:
     """The refusal, with its true status for every client; htmx swaps the notice in anyway
     (`responseHandling` in base.html)."""
-    if return_to == "approvals" or is_htmx(request):
-        return render_queue(
-            request, platform, pages, error=error, block="notice", status_code=status_code
-        )
-    return render_job(request, platform, pages, job_id, error=error, status_code=status_code)
+    if return_to == "approvals" or is_htmx(view.request):
+        return render_queue(view, error=error, block="notice", status_code=status_code)
+    return render_job(view, job_id, error=error, status_code=status_code)
 
 
 async def _decide(
-    request: Request,
-    platform: Platform,
-    pages: Pages,
-    job_id: int,
-    verb: str,
-    call: Callable[[], object],
-    return_to: str,
+    view: View, job_id: int, verb: str, call: Callable[[], object], return_to: str
 ) -> Response:
+    request = view.request
     try:
         job = await run_in_threadpool(call)
     except jobs.JobNotFound:
         raise HTTPException(404, f"no job {job_id}: it never existed or was pruned") from None
     except (stepup.StepUpRefused, StepUpMismatch, jobs.NotAllowed) as exc:
-        return _refused(request, platform, pages, job_id, return_to, 403, str(exc))
+        return _refused(view, job_id, return_to, 403, str(exc))
     except (jobs.StaleState, jobs.ApprovalExpired, jobs.DigestMismatch) as exc:
         status_code, error = _refusal(job_id, exc)
-        return _refused(request, platform, pages, job_id, return_to, status_code, error)
+        return _refused(view, job_id, return_to, status_code, error)
     except jobs.AlreadyApproved as exc:
-        return _refused(request, platform, pages, job_id, return_to, 409, str(exc))
+        return _refused(view, job_id, return_to, 409, str(exc))
     if isinstance(job, Job) and job.state is JobState.pending_approval:
         # One approval of several: the job waits for the others.
         verb = "partial"
     if is_htmx(request):
         message = _notice(verb, job_id, None)
-        return render_queue(request, platform, pages, block="notice", message=message)
+        return render_queue(view, block="notice", message=message)
     if return_to != "job":
         target = url_for(request, "approvals_page") + f"?done={verb}&job={job_id}"
     else:
@@ -202,37 +185,30 @@ async def _decide(
 
 @router.post("/jobs/{job_id}/approve")
 async def approve(
-    request: Request,
-    platform: PlatformDep,
-    pages: PagesDep,
+    view: ViewDep,
+    checker: CheckerDep,
     operator: DeciderDep,
     address: AddressDep,
-    limiter: LimiterDep,
-    rp: RelyingPartyDep,
     job_id: int,
-    digest: Annotated[str, Form()] = "",
-    return_to: Annotated[str, Form()] = "job",
-    password: Annotated[str, Form()] = "",
-    passkey: Annotated[str, Form()] = "",
+    form: Annotated[ApproveForm, Form()],
 ) -> Response:
     """Approve exactly the call whose digest the page showed, with a fresh step-up (the
     operator's password typed in the card, or a passkey assertion bound to this digest)."""
+    digest = form.digest
     if not digest.strip():
         error = "the form carried no digest of the arguments: reload the page and approve there"
-        return _refused(request, platform, pages, job_id, return_to, 422, error)
+        return _refused(view, job_id, form.return_to, 422, error)
 
     def call() -> Job:
         step_up = stepup.verify(
-            platform=platform,
-            limiter=limiter,
-            rp=rp,
+            checker,
             operator=operator,
-            proof=stepup.Proof(password=password, passkey=passkey),
+            proof=form.proof(),
             bound=stepup.Bound(purpose="approve", digest=digest, job_id=job_id),
             address=address,
         )
         return decisions.approve(
-            platform=platform,
+            platform=view.platform,
             job_id=job_id,
             operator=operator,
             digest=digest,
@@ -240,44 +216,42 @@ async def approve(
             step_up=step_up,
         )
 
-    return await _decide(request, platform, pages, job_id, "approved", call, return_to)
+    return await _decide(view, job_id, "approved", call, form.return_to)
 
 
 @router.post("/jobs/{job_id}/deny")
 async def deny(
-    request: Request,
-    platform: PlatformDep,
-    pages: PagesDep,
+    view: ViewDep,
     operator: DeciderDep,
     address: AddressDep,
     job_id: int,
-    reason: Annotated[str, Form()] = "",
-    return_to: Annotated[str, Form()] = "job",
+    form: Annotated[DenyForm, Form()],
 ) -> Response:
     """Deny the call; the reason (optional) reaches the agent that asked."""
 
     def call() -> Job:
         return decisions.deny(
-            platform=platform, job_id=job_id, operator=operator, reason=reason, address=address
+            platform=view.platform,
+            job_id=job_id,
+            operator=operator,
+            reason=form.reason,
+            address=address,
         )
 
-    return await _decide(request, platform, pages, job_id, "denied", call, return_to)
+    return await _decide(view, job_id, "denied", call, form.return_to)
 
 
 @router.post("/jobs/{job_id}/rerun")
-def rerun(
-    request: Request, platform: PlatformDep, pages: PagesDep, actor: ActorDep, job_id: int
-) -> Response:
+def rerun(view: ViewDep, actor: ActorDep, job_id: int) -> Response:
     """Ask again for the same call: a new job (a new approval if irreversible)."""
-    answer = decisions.rerun(platform=platform, job_id=job_id, actor=actor)
+    answer = decisions.rerun(platform=view.platform, job_id=job_id, actor=actor)
     if answer.job is None:
         return render_job(
-            request,
-            platform,
-            pages,
+            view,
             job_id,
             error=answer.error or f"could not ask again: {answer.status.value}",
             status_code=400,
         )
-    target = url_for(request, "job_page", job_id=answer.job) + f"?done=rerun&new={answer.job}"
+    target = url_for(view.request, "job_page", job_id=answer.job)
+    target += f"?done=rerun&new={answer.job}"
     return RedirectResponse(target, status_code=303)

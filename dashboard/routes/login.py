@@ -10,6 +10,7 @@ from starlette.responses import RedirectResponse, Response
 
 from dashboard import auth, setup
 from dashboard.deps import AddressDep, OperatorDep, PagesDep, PlatformDep
+from dashboard.forms import LoginForm, SetupForm
 from dashboard.urls import under_root, url_for
 
 router = APIRouter()
@@ -43,11 +44,10 @@ def login(
     platform: PlatformDep,
     pages: PagesDep,
     address: AddressDep,
-    username: Annotated[str, Form()] = "",
-    password: Annotated[str, Form()] = "",
-    next: Annotated[str, Form()] = "/",
+    form: Annotated[LoginForm, Form()],
 ) -> Response:
     """Check the password (rate-limited); on success set the session cookie and go on."""
+    username, password, next = form.username, form.password, form.next
     limiter: auth.LoginLimiter = request.app.state.login_limiter
     keys = (f"addr:{address}", f"user:{username}")
     wait = limiter.attempt(*keys)
@@ -116,12 +116,10 @@ def setup_submit(
     request: Request,
     platform: PlatformDep,
     pages: PagesDep,
-    token: Annotated[str, Form()] = "",
-    username: Annotated[str, Form()] = "",
-    password: Annotated[str, Form()] = "",
-    password2: Annotated[str, Form()] = "",
+    form: Annotated[SetupForm, Form()],
 ) -> Response:
     """Create the first operator and log them in; the link stops working."""
+    token, username, password, password2 = form.token, form.username, form.password, form.password2
     error = "the two passwords differ" if password != password2 else None
     error = error or setup.complete_setup(
         platform=platform, token=token, username=username, password=password

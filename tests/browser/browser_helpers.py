@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, Page, expect
+from serving import aat_env
 from sqlmodel import Session
 
 from webplatform.config import Settings
@@ -60,10 +60,10 @@ class Server:
         return sorted(folder.glob("*.json")) if folder.exists() else []
 
 
-def log_in(browser: Browser, base: str, name: str) -> Page:
+def log_in(chromium: Browser, base: str, name: str) -> Page:
     """A page in a fresh browser context, logged in as `name` through the login form, on the
     approvals page (close it with `page.context.close()`)."""
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    context = chromium.new_context(viewport={"width": 1200, "height": 900})
     page = context.new_page()
     page.goto(f"{base}/approvals")
     assert "/login" in page.url
@@ -75,17 +75,13 @@ def log_in(browser: Browser, base: str, name: str) -> Page:
 
 
 def serve_env(home: Path, port: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
-    env.update(
-        {
-            "AAT_HOME": str(home),
-            "AAT_DASHBOARD_URL": f"http://127.0.0.1:{port}",
-            "AAT_APPROVAL_WAIT_S": "40",
-            "AAT_HEARTBEAT_S": "0.5",
-            "PYTHONUNBUFFERED": "1",
-        }
+    """`aat serve`'s environment for the browser tests: calls wait 40 s for a decision."""
+    return aat_env(
+        home,
+        AAT_DASHBOARD_URL=f"http://127.0.0.1:{port}",
+        AAT_APPROVAL_WAIT_S="40",
+        AAT_HEARTBEAT_S="0.5",
     )
-    return env
 
 
 def add_to_store(

@@ -44,7 +44,7 @@ def playwright() -> Iterator[Playwright]:
 
 
 @pytest.fixture(scope="module")
-def browser(playwright: Playwright) -> Iterator[Browser]:
+def chromium(playwright: Playwright) -> Iterator[Browser]:
     """Debian's Chromium, headless."""
     b = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     yield b
@@ -52,9 +52,9 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 
 @pytest.fixture
-def page(browser: Browser, server: Server) -> Iterator[Page]:
+def page(chromium: Browser, server: Server) -> Iterator[Page]:
     """A fresh browser context, logged in as alice through the login form."""
-    pg = log_in(browser, server.url, OPERATOR)
+    pg = log_in(chromium, server.url, OPERATOR)
     yield pg
     pg.context.close()
 

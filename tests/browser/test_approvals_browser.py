@@ -94,9 +94,9 @@ def test_a_foreign_host_name_is_refused(page: Page, server: Server):
     assert raw.status_code == 400
 
 
-def test_a_post_without_a_session_is_refused(browser: Browser, server: Server):
+def test_a_post_without_a_session_is_refused(chromium: Browser, server: Server):
     job_id = queue_directly(server)
-    context = browser.new_context()
+    context = chromium.new_context()
     try:
         response = context.request.post(
             f"{server.url}/jobs/{job_id}/approve",

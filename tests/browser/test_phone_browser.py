@@ -20,9 +20,9 @@ LONG_SUBJECT = "quarterly-report-" + "x" * 283
 
 
 @pytest.fixture
-def phone(browser: Browser, server: Server, tmp_path: Path) -> Iterator[Page]:
+def phone(chromium: Browser, server: Server, tmp_path: Path) -> Iterator[Page]:
     """A phone-sized touch browser, logged in as alice."""
-    context = browser.new_context(
+    context = chromium.new_context(
         viewport={"width": WIDTH, "height": HEIGHT},
         device_scale_factor=2,
         is_mobile=True,

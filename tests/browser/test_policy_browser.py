@@ -89,12 +89,12 @@ def start(tmp_path: Path) -> Iterator[Start]:
 
 
 @pytest.fixture
-def pages(browser: Browser) -> Iterator[Callable[[Server, str], Page]]:
+def pages(chromium: Browser) -> Iterator[Callable[[Server, str], Page]]:
     """`as_(server, name)`: a page in a browser context of its own, logged in as `name`."""
     opened: list[Page] = []
 
     def as_(server: Server, name: str) -> Page:
-        opened.append(log_in(browser, server.url, name))
+        opened.append(log_in(chromium, server.url, name))
         return opened[-1]
 
     yield as_

@@ -29,10 +29,10 @@ ASSERT_FOR_JOB = """async ([job, digest]) => {
 
 
 @pytest.fixture
-def local_page(browser: Browser, server: Server) -> Iterator[Page]:
+def local_page(chromium: Browser, server: Server) -> Iterator[Page]:
     """Alice logged in at http://localhost:<port> (the passkeys' RP ID), with a virtual
     platform authenticator that verifies the user."""
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    context = chromium.new_context(viewport={"width": 1200, "height": 900})
     page = context.new_page()
     cdp = context.new_cdp_session(page)
     cdp.send("WebAuthn.enable")

@@ -15,14 +15,6 @@ from webplatform.platform import Platform
 
 
 @pytest.fixture
-def platform(settings: Settings) -> Iterator[Platform]:
-    """The platform under test (example registry, this test's database)."""
-    p = Platform(settings)
-    yield p
-    p.engine.dispose()
-
-
-@pytest.fixture
 def app(settings: Settings, platform: Platform) -> Any:
     """The dashboard app; no embedded worker, so approved jobs stay put for inspection."""
     return create_app(settings, platform=platform, embed_worker=False, mcp=False)
@@ -44,8 +36,8 @@ def alice(platform: Platform, client: TestClient) -> TestClient:
 
 
 @pytest.fixture
-def browser(app: Any) -> Iterator[Callable[[str], TestClient]]:
-    """A factory of logged-in browsers, one per operator, on the same app."""
+def client_as(app: Any) -> Iterator[Callable[[str], TestClient]]:
+    """`client_as(name)`: a TestClient logged in as operator `name`, on the same app."""
     opened: list[TestClient] = []
 
     def open_as(name: str) -> TestClient:

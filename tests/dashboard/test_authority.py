@@ -225,10 +225,10 @@ def test_an_operator_row_inserted_by_sql_cannot_log_in_or_approve(
     assert _job(platform, job.id or 0).state is JobState.pending_approval
 
 
-def test_a_viewer_promoted_by_sql_is_no_operator_at_all(platform: Any, browser: Any) -> None:
+def test_a_viewer_promoted_by_sql_is_no_operator_at_all(platform: Any, client_as: Any) -> None:
     add_operator(platform, "alice")
     add_operator(platform, "vic", "viewer")
-    vic = browser("vic")
+    vic = client_as("vic")
     with session_scope(platform.engine) as session:
         session.connection().execute(text("UPDATE operator SET role = 'admin' WHERE name = 'vic'"))
     job_id = queue_send(platform).job
@@ -309,10 +309,10 @@ def test_changing_a_role_needs_a_step_up(platform: Any, alice: TestClient) -> No
         assert operator_role(session=session, name="bob", seal=seal_for(platform)) == "viewer"
 
 
-def test_only_an_admin_changes_roles(platform: Any, browser: Any) -> None:
+def test_only_an_admin_changes_roles(platform: Any, client_as: Any) -> None:
     add_operator(platform, "alice")
     add_operator(platform, "bob")
-    bob = browser("bob")
+    bob = client_as("bob")
     form = _change_form(bob, role="admin", password=PASSWORD)
     assert bob.post("/operators/bob/role", data=form, headers=ORIGIN).status_code == 403
 

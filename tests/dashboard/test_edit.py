@@ -74,10 +74,10 @@ def _outbox(platform: Platform) -> list[dict[str, Any]]:
 
 
 def test_edit_then_approve_runs_the_edited_call_once_and_the_agent_gets_it(
-    platform: Platform, browser: Callable[[str], TestClient]
+    platform: Platform, client_as: Callable[[str], TestClient]
 ) -> None:
     add_operator(platform, "ada")
-    ada = browser("ada")
+    ada = client_as("ada")
     original = queue_send(platform, subject="original subject").job
     assert original is not None
     card = ada.get("/approvals").text
@@ -118,10 +118,10 @@ def test_edit_then_approve_runs_the_edited_call_once_and_the_agent_gets_it(
 
 
 def test_an_edit_that_fails_validation_shows_the_error_and_changes_nothing(
-    platform: Platform, browser: Callable[[str], TestClient]
+    platform: Platform, client_as: Callable[[str], TestClient]
 ) -> None:
     add_operator(platform, "ada")
-    ada = browser("ada")
+    ada = client_as("ada")
     original = queue_send(platform).job
     assert original is not None
     bad = _edit(ada, original, to="x@example.org", subject="s", body="b", **{"delay-s": "soon"})
@@ -137,10 +137,10 @@ def test_an_edit_that_fails_validation_shows_the_error_and_changes_nothing(
 
 
 def test_a_wrong_password_or_a_decided_job_edits_nothing(
-    platform: Platform, browser: Callable[[str], TestClient]
+    platform: Platform, client_as: Callable[[str], TestClient]
 ) -> None:
     add_operator(platform, "ada")
-    ada = browser("ada")
+    ada = client_as("ada")
     original = queue_send(platform).job
     assert original is not None
     form = {"csrf_token": csrf(ada), "_password": "wrong", **EDITED}
@@ -159,7 +159,7 @@ def test_a_wrong_password_or_a_decided_job_edits_nothing(
 
 
 def test_forged_edits_by_a_viewer_and_by_the_asker_are_refused(
-    platform: Platform, browser: Callable[[str], TestClient], monkeypatch: pytest.MonkeyPatch
+    platform: Platform, client_as: Callable[[str], TestClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "self_approval", False)
     add_operator(platform, "ada")
@@ -177,7 +177,7 @@ def test_forged_edits_by_a_viewer_and_by_the_asker_are_refused(
     )
     original = answer.job
     assert original is not None
-    vic, ada = browser("vic"), browser("ada")
+    vic, ada = client_as("vic"), client_as("ada")
     assert ">Edit</button>" not in vic.get("/approvals").text
     assert ">Edit</button>" not in ada.get(f"/jobs/{original}").text
 
@@ -191,12 +191,12 @@ def test_forged_edits_by_a_viewer_and_by_the_asker_are_refused(
 
 
 def test_the_editors_approval_counts_as_one_of_two(
-    platform: Platform, browser: Callable[[str], TestClient], monkeypatch: pytest.MonkeyPatch
+    platform: Platform, client_as: Callable[[str], TestClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "approvals_required", 2)
     add_operator(platform, "ada")
     add_operator(platform, "bob")
-    ada = browser("ada")
+    ada = client_as("ada")
     original = queue_send(platform).job
     assert original is not None
     done = _edit(ada, original, **EDITED)
@@ -208,7 +208,7 @@ def test_the_editors_approval_counts_as_one_of_two(
     assert pending.status is Status.pending_approval and pending.job == edited.id
     assert pending.approvals_needed == 1 and pending.edited_from == original
 
-    bob = browser("bob")
+    bob = client_as("bob")
     form = {
         "csrf_token": csrf(bob),
         "password": PASSWORD,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving import aat_serve, free_port
+from serving import aat_env, aat_serve, free_port
 from sqlalchemy import text
 
 from webplatform.config import Settings
@@ -24,9 +23,7 @@ FORGED = "203.0.113.9"
 
 
 def _env(home: Path, port: int, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
-    env |= {"AAT_HOME": str(home), "AAT_DASHBOARD_URL": f"http://127.0.0.1:{port}", **extra}
-    return env
+    return aat_env(home, AAT_DASHBOARD_URL=f"http://127.0.0.1:{port}", **extra)
 
 
 @pytest.fixture

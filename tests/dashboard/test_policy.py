@@ -74,12 +74,12 @@ def test_the_first_operator_is_admin_then_approvers(platform: Platform) -> None:
 
 
 def test_two_approvals_from_two_operators_run_the_job_once(
-    platform: Platform, browser: Any, monkeypatch: pytest.MonkeyPatch
+    platform: Platform, client_as: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "approvals_required", 2)
     add_operator(platform, "ada")
     add_operator(platform, "bob")
-    ada, bob = browser("ada"), browser("bob")
+    ada, bob = client_as("ada"), client_as("bob")
     answer = queue_send(platform, subject="needs two")
     assert answer.status is Status.pending_approval and answer.approvals_needed == 2
     job_id = answer.job
@@ -121,30 +121,30 @@ def jobs_events(platform: Platform, job_id: int) -> list[Any]:
 
 
 def test_more_approvals_than_approvers_says_so_and_nothing_runs(
-    platform: Platform, browser: Any, monkeypatch: pytest.MonkeyPatch
+    platform: Platform, client_as: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "approvals_required", 3)
     add_operator(platform, "ada")
     add_operator(platform, "bob")
     add_operator(platform, "vic", "viewer")
-    ada = browser("ada")
+    ada = client_as("ada")
     job_id = queue_send(platform).job
     assert job_id is not None
     html = ada.get("/approvals").text
     assert "needs 3 approvals, but only 2 operator(s) can approve it" in html
     assert _approve(ada, platform, job_id).status_code == 303
-    assert _approve(browser("bob"), platform, job_id).status_code == 303
+    assert _approve(client_as("bob"), platform, job_id).status_code == 303
     _run_worker(platform)
     assert _job(platform, job_id).state is JobState.pending_approval
     assert _outbox(platform) == []
 
 
 def test_a_viewer_sees_the_card_without_buttons_and_a_forged_post_is_refused(
-    platform: Platform, browser: Any
+    platform: Platform, client_as: Any
 ) -> None:
     add_operator(platform, "ada")
     add_operator(platform, "vic", "viewer")
-    vic = browser("vic")
+    vic = client_as("vic")
     job_id = queue_send(platform, subject="viewer test").job
     assert job_id is not None
     html = vic.get("/approvals").text
@@ -165,7 +165,7 @@ def test_a_viewer_sees_the_card_without_buttons_and_a_forged_post_is_refused(
 
 
 def test_the_token_owner_cannot_approve_when_self_approval_is_off(
-    platform: Platform, browser: Any, monkeypatch: pytest.MonkeyPatch
+    platform: Platform, client_as: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "self_approval", False)
     add_operator(platform, "ada")
@@ -183,24 +183,24 @@ def test_the_token_owner_cannot_approve_when_self_approval_is_off(
     )
     job_id = answer.job
     assert job_id is not None
-    ada = browser("ada")
+    ada = client_as("ada")
     html = ada.get(f"/jobs/{job_id}").text
     assert "You asked for this call" in html and ">Approve</button>" not in html
     refused = _approve(ada, platform, job_id)
     assert refused.status_code == 403
     assert "may not be approved by the operator who asked" in refused.text
     assert _job(platform, job_id).state is JobState.pending_approval
-    assert _approve(browser("bob"), platform, job_id).status_code == 303
+    assert _approve(client_as("bob"), platform, job_id).status_code == 303
     assert _job(platform, job_id).state is JobState.approved
 
 
 def test_the_run_form_queues_instead_of_approving_when_self_approval_is_off(
-    platform: Platform, browser: Any, monkeypatch: pytest.MonkeyPatch
+    platform: Platform, client_as: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "self_approval", False)
     add_operator(platform, "ada")
     add_operator(platform, "bob")
-    ada = browser("ada")
+    ada = client_as("ada")
     form = {
         "csrf_token": csrf(ada),
         "arg:to": "x@example.org",
@@ -215,17 +215,17 @@ def test_the_run_form_queues_instead_of_approving_when_self_approval_is_off(
     job = _job(platform, job_id)
     assert job.state is JobState.pending_approval and job.asked_by_operator == "ada"
     assert _approve(ada, platform, job_id).status_code == 403
-    assert _approve(browser("bob"), platform, job_id).status_code == 303
+    assert _approve(client_as("bob"), platform, job_id).status_code == 303
     assert _job(platform, job_id).state is JobState.approved
 
 
 def test_the_run_form_counts_as_the_first_of_two(
-    platform: Platform, browser: Any, monkeypatch: pytest.MonkeyPatch
+    platform: Platform, client_as: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(platform.settings, "approvals_required", 2)
     add_operator(platform, "ada")
     add_operator(platform, "bob")
-    ada = browser("ada")
+    ada = client_as("ada")
     form = {
         "csrf_token": csrf(ada),
         "arg:to": "x@example.org",
@@ -238,7 +238,7 @@ def test_the_run_form_counts_as_the_first_of_two(
     assert r.status_code == 303, r.text
     job_id = int(r.headers["location"].rsplit("/", 1)[1])
     assert "1 of 2 approvals (approved by ada)" in ada.get(f"/jobs/{job_id}").text
-    assert _approve(browser("bob"), platform, job_id).status_code == 303
+    assert _approve(client_as("bob"), platform, job_id).status_code == 303
     job = _job(platform, job_id)
     assert job.state is JobState.approved and job.decided_by == "ada, bob"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,10 @@ TESTS = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def platform(settings: Settings) -> Iterator[Platform]:
+def platform_settings(settings: Settings) -> Settings:
     """The examples and the test tools (`previewed`), on this test's database."""
     changes = {"registry": f"{EXAMPLES_ROOT}:{TESTS}", "preview_timeout_s": 2.0}
-    p = Platform(settings.model_copy(update=changes))
-    yield p
-    p.engine.dispose()
+    return settings.model_copy(update=changes)
 
 
 @pytest.fixture
@@ -195,11 +193,11 @@ def test_a_call_without_a_preview_shows_none(platform: Platform, alice: TestClie
 
 
 def test_an_edited_call_still_waiting_gets_a_preview_of_its_new_arguments(
-    platform: Platform, browser: Callable[[str], TestClient], monkeypatch: pytest.MonkeyPatch
+    platform: Platform, client_as: Callable[[str], TestClient], monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setattr(platform.settings, "approvals_required", 2)
     add_operator(platform, "ada")
-    ada = browser("ada")
+    ada = client_as("ada")
     original = queue_send(platform, subject="first draft").job or 0
     form = {
         "csrf_token": csrf(ada),

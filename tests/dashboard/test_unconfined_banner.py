@@ -29,8 +29,8 @@ def test_red_banner_while_unconfined_is_set(
 ) -> None:
     loose = Settings(**{**settings.model_dump(), "unconfined": value})
     app = create_app(loose, platform=platform, embed_worker=False, mcp=False)
-    with TestClient(app, base_url=BASE, follow_redirects=False) as browser:
-        page = browser.get("/login").text
+    with TestClient(app, base_url=BASE, follow_redirects=False) as client:
+        page = client.get("/login").text
     assert BANNERS[value] in page and 'class="banner-unconfined" role="alert"' in page
     others = [banner for key, banner in BANNERS.items() if key != value]
     assert not any(banner in page for banner in others)

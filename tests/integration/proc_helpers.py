@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
 import pytest
+import serving
 from sqlalchemy import Engine
 from sqlmodel import col, select
 
@@ -41,8 +41,7 @@ def _die_with_parent() -> None:
 
 def aat_env(settings: Settings, **extra: object) -> dict[str, str]:
     """The environment for an `aat` process sharing this test's AAT_HOME and database."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
-    env |= {"AAT_HOME": str(settings.home), "PYTHONUNBUFFERED": "1"}
+    env = serving.aat_env(settings.home)
     if settings.db_url:
         env["AAT_DB_URL"] = settings.db_url.get_secret_value()
     env |= {f"AAT_{k.upper()}": str(v) for k, v in extra.items()}
@@ -106,17 +105,9 @@ class Procs:
     def serve(
         self, name: str, env: dict[str, str], port: int, *extra: str
     ) -> subprocess.Popen[Any]:
-        """`aat serve` on `port`, once /healthz answers."""
+        """`aat serve` on `port`, once /healthz answers (as `serving.aat_serve` waits)."""
         proc = self.start(name, ["serve", "--port", str(port), *extra], env)
-
-        def up() -> bool:
-            assert proc.poll() is None, f"{name} exited:\n{self.log(name)[-3000:]}"
-            try:
-                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 60, f"{name} to answer /healthz")
+        serving.wait_healthy(f"http://127.0.0.1:{port}", proc, self.logs / f"{name}.log")
         return proc
 
     def sigkill(self, proc: subprocess.Popen[Any]) -> None:

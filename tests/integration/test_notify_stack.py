@@ -10,7 +10,6 @@ window closes; a dead notifier delays nothing.
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from serving import aat_serve, free_port
+from serving import aat_env, aat_serve, free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]  # starts aat processes
 
@@ -81,15 +80,13 @@ def sink() -> Iterator[Sink]:
 
 
 def env_for(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
-    return {
-        **env,
-        "AAT_HOME": str(home),
-        "AAT_DASHBOARD_URL": DASHBOARD,
-        "AAT_APPROVAL_WAIT_S": "1",
-        "AAT_HEARTBEAT_S": "0.5",
+    return aat_env(
+        home,
+        AAT_DASHBOARD_URL=DASHBOARD,
+        AAT_APPROVAL_WAIT_S="1",
+        AAT_HEARTBEAT_S="0.5",
         **extra,
-    }
+    )
 
 
 async def call_confirmed(base: str) -> tuple[dict[str, Any], float]:

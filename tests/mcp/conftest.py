@@ -4,7 +4,7 @@ from mcp_helpers import (  # noqa: F401
     anyio_backend,
     era,
     mcp_settings,
-    platform,
+    platform_settings,
     quick_progress,
     quick_queue_watch,
     registry_root,

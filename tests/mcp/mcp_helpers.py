@@ -62,23 +62,16 @@ def mcp_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def platform(
+def platform_settings(
     mcp_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Platform]:
-    """A platform on the test's own database and the example registry.
+) -> Settings:
+    """`platform` on the test's own database and the example registry, run from `tmp_path`.
 
     The stdio bridge's workspace is the folder it was started in: here the test's `tmp_path`,
     as a client started in a project folder would have it.
     """
     monkeypatch.chdir(tmp_path)
-    plat = Platform(mcp_settings)
-    yield plat
-    plat.engine.dispose()
-
-
-def make_platform(settings: Settings, **changes: Any) -> Platform:
-    """A platform with changed settings (same home and database)."""
-    return Platform(settings.model_copy(update=changes))
+    return mcp_settings
 
 
 @pytest.fixture(params=ERAS)

@@ -10,7 +10,8 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_helpers import body, make_platform, serve_mcp
+from mcp_helpers import body, serve_mcp
+from platforms import platform_with
 from pydantic import SecretStr
 from sqlalchemy import text
 from sqlmodel import select
@@ -129,7 +130,7 @@ async def test_revoked_token_is_refused_on_the_next_request(platform: Platform) 
 
 
 async def test_shared_mcp_token_still_works_beside_agent_tokens(mcp_settings: Settings) -> None:
-    guarded = make_platform(mcp_settings, mcp_token=SecretStr("s3cret-token"))
+    guarded = platform_with(mcp_settings, mcp_token=SecretStr("s3cret-token"))
     token = mint(guarded, "build-bot")
     with serve_mcp(guarded) as base:
         assert post(f"{base}/mcp", Authorization="Bearer s3cret-token").status_code == 200

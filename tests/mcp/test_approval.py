@@ -11,8 +11,9 @@ import anyio
 import pytest
 from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_helpers import approve, body, connect, deny, later, later_when, make_platform
+from mcp_helpers import approve, body, connect, deny, later, later_when
 from mcp_types import ServerNotification
+from platforms import platform_with
 
 from webplatform.config import Settings
 from webplatform.jobs.services import Consent, request_run
@@ -121,7 +122,7 @@ async def test_pending_answer_warns_when_no_dashboard_is_running(
 
 
 async def test_deny_irreversible_refuses_without_queuing(mcp_settings: Settings, era: str) -> None:
-    strict = make_platform(mcp_settings, mcp_deny_irreversible=True)
+    strict = platform_with(mcp_settings, mcp_deny_irreversible=True)
     async with connect(strict, era) as client:
         result = await client.call_tool("run_tool_confirmed", SEND)
         reversible = await client.call_tool(

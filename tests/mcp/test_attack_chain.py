@@ -19,7 +19,8 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-from mcp_helpers import body, connect, make_platform
+from mcp_helpers import body, connect
+from platforms import platform_with
 from sqlmodel import text
 
 from webplatform.config import EXAMPLES_ROOT
@@ -60,7 +61,7 @@ def settle(platform: Platform, job_id: int) -> str:
 
 @pytest.mark.parametrize("backend", ["sqlite"])  # the database a tool could open is a file
 async def test_confinement_keeps_a_tool_out_of_the_database(platform: Platform, era: str) -> None:
-    both = make_platform(platform.settings, registry=f"{EXAMPLES_ROOT}:{TEST_TOOLS}")
+    both = platform_with(platform.settings, registry=f"{EXAMPLES_ROOT}:{TEST_TOOLS}")
     async with connect(both, era) as client:
         queued = body(
             await client.call_tool(

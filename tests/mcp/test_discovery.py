@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from mcp_helpers import body, connect, make_platform
+from mcp_helpers import body, connect
+from platforms import platform_with
 
 from webplatform.config import Settings
 from webplatform.platform import Platform
@@ -60,7 +61,7 @@ def big_platform(mcp_settings: Settings, registry_root: Path) -> Platform:
     broken = registry_root / "tools" / "broken"
     broken.mkdir()
     (broken / "tool.yaml").write_text("name: broken\nactions: [\n")
-    return make_platform(mcp_settings, registry=str(registry_root))
+    return platform_with(mcp_settings, registry=str(registry_root))
 
 
 async def test_empty_call_lists_everything_compactly(platform: Platform, era: str) -> None:
@@ -114,7 +115,7 @@ async def test_big_tool_degrades_to_action_index(big_platform: Platform, era: st
 
 
 async def test_small_limit_degrades_even_small_tools(mcp_settings: Settings, era: str) -> None:
-    tiny = make_platform(mcp_settings, capabilities_max_bytes=200)
+    tiny = platform_with(mcp_settings, capabilities_max_bytes=200)
     async with connect(tiny, era) as client:
         answer = body(await client.call_tool("capabilities", {"name": "xlsx"}))
     assert answer["degraded"] is True
@@ -179,7 +180,7 @@ async def test_overview_readiness_follows_a_secret_set_later(
         "secrets: [AAT_TEST_OVERVIEW_KEY]\nactions:\n  - name: greet\n    description: Hi.\n"
     )
     monkeypatch.delenv("AAT_TEST_OVERVIEW_KEY", raising=False)
-    platform = make_platform(mcp_settings, registry=str(registry_root))
+    platform = platform_with(mcp_settings, registry=str(registry_root))
     async with connect(platform, era) as client:
         listed = body(await client.call_tool("capabilities", {}))["tools"]
         entry = next(t for t in listed if t["name"] == "needs-key")
@@ -205,7 +206,7 @@ async def test_a_large_registry_overview_fits_the_limit_and_says_how_to_narrow(
             + "\nruntime: python\nentrypoint: main.py\nactions:\n"
             + f"  - name: ping-{i:03d}\n    description: Ping it.\n"
         )
-    platform = make_platform(
+    platform = platform_with(
         mcp_settings,
         registry=str(registry_root),
         capabilities_max_bytes=6000,
@@ -236,7 +237,7 @@ async def test_a_tools_network_reach_is_in_its_schema(
         "name: fetcher\ndescription: Fetches pages.\nruntime: python\nentrypoint: main.py\n"
         "network: {connect: [443, 5432]}\nactions:\n  - {name: fetch, read_only: true}\n"
     )
-    plat = make_platform(mcp_settings, registry=str(registry_root))
+    plat = platform_with(mcp_settings, registry=str(registry_root))
     async with connect(plat, era) as client:
         answer = body(await client.call_tool("capabilities", {"name": "fetcher"}))
     assert answer["network"] == "connect 443, 5432"

@@ -11,8 +11,9 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client.context import ClientRequestContext
-from mcp_helpers import body, connect, later, later_when, make_platform
+from mcp_helpers import body, connect, later, later_when
 from mcp_types import ElicitRequestParams, ElicitResult
+from platforms import platform_with
 
 from webplatform.jobs import edits
 from webplatform.jobs.answers import Answer
@@ -63,7 +64,7 @@ async def test_the_waiting_call_gets_the_edited_jobs_outcome(
     platform: Platform, worker: Worker, era: str
 ) -> None:
     del worker
-    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    slow = platform_with(platform.settings, approval_wait_s=30.0)
     later(0.5, lambda: edit_first_pending(platform))
     async with connect(slow, era) as client:
         with anyio.fail_after(25):
@@ -87,7 +88,7 @@ async def test_a_client_that_opened_the_job_page_gets_the_edited_outcome(
         urls.append(getattr(params, "url", ""))
         return ElicitResult(action="accept")
 
-    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    slow = platform_with(platform.settings, approval_wait_s=30.0)
     later_when(lambda: urls, lambda: edit_first_pending(platform))
     async with connect(slow, era, elicitation_callback=open_page) as client:
         with anyio.fail_after(25):

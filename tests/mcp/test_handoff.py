@@ -23,7 +23,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp_helpers import ERAS, body
-from serving import aat_serve, free_port
+from serving import aat_env, aat_serve, free_port
 from workspaces import aat_home_beside
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]  # starts aat processes
@@ -38,8 +38,7 @@ RELAYED = f"unix:{getpass.getuser()}"
 
 
 def home_env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
-    return {**env, "AAT_HOME": str(home), "AAT_APPROVAL_WAIT_S": "1", **extra}
+    return aat_env(home, **{"AAT_APPROVAL_WAIT_S": "1", **extra})
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_helpers import ERAS, body, make_platform, serve_mcp
+from mcp_helpers import ERAS, body, serve_mcp
+from platforms import platform_with
 from pydantic import SecretStr
 
 from webplatform.config import Settings
@@ -93,7 +94,7 @@ def test_modern_unsupported_version_gets_32022_over_http(url: str) -> None:
 
 
 async def test_bearer_token_is_required_when_set(mcp_settings: Settings) -> None:
-    guarded = make_platform(mcp_settings, mcp_token=SecretStr("s3cret-token"))
+    guarded = platform_with(mcp_settings, mcp_token=SecretStr("s3cret-token"))
     with serve_mcp(guarded) as base:
         url = f"{base}/mcp"
         assert post(url, INIT).status_code == 401

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serving import aat_serve, free_port
+from serving import aat_env, aat_serve, free_port
 from sqlmodel import Session
 
 from webplatform.config import Settings
@@ -55,18 +55,12 @@ class Target:
     surface: Surface
 
 
-def clean_env(home: Path) -> dict[str, str]:
-    """This environment without AAT_* settings, with AAT_HOME set to `home`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
-    return {**env, "AAT_HOME": str(home)}
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """`aat serve` on a free loopback port, with an AAT_HOME of its own."""
     folder = tmp_path_factory.mktemp("serve")
     home, port, log = folder / "aat-home", free_port(), folder / "serve.log"
-    with aat_serve(env=clean_env(home), port=port, log=log) as url:
+    with aat_serve(env=aat_env(home), port=port, log=log) as url:
         yield Target(args=[f"{url}/mcp"], home=home, surface=Surface.mcp_http)
 
 

@@ -5,15 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 from mcp import Client
-from mcp_helpers import (
-    ERAS,
-    aat_mcp_process,
-    body,
-    later,
-    later_when,
-    make_platform,
-    serve_mcp,
-)
+from mcp_helpers import ERAS, aat_mcp_process, body, later, later_when, serve_mcp
+from platforms import platform_with
 from test_native_waiting import (
     PERSON_S,
     SEND,
@@ -35,7 +28,7 @@ async def test_http_client_opens_the_job_page_then_gets_the_outcome(
     platform: Platform, worker: Worker, mode: str
 ) -> None:
     del worker
-    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    slow = platform_with(platform.settings, approval_wait_s=30.0)
     asked = Elicitations("accept")
     later_when(lambda: asked.asked, lambda: approve_first_pending(platform))
     with serve_mcp(slow) as base:
@@ -52,7 +45,7 @@ async def test_http_client_opens_the_job_page_then_gets_the_outcome(
 async def test_http_client_whose_person_closes_the_dialog_gets_pending_approval(
     platform: Platform, mode: str
 ) -> None:
-    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    slow = platform_with(platform.settings, approval_wait_s=30.0)
     asked = Elicitations("cancel", after_s=PERSON_S)
     with serve_mcp(slow) as base:
         async with Client(f"{base}/mcp", mode=mode, elicitation_callback=asked) as client:

@@ -17,7 +17,7 @@ import anyio
 import pytest
 from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import approve, body, connect, later_when, make_platform
+from mcp_helpers import approve, body, connect, later_when
 from mcp_types import (
     ElicitCompleteNotification,
     ElicitRequestParams,
@@ -26,6 +26,7 @@ from mcp_types import (
     ErrorData,
     ServerNotification,
 )
+from platforms import platform_with
 from sqlmodel import select
 
 from webplatform.jobs import withdrawal
@@ -114,7 +115,7 @@ async def test_client_opens_the_job_page_and_the_same_call_gets_the_outcome(
         progress.append(message)
 
     # A generous wait: the approval lands once the dialog was asked for, the worker runs it.
-    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    slow = platform_with(platform.settings, approval_wait_s=30.0)
     async with connect(slow, era, elicitation_callback=asked, message_handler=on_message) as client:
         with anyio.fail_after(15):
             result = await client.call_tool(
@@ -151,7 +152,7 @@ async def test_a_client_that_answers_at_once_waits_as_one_without_elicitation(
     # Codex (and Claude Code's -p) decline every elicitation within milliseconds, shown to
     # nobody: the call is held like any client's, and the approval reaches the agent.
     del worker
-    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    slow = platform_with(platform.settings, approval_wait_s=30.0)
     asked = Elicitations(answer, error=answer == "error")
     later_when(lambda: asked.asked, lambda: approve_first_pending(platform))
     async with connect(slow, era, elicitation_callback=asked) as client:
@@ -167,7 +168,7 @@ async def test_a_person_who_declines_withdraws_the_request(
 ) -> None:
     # Declining the dialog to stop a send must never be followed by the send.
     del worker
-    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    slow = platform_with(platform.settings, approval_wait_s=30.0)
     asked = Elicitations("decline", after_s=PERSON_S)
     started = time.monotonic()
     async with connect(slow, era, elicitation_callback=asked) as client:
@@ -186,7 +187,7 @@ async def test_a_person_who_declines_withdraws_the_request(
 async def test_a_person_who_closes_the_dialog_leaves_the_job_queued(
     platform: Platform, era: str, answer: str
 ) -> None:
-    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    slow = platform_with(platform.settings, approval_wait_s=30.0)
     asked = Elicitations(answer, error=answer == "error", after_s=PERSON_S)
     started = time.monotonic()
     async with connect(slow, era, elicitation_callback=asked) as client:

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from mcp_helpers import approve, body, connect, make_platform
+from mcp_helpers import approve, body, connect
+from platforms import platform_with
 
 from dashboard.app import create_app
 from webplatform.platform import Platform
@@ -37,7 +38,7 @@ def _operators(platform: Platform, *names: str) -> None:
 async def test_the_reason_reaches_the_card_and_pending_counts_approvals(
     platform: Platform, era: str
 ) -> None:
-    two = make_platform(platform.settings, approvals_required=2, approval_wait_s=0.5)
+    two = platform_with(platform.settings, approvals_required=2, approval_wait_s=0.5)
     _operators(two, "ada", "bob")
     async with connect(two, era) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}

@@ -7,7 +7,6 @@ registry; everything it answers comes from the server.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,22 +15,17 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp_helpers import body
-from serving import aat_serve, free_port
+from serving import aat_env, aat_serve, free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]  # starts aat processes
 
 AAT = [sys.executable, "-m", "webplatform"]
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
-    return {**env, **extra}
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A running `aat serve` with one agent token; yields its /mcp URL and the token."""
-    env = clean_env(AAT_HOME=str(tmp_path / "server-home"), AAT_APPROVAL_WAIT_S="4")
+    env = aat_env(AAT_HOME=str(tmp_path / "server-home"), AAT_APPROVAL_WAIT_S="4")
     minted = subprocess.run(
         [*AAT, "agent", "add", "build-bot"], env=env, capture_output=True, text=True, timeout=60
     )
@@ -42,7 +36,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
 
 def relay_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     # An AAT_HOME (and HOME) the relay must not create or read.
-    return clean_env(
+    return aat_env(
         AAT_HOME=str(tmp_path / "relay-home"), HOME=str(tmp_path / "relay-user"), **extra
     )
 
@@ -137,7 +131,7 @@ def test_url_comes_from_the_environment_too(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("client", ["opencode", "claude"])
 def test_config_url_blocks_take_the_token_from_the_environment(client: str) -> None:
-    env = clean_env(AAT_AGENT_TOKEN="aat_secret-value")
+    env = aat_env(AAT_AGENT_TOKEN="aat_secret-value")
     done = subprocess.run(
         [*AAT, "config", client, "--url", "http://127.0.0.1:8000/mcp"],
         env=env,

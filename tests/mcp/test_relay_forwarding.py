@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp_helpers import ERAS, body
-from serving import aat_serve, free_port
+from serving import aat_env, aat_serve, free_port
 from test_native_waiting import PERSON_S, SEND, Elicitations
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]  # starts aat processes
@@ -45,11 +44,6 @@ HELLO = {"name": "run_tool", "arguments": {"tool": "hello-world", "args": {"name
 HELD = {"name": "run_tool_confirmed", "arguments": SEND}
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAT_")}
-    return {**env, **extra}
-
-
 class Served:
     """A running `aat serve`: its /mcp URL, an agent token for it, and its log."""
 
@@ -63,7 +57,7 @@ class Served:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One `aat serve` for the module, with an agent token and a short approval wait."""
     root = tmp_path_factory.mktemp("relay-forwarding")
-    env = clean_env(AAT_HOME=str(root / "home"), AAT_APPROVAL_WAIT_S=str(APPROVAL_WAIT_S))
+    env = aat_env(AAT_HOME=str(root / "home"), AAT_APPROVAL_WAIT_S=str(APPROVAL_WAIT_S))
     minted = subprocess.run(
         [*AAT, "agent", "add", "pipes"], env=env, capture_output=True, text=True, timeout=60
     )
@@ -79,7 +73,7 @@ class Pipes:
     def __init__(self, served: Served, cwd: Path) -> None:
         self.proc = subprocess.Popen(
             [*AAT, "mcp", "--url", served.url],
-            env=clean_env(AAT_AGENT_TOKEN=served.token, HOME=str(cwd)),
+            env=aat_env(AAT_AGENT_TOKEN=served.token, HOME=str(cwd)),
             cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -203,7 +197,7 @@ async def test_an_elicitation_reaches_the_client_and_its_answer_the_server(
     params = StdioServerParameters(
         command=AAT[0],
         args=[*AAT[1:], "mcp", "--url", served.url],
-        env=clean_env(AAT_AGENT_TOKEN=served.token, HOME=str(tmp_path)),
+        env=aat_env(AAT_AGENT_TOKEN=served.token, HOME=str(tmp_path)),
     )
     declined = Elicitations("decline", after_s=PERSON_S)  # a person's decline withdraws
     async with Client(params, mode=mode, elicitation_callback=declined) as client:
@@ -266,11 +260,11 @@ def test_the_relay_loads_no_sdk_and_holds_little(pipes: Pipes) -> None:
 
 
 async def test_a_server_lost_mid_session_is_a_tool_error(tmp_path: Path) -> None:
-    env = clean_env(AAT_HOME=str(tmp_path / "home"))
+    env = aat_env(AAT_HOME=str(tmp_path / "home"))
     with contextlib.ExitStack() as server:
         url = server.enter_context(aat_serve(env=env, port=free_port(), log=tmp_path / "log"))
         params = StdioServerParameters(
-            command=AAT[0], args=[*AAT[1:], "mcp", "--url", f"{url}/mcp"], env=clean_env()
+            command=AAT[0], args=[*AAT[1:], "mcp", "--url", f"{url}/mcp"], env=aat_env()
         )
         async with Client(params) as client:
             assert (await client.list_tools()).tools
@@ -281,7 +275,7 @@ async def test_a_server_lost_mid_session_is_a_tool_error(tmp_path: Path) -> None
 
 
 def test_a_restarted_server_gets_a_new_session_and_the_call(tmp_path: Path) -> None:
-    env = clean_env(AAT_HOME=str(tmp_path / "home"))
+    env = aat_env(AAT_HOME=str(tmp_path / "home"))
     port = free_port()
     with aat_serve(env=env, port=port, log=tmp_path / "first.log") as base:
         relay = Pipes(Served(f"{base}/mcp", "", tmp_path / "first.log"), tmp_path)

@@ -15,8 +15,9 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import aat_mcp_process, body, connect, later, make_platform
+from mcp_helpers import aat_mcp_process, body, connect, later
 from mcp_types import INVALID_PARAMS, CallToolResult, ElicitResult, InputRequiredResult
+from platforms import platform_with
 from test_native_waiting import SEND, Elicitations, all_jobs, approve_first_pending, job_page
 
 from webplatform.mcp import sealing
@@ -71,7 +72,7 @@ async def test_a_retry_reaching_a_new_bridge_waits_and_gets_the_outcome(
     platform: Platform, worker: Worker
 ) -> None:
     del worker
-    slow = make_platform(platform.settings, approval_wait_s=30.0)
+    slow = platform_with(platform.settings, approval_wait_s=30.0)
     asked = Elicitations("accept")
     async with connect(slow, MODERN, elicitation_callback=asked) as client:
         asked_for = await first_round(client)
@@ -103,7 +104,7 @@ async def test_state_sealed_under_another_home_is_refused(
     async with connect(platform, MODERN, elicitation_callback=Elicitations()) as client:
         asked_for = await first_round(client)
     other_home = tmp_path.parent / f"{tmp_path.name}-other-home"
-    other = make_platform(platform.settings, home=other_home)
+    other = platform_with(platform.settings, home=other_home)
     async with connect(other, MODERN, elicitation_callback=Elicitations()) as client:
         with pytest.raises(MCPError, match="another AAT_HOME"):
             await retry(client, asked_for.request_state or "")

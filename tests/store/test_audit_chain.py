@@ -24,7 +24,7 @@ from webplatform.config import Settings
 from webplatform.jobs import calls, leases
 from webplatform.jobs import states as jobs
 from webplatform.store import Job, JobState, Surface, session_scope, transact, utcnow
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.audit_chain import verify_chain
 
 pytestmark = pytest.mark.integration  # runs the aat command line
@@ -142,7 +142,7 @@ def test_an_inserted_event_is_found(engine: Engine, settings: Settings) -> None:
 def test_retention_keeps_the_chain_verifiable(engine: Engine, settings: Settings) -> None:
     made = [_finished_job(engine, n) for n in range(6)]
     with session_scope(engine) as session:
-        record_event(session=session, actor="olga", event="login")  # survives retention
+        record_event(session, AuditEntry(actor="olga", event="login"))  # survives retention
     past = utcnow() - timedelta(days=90)
     old = made[1:4]
     with session_scope(engine) as session:

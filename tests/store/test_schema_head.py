@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 import webplatform.store.engine as engine_module
 from webplatform.config import Settings
-from webplatform.store.engine import head_revision, make_engine
+from webplatform.store.engine import _ids_of, head_revision, make_engine
 
 
 @pytest.fixture(autouse=True)
@@ -123,3 +123,18 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
         found = dict(conn.execute(text("SELECT id, requester_proof FROM job ORDER BY id")).all())
     engine.dispose()
     assert found == {1: "login", 2: "token", 3: None, 4: None}
+
+
+def test_both_header_forms_name_their_revision() -> None:
+    """A script in the one-line form (script.py.mako) and one in alembic's own two-line
+    form are both read; a script naming no revision leaves nothing to go by."""
+    assert _ids_of('revision, down_revision = "0003", "0002"\n') == {
+        "revision": "0003",
+        "down_revision": "0002",
+    }
+    assert _ids_of('revision = "0013"\ndown_revision = "0012"\nbranch_labels = None\n') == {
+        "revision": "0013",
+        "down_revision": "0012",
+    }
+    assert _ids_of("revision, down_revision = '0001', None\n")["down_revision"] is None
+    assert _ids_of("revision = make_id()\n") == {}

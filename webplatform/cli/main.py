@@ -52,7 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"aat {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_daemons(sub)
+    _add_tool_commands(sub)
+    _add_people_commands(sub)
+    _add_host_commands(sub)
+    return parser
 
+
+def _add_daemons(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`aat serve`, `aat mcp` and `aat worker`: the long-running processes."""
     p = sub.add_parser("serve", help="dashboard + /mcp endpoint + embedded worker")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port, default=8000)
@@ -74,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run approved jobs (more executors, any host)")
     add_common(p)
 
+
+def _add_tool_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`aat run`, `aat check` and `aat surface`: tools run, checked and published."""
     p = sub.add_parser("run", help="run a tool action; irreversible ones wait for approval")
     p.add_argument("tool")
     p.add_argument("action", nargs="?")
@@ -90,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="public URL of /mcp/chat, listed under remotes")
     add_common(p, db=False)
 
+
+def _add_people_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`aat operator` and `aat agent`: who may decide, and who may ask."""
     p = sub.add_parser("operator", help="manage dashboard operators")
     p.add_argument("op", choices=["add", "list", "remove", "role", "password"])
     p.add_argument("name", nargs="?")
@@ -108,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--owner", metavar="OPERATOR", help="the operator the agent acts for")
     add_common(p, registry=False)
 
+
+def _add_host_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`aat service`, `aat keys`, `aat audit` and `aat config`: the installation, its
+    signing key and audit trail, and the MCP clients' configuration."""
     p = sub.add_parser("service", help="install aat as a systemd service under its own user")
     p.add_argument("op", choices=["install"])
     p.add_argument("--user", default="aat", help="the system user that runs aat (default aat)")
@@ -140,7 +158,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --url: the plain remote block, for clients that sign in through the browser",
     )
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

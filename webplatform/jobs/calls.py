@@ -10,7 +10,7 @@ from sqlalchemy import insert
 from sqlmodel import Session, col, update
 
 from webplatform.canonical import args_digest, canonical_json
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import Job, JobState, Surface, utcnow
 from webplatform.store.notify import notify_job
 from webplatform.store.transitions import DigestMismatch, IllegalMove, call_detail
@@ -159,23 +159,27 @@ def create_job(*, session: Session, call: Call, start: Start) -> Job:
         )
     actor = decided_by or call.requested_by or call.client or surface.value
     record_event(
-        session=session,
-        actor=actor,
-        event="created",
-        job_id=job_id,
-        to_state=state.value,
-        detail=call_detail(job),
-        address=call.address,
+        session,
+        AuditEntry(
+            actor=actor,
+            event="created",
+            job_id=job_id,
+            to_state=state.value,
+            detail=call_detail(job),
+            address=call.address,
+        ),
     )
     if isinstance(start, Approved):
         record_event(
-            session=session,
-            actor=actor,
-            event="approved",
-            job_id=job_id,
-            to_state=state.value,
-            detail=call_detail(job) + (f"; {start.step_up}" if start.step_up else ""),
-            address=call.address,
+            session,
+            AuditEntry(
+                actor=actor,
+                event="approved",
+                job_id=job_id,
+                to_state=state.value,
+                detail=call_detail(job) + (f"; {start.step_up}" if start.step_up else ""),
+                address=call.address,
+            ),
         )
     notify_job(session, job_id, state)
     return job

@@ -25,7 +25,7 @@ from webplatform.jobs.resolution import resolve_call
 from webplatform.platform import Platform
 from webplatform.registry.model import ActionSpec, RunnableKind, ToolSpec
 from webplatform.registry.validation import secret_args_problem, validate_args
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.models import Job, JobState, utcnow
 from webplatform.store.transitions import fetch_job, stale_error
@@ -201,18 +201,22 @@ def _record_edit(
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     what = f"arguments changed: {', '.join(changed)}" if changed else "arguments unchanged"
     record_event(
-        session=session,
-        actor=operator,
-        event="edited",
-        job_id=original.id,
-        detail=f"edited into job {edited.id}; {what}",
-        address=address,
+        session,
+        AuditEntry(
+            actor=operator,
+            event="edited",
+            job_id=original.id,
+            detail=f"edited into job {edited.id}; {what}",
+            address=address,
+        ),
     )
     record_event(
-        session=session,
-        actor=operator,
-        event="edited",
-        job_id=edited.id,
-        detail=f"edited from job {original.id}; {what}",
-        address=address,
+        session,
+        AuditEntry(
+            actor=operator,
+            event="edited",
+            job_id=edited.id,
+            detail=f"edited from job {original.id}; {what}",
+            address=address,
+        ),
     )

@@ -13,7 +13,13 @@ from sqlmodel import Session, col, select, update
 
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.models import Job, JobState, utcnow
-from webplatform.store.transitions import IllegalMove, StaleState, compare_and_set, move_overdue
+from webplatform.store.transitions import (
+    IllegalMove,
+    Move,
+    StaleState,
+    compare_and_set,
+    move_overdue,
+)
 
 S = JobState
 FINISH_STATES = frozenset({S.succeeded, S.failed, S.timed_out})
@@ -48,13 +54,15 @@ def claim_next(*, session: Session, worker_id: str, lease_s: float) -> Job | Non
         try:
             return compare_and_set(
                 session,
-                job_id=job_id,
-                expected=S.approved,
-                to=S.running,
-                actor=worker_id,
-                address=None,
-                detail=None,
-                fields=fields,
+                Move(
+                    job_id=job_id,
+                    expected=S.approved,
+                    to=S.running,
+                    actor=worker_id,
+                    address=None,
+                    detail=None,
+                    fields=fields,
+                ),
             )
         except StaleState:
             continue  # another worker won this one; try the next
@@ -109,14 +117,16 @@ def finish(*, session: Session, job_id: int, worker_id: str, ending: Ending) -> 
     try:
         return compare_and_set(
             session,
-            job_id=job_id,
-            expected=S.running,
-            to=state,
-            actor=worker_id,
-            address=None,
-            detail=f"exit code {exit_code}",
-            fields=fields,
-            owner=worker_id,
+            Move(
+                job_id=job_id,
+                expected=S.running,
+                to=state,
+                actor=worker_id,
+                address=None,
+                detail=f"exit code {exit_code}",
+                fields=fields,
+                owner=worker_id,
+            ),
         )
     except StaleState as exc:
         if exc.actual == S.running:

@@ -23,7 +23,7 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Engine
@@ -39,6 +39,7 @@ from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.registry.validation import validate_args
 from webplatform.store import previews as store
 from webplatform.store.engine import transact
+from webplatform.store.previews import Finished
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +59,6 @@ STOPPED = "stopped before it finished: the aat process running it exited"
 class _Stopping(Exception):
     """Raised from the runner's tick when the process is exiting: the runner then kills the
     preview's process group."""
-
-
-@dataclass(frozen=True)
-class Finished:
-    """How a preview ended, as its row records it."""
-
-    state: str  # succeeded | failed | timed_out
-    output: str | None
-    error: str | None
-    truncated: bool = False
 
 
 def preview_action(spec: ToolSpec, action: ActionSpec) -> ActionSpec | None:
@@ -161,14 +152,7 @@ def _run_and_record(
     try:
         transact(
             engine,
-            lambda s: store.finish(
-                session=s,
-                job_id=job_id,
-                state=done.state,
-                output=done.output,
-                error=done.error,
-                truncated=done.truncated,
-            ),
+            lambda s: store.finish(session=s, job_id=job_id, done=done),
         )
     except Exception as exc:  # e.g. the database went away: the card keeps "pending"
         log.error("job %d: the preview was not recorded (%s)", job_id, type(exc).__name__)

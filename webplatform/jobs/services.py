@@ -18,7 +18,7 @@ from webplatform.jobs.resolution import action_schema, resolve_call
 from webplatform.jobs.tracking import answer_for, job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.registry import resolve_secrets
-from webplatform.registry.model import ActionSpec, RunnableKind, ToolSpec
+from webplatform.registry.model import ActionSpec, RunnableKind, ToolSpec, run_tool_name
 from webplatform.registry.validation import mask_secrets, secret_args_problem, validate_args
 from webplatform.store.models import Surface
 from webplatform.trust import gate
@@ -85,14 +85,15 @@ def request_run(
     if not gate.is_irreversible(spec.name, act):
         return _run_now(platform=platform, spec=spec, action=act, args=clean, actor=actor)
     if consent is Consent.NONE:
+        confirmed = run_tool_name(kind, confirmed=True)
         return Answer(
             Status.approval_required,
             tool=name,
             action=act.name,
-            use=f"run_{kind}_confirmed",
+            use=confirmed,
             error=(
                 f"{name} {act.name} is irreversible and needs an operator's approval: "
-                f"call run_{kind}_confirmed with the same arguments"
+                f"call {confirmed} with the same arguments"
             ),
         )
     operator_step_up = None

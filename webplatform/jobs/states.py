@@ -16,12 +16,13 @@ from typing import Any
 from sqlmodel import Session, col
 
 from webplatform.store.approvals import add_approval, approvals_of
-from webplatform.store.audit import audit_events, record_event
+from webplatform.store.audit import AuditEntry, audit_events, record_event
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.heartbeats import beat, forget_heartbeat, fresh_heartbeat
 from webplatform.store.models import (
     TERMINAL_STATES,
     Job,
+    JobApproval,
     JobState,
     utcnow,
 )
@@ -41,6 +42,7 @@ from webplatform.store.transitions import (
     IllegalMove,
     JobError,
     JobNotFound,
+    Move,
     StaleState,
     call_detail,
     move_overdue,
@@ -130,13 +132,15 @@ def move(
     """
     return _cas(
         session,
-        job_id=job_id,
-        expected=expected,
-        to=to,
-        actor=actor,
-        address=address,
-        detail=detail,
-        fields=fields,
+        Move(
+            job_id=job_id,
+            expected=expected,
+            to=to,
+            actor=actor,
+            address=address,
+            detail=detail,
+            fields=fields,
+        ),
     )
 
 
@@ -175,13 +179,15 @@ def approve(
     if job.expires_at is not None and job.expires_at <= now:
         _cas(
             session,
-            job_id=job_id,
-            expected=S.pending_approval,
-            to=S.expired,
-            actor="system",
-            address=address,
-            fields={},
-            detail=f"approval by {operator} came after expiry; refused",
+            Move(
+                job_id=job_id,
+                expected=S.pending_approval,
+                to=S.expired,
+                actor="system",
+                address=address,
+                fields={},
+                detail=f"approval by {operator} came after expiry; refused",
+            ),
         )
         session.commit()
         raise ApprovalExpired(job_id)
@@ -193,42 +199,42 @@ def approve(
             f"you already approved job {job_id}; it needs {left} more approval(s) from "
             "other operators"
         )
-    add_approval(
-        session=session,
-        job_id=job_id,
-        operator=operator,
-        digest=digest,
-        at=now,
-        step_up=step_up,
-        address=address,
+    approval = JobApproval(
+        job_id=job_id, operator=operator, digest=digest, step_up=step_up, address=address, at=now
     )
+    add_approval(session=session, row=approval)
     given.append(operator)
     detail = call_detail(job) + (f"; {step_up}" if step_up else "")
     if len(given) < job.approvals_required:
         record_event(
-            session=session,
-            actor=operator,
-            event="approval",
-            job_id=job_id,
-            detail=f"{detail}; {len(given)} of {job.approvals_required} approvals",
-            address=address,
+            session,
+            AuditEntry(
+                actor=operator,
+                event="approval",
+                job_id=job_id,
+                detail=f"{detail}; {len(given)} of {job.approvals_required} approvals",
+                address=address,
+            ),
         )
         return job
     # The last approval: one compare-and-set, signed over every approving operator.
     return _cas(
         session,
-        job_id=job_id,
-        expected=S.pending_approval,
-        to=S.approved,
-        actor=operator,
-        address=address,
-        detail=detail + (f"; approved by {', '.join(given)}" if job.approvals_required > 1 else ""),
-        fields={
-            "decided_by": ", ".join(given),
-            "decided_at": now,
-            "decided_from": address,
-            "decision_signature": signer.sign(_decision(job, "approved", tuple(given), now)),
-        },
+        Move(
+            job_id=job_id,
+            expected=S.pending_approval,
+            to=S.approved,
+            actor=operator,
+            address=address,
+            detail=detail
+            + (f"; approved by {', '.join(given)}" if job.approvals_required > 1 else ""),
+            fields={
+                "decided_by": ", ".join(given),
+                "decided_at": now,
+                "decided_from": address,
+                "decision_signature": signer.sign(_decision(job, "approved", tuple(given), now)),
+            },
+        ),
     )
 
 
@@ -260,13 +266,15 @@ def deny(
         fields["decision_signature"] = signer.sign(_decision(job, "denied", (operator,), now))
     return _cas(
         session,
-        job_id=job_id,
-        expected=S.pending_approval,
-        to=S.denied,
-        actor=operator,
-        address=address,
-        detail=reason or call_detail(job),
-        fields=fields,
+        Move(
+            job_id=job_id,
+            expected=S.pending_approval,
+            to=S.denied,
+            actor=operator,
+            address=address,
+            detail=reason or call_detail(job),
+            fields=fields,
+        ),
     )
 
 
@@ -292,13 +300,15 @@ def cancel(
         }
     return _cas(
         session,
-        job_id=job_id,
-        expected=job.state,
-        to=S.cancelled,
-        actor=actor,
-        address=address,
-        detail=reason,
-        fields=fields,
+        Move(
+            job_id=job_id,
+            expected=job.state,
+            to=S.cancelled,
+            actor=actor,
+            address=address,
+            detail=reason,
+            fields=fields,
+        ),
     )
 
 

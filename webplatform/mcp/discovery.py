@@ -8,27 +8,25 @@ keys off size, not a list of tools, so it covers every tool that grows.
 
 from __future__ import annotations
 
-import bisect
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from webplatform.jobs.answers import Answer, Status
 from webplatform.jobs.resolution import action_schema
+from webplatform.registry import search as registry_search
 from webplatform.registry import secret_status
-from webplatform.registry.model import ActionSpec, Registry, SkillSpec, ToolSpec
-from webplatform.suggest import did_you_mean, word_set
+from webplatform.registry.model import (
+    ActionSpec,
+    Registry,
+    SkillSpec,
+    ToolSpec,
+    placeholder,
+    run_tool_name,
+)
+from webplatform.suggest import did_you_mean
 from webplatform.trust import gate
 
 SEARCH_LIMIT = 50
-_PLACEHOLDER = {
-    "string": "<string>",
-    "integer": 0,
-    "number": 0,
-    "boolean": True,
-    "array": [],
-    "object": {},
-}
 
 
 def discover(
@@ -168,9 +166,9 @@ def _reversibility(spec: ToolSpec, action: ActionSpec) -> str:
 def call_shape(spec: ToolSpec, action: ActionSpec) -> dict[str, Any]:
     """The literal MCP call to copy for an action, required arguments filled with placeholders."""
     irreversible = gate.is_irreversible(spec.name, action)
-    tool = f"run_{spec.kind}_confirmed" if irreversible else f"run_{spec.kind}"
+    tool = run_tool_name(spec.kind, confirmed=irreversible)
     args = {
-        a.name: a.default if a.default is not None else _PLACEHOLDER[a.type]
+        a.name: a.default if a.default is not None else placeholder(a.type)
         for a in action.args
         if a.required
     }
@@ -248,77 +246,10 @@ def _full_or_index(spec: ToolSpec, *, max_bytes: int) -> dict[str, Any]:
     }
 
 
-def _matches(query_words: frozenset[str], text: str) -> bool:
-    hay, words = text.lower(), word_set(text)
-    return all(q in words or q in hay for q in query_words)
-
-
-@dataclass(frozen=True)
-class _SearchIndex:
-    """Every action of one registry version, ready for word queries.
-
-    `entries` in listing order (by tool name; tools before agents); `text` all their
-    lower-cased texts joined by newlines, entry `i` starting at `starts[i]`; `by_word` the
-    entries whose (singularised) words include a word. An action matches a query word when
-    the word is one of its words or appears anywhere in its text; each query word's matches
-    are found with the index and a substring search of `text` (at C speed), not a loop in
-    Python over every action.
-    """
-
-    registry: Registry
-    entries: list[tuple[ToolSpec, ActionSpec]]
-    text: str
-    starts: list[int]
-    by_word: dict[str, list[int]]
-
-    def matching(self, word: str) -> set[int]:
-        found = set(self.by_word.get(word, ()))
-        at = self.text.find(word)
-        while at != -1:
-            entry = bisect.bisect_right(self.starts, at) - 1
-            found.add(entry)
-            if entry + 1 == len(self.starts):
-                break
-            # The next occurrence in a later entry: this one is counted already.
-            at = self.text.find(word, self.starts[entry + 1])
-        return found
-
-
-# The index of the last registry searched. The loader hands back the very same Registry
-# object while nothing changed on disk, so it is built once per registry version.
-_search_index: _SearchIndex | None = None
-
-
-def _action_index(registry: Registry) -> _SearchIndex:
-    global _search_index
-    cached = _search_index
-    if cached is not None and cached.registry is registry:
-        return cached
-    entries: list[tuple[ToolSpec, ActionSpec]] = []
-    for table in (registry.tools, registry.agents):
-        for spec in table.values():
-            entries.extend((spec, action) for action in spec.actions)
-    entries.sort(key=lambda entry: entry[0].name)  # stable: tools before agents, action order
-    texts: list[str] = []
-    starts: list[int] = []
-    by_word: dict[str, list[int]] = {}
-    at = 0
-    for number, (spec, action) in enumerate(entries):
-        text = f"{spec.name} {action.name} {action.description}"
-        texts.append(text.lower().replace("\n", " "))
-        starts.append(at)
-        at += len(texts[-1]) + 1
-        for word in word_set(text):
-            by_word.setdefault(word, []).append(number)
-    index = _SearchIndex(registry, entries, "\n".join(texts), starts, by_word)
-    _search_index = index
-    return index
-
-
 def _search(
     registry: Registry, *, kind: str | None, name: str | None, query: str
 ) -> dict[str, Any]:
-    words = word_set(query)
+    words = registry_search.query_words(query)
     if not words:
         return _invalid("search needs at least one word")
     scope: list[ToolSpec] = []
@@ -330,28 +261,17 @@ def _search(
         if isinstance(found, dict):
             return found
     in_scope = {id(s) for s in scope}
-    index = _action_index(registry)
-    matched: set[int] | None = None
-    for word in words:
-        matched = index.matching(word) if matched is None else matched & index.matching(word)
-        if not matched:
-            break
-    hits: list[dict[str, Any]] = []
-    for number in sorted(matched or ()):
-        spec, action = index.entries[number]
-        if id(spec) in in_scope:
-            hits.append(
-                {
-                    "kind": spec.kind,
-                    "name": spec.name,
-                    "action": action.name,
-                    "description": action.description,
-                }
-            )
+    hits: list[dict[str, Any]] = [
+        {"kind": spec.kind, "name": spec.name, "action": a.name, "description": a.description}
+        for spec, a in registry_search.matching_actions(registry, words)
+        if id(spec) in in_scope
+    ]
     if kind in (None, "skill"):
-        for skill in sorted(registry.skills.values(), key=lambda s: s.name):
-            if name in (None, skill.name) and _matches(words, f"{skill.name} {skill.description}"):
-                hits.append({"kind": "skill", "name": skill.name, "description": skill.description})
+        hits.extend(
+            {"kind": "skill", "name": skill.name, "description": skill.description}
+            for skill in registry_search.matching_skills(registry, words)
+            if name in (None, skill.name)
+        )
     out: dict[str, Any] = {"search": query, "matches": hits[:SEARCH_LIMIT], "total": len(hits)}
     if len(hits) > SEARCH_LIMIT:
         out["note"] = f"showing the first {SEARCH_LIMIT} of {len(hits)}: add words to narrow"

@@ -11,12 +11,13 @@ import re
 from typing import Final, Literal, get_args
 
 from webplatform.mcp import protocol
+from webplatform.registry.model import run_tool_name
 
 CAPABILITIES: Final = "capabilities"
-RUN_TOOL: Final = "run_tool"
-RUN_AGENT: Final = "run_agent"
-RUN_TOOL_CONFIRMED: Final = "run_tool_confirmed"
-RUN_AGENT_CONFIRMED: Final = "run_agent_confirmed"
+RUN_TOOL: Final = run_tool_name("tool", confirmed=False)
+RUN_AGENT: Final = run_tool_name("agent", confirmed=False)
+RUN_TOOL_CONFIRMED: Final = run_tool_name("tool", confirmed=True)
+RUN_AGENT_CONFIRMED: Final = run_tool_name("agent", confirmed=True)
 GET_SKILL: Final = "get_skill"
 JOB_STATUS: Final = "job_status"
 

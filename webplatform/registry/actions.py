@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from webplatform.registry.checks import Collector, Where, did_you_mean
-from webplatform.registry.model import ARG_TYPES, ActionSpec, ArgSpec, ArgType
+from webplatform.registry.model import ARG_TYPES, ActionSpec, ArgSpec, ArgType, matches_type
 from webplatform.registry.previews import preview_problems
 from webplatform.registry.verbs import irreversible_verbs_in
 
@@ -30,22 +30,7 @@ ARG_KEYS = ("name", "type", "required", "description", "default", "enum", "secre
 # splits on them. Argument names are passed verbatim as `--name`, so no dots or spaces.
 ACTION_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 ARG_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-
-_PY_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-}
-
-
-def matches_type(value: Any, arg_type: str) -> bool:
-    """Whether a YAML/JSON value is of an argument type (`true` is not an integer)."""
-    if isinstance(value, bool) and arg_type != "boolean":
-        return False
-    return isinstance(value, _PY_TYPES[arg_type])
+_NAME_CHARS = {ACTION_NAME_RE: "'-', '_' and '.'", ARG_NAME_RE: "'-' and '_'"}
 
 
 class ActionCheck(Collector):
@@ -103,14 +88,7 @@ class ActionCheck(Collector):
         raw_name = item.get("name")
         label = f"action '{raw_name}'" if isinstance(raw_name, str) else f"action #{index + 1}"
         self.unknown_keys(item, ACTION_KEYS, label, where)
-        name = self.text(item, "name", label, where, required=True)
-        if name is not None and not ACTION_NAME_RE.fullmatch(name):
-            self.fail(
-                f"{label} has an invalid name; use letters, digits, '-', '_' and '.', "
-                "starting with a letter or digit",
-                (*where, "name"),
-            )
-            name = None
+        name = self.valid_name(item, ACTION_NAME_RE, label, where)
         description = self.text(item, "description", label, where, required=False) or ""
         read_only = self.flag(item, "read_only", label, where)
         reversible = self.flag(item, "reversible", label, where)
@@ -238,6 +216,27 @@ class ActionCheck(Collector):
                 specs.append(spec)
         return tuple(specs)
 
+    def valid_name(
+        self,
+        item: dict[Any, Any],
+        pattern: re.Pattern[str],
+        label: str,
+        where: Where,
+        *,
+        missing: str | None = None,
+    ) -> str | None:
+        """The required `name:` of an action or argument (`missing` names the item when it
+        has none, default `label`); None, with an error, when it does not match `pattern`."""
+        name = self.text(item, "name", missing or label, where, required=True)
+        if name is not None and not pattern.fullmatch(name):
+            self.fail(
+                f"{label} has an invalid name; use letters, digits, {_NAME_CHARS[pattern]}, "
+                "starting with a letter or digit",
+                (*where, "name"),
+            )
+            return None
+        return name
+
     def arg(self, arg: Any, action_label: str, where: Where) -> ArgSpec | None:
         """One argument mapping: name verbatim, type, flags, enum and a default that fits."""
         if not isinstance(arg, dict):
@@ -250,15 +249,10 @@ class ActionCheck(Collector):
         raw_name = arg.get("name")
         label = f"argument '{raw_name}' of {action_label}"
         self.unknown_keys(arg, ARG_KEYS, label, where)
-        name = self.text(arg, "name", f"an argument of {action_label}", where, required=True)
-        if name is not None and not ARG_NAME_RE.fullmatch(name):
-            # Never rewritten: the spelling in the manifest is the spelling agents must use.
-            self.fail(
-                f"{label} has an invalid name; use letters, digits, '-' and '_', "
-                "starting with a letter or digit",
-                (*where, "name"),
-            )
-            name = None
+        # Never rewritten: the spelling in the manifest is the spelling agents must use.
+        name = self.valid_name(
+            arg, ARG_NAME_RE, label, where, missing=f"an argument of {action_label}"
+        )
         arg_type = self.arg_type(arg, label, where)
         required = self.flag(arg, "required", label, where)
         secret = self.flag(arg, "secret", label, where)

@@ -42,15 +42,20 @@ KEY_FILE = "registry-cache.key"
 FileKey = tuple[int, int] | None
 
 
-def file_key(path: Path | None) -> FileKey:
-    """A file's (size, mtime_ns), or None if there is no such file."""
+def stat_or_none(path: str | Path | None) -> os.stat_result | None:
+    """A file's `os.stat`, or None when there is no path or no such file."""
     if path is None:
         return None
     try:
-        st = os.stat(path)
+        return os.stat(path)
     except OSError:
         return None
-    return (st.st_size, st.st_mtime_ns)
+
+
+def file_key(path: Path | None) -> FileKey:
+    """A file's (size, mtime_ns), or None if there is no such file."""
+    st = stat_or_none(path)
+    return None if st is None else (st.st_size, st.st_mtime_ns)
 
 
 def content_hash(path: Path) -> str | None:

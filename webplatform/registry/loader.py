@@ -25,6 +25,7 @@ from webplatform.registry.cache import (
     ManifestCache,
     content_hash,
     file_key,
+    stat_or_none,
 )
 from webplatform.registry.manifest import load_manifest
 from webplatform.registry.model import Kind, ManifestError, Registry, SkillSpec, ToolSpec
@@ -44,13 +45,8 @@ Stamp = tuple[int, int, int] | None
 
 
 def _stamp(path: str | Path | None) -> Stamp:
-    if path is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
+    st = stat_or_none(path)
+    return None if st is None else (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,58 @@
 
 from __future__ import annotations
 
+from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal, get_args
 
 Kind = Literal["tool", "agent", "skill"]
 RunnableKind = Literal["tool", "agent"]
 ArgType = Literal["string", "integer", "number", "boolean", "array", "object"]
 Runtime = Literal["python", "bash", "node", "exec"]
 
-ARG_TYPES: tuple[ArgType, ...] = ("string", "integer", "number", "boolean", "array", "object")
-RUNTIMES: tuple[Runtime, ...] = ("python", "bash", "node", "exec")
+ARG_TYPES: tuple[ArgType, ...] = get_args(ArgType)
+RUNTIMES: tuple[Runtime, ...] = get_args(Runtime)
+
+
+@dataclass(frozen=True)
+class ArgTypeRule:
+    """What one argument type means everywhere: the values of it, its name in error messages,
+    and the placeholder a literal call shows for a required argument with no default."""
+
+    python: tuple[type, ...]
+    described: str
+    placeholder: Any
+
+
+# The only place argument types are spelled out: manifests' defaults and enums, calls' values,
+# text parsing and every literal call shape (MCP `capabilities`, the dashboard) use these.
+ARG_TYPE_RULES: Final[dict[ArgType, ArgTypeRule]] = {
+    "string": ArgTypeRule((str,), "a string", "<string>"),
+    "integer": ArgTypeRule((int,), "an integer", 0),
+    "number": ArgTypeRule((int, float), "a number", 0),
+    "boolean": ArgTypeRule((bool,), "true or false", True),
+    "array": ArgTypeRule((list,), "a JSON array", []),
+    "object": ArgTypeRule((dict,), "a JSON object", {}),
+}
+
+
+def matches_type(value: Any, arg_type: ArgType) -> bool:
+    """Whether a YAML/JSON value is of an argument type (`true` is not an integer)."""
+    if isinstance(value, bool) and arg_type != "boolean":
+        return False
+    return isinstance(value, ARG_TYPE_RULES[arg_type].python)
+
+
+def placeholder(arg_type: ArgType) -> Any:
+    """A fresh placeholder value for a literal call (`<string>`, `0`, `true`, `[]`, `{}`)."""
+    return deepcopy(ARG_TYPE_RULES[arg_type].placeholder)
+
+
+def run_tool_name(kind: RunnableKind, *, confirmed: bool) -> str:
+    """The MCP tool that runs a tool or agent: `run_tool`, or `run_tool_confirmed` for calls
+    that wait for an operator (these names are a contract with MCP clients, SPEC §5)."""
+    return f"run_{kind}_confirmed" if confirmed else f"run_{kind}"
 
 
 @dataclass(frozen=True)

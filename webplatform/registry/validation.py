@@ -11,17 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webplatform.redaction import SECRET_MASK
-from webplatform.registry.model import ActionSpec, ArgSpec
+from webplatform.registry.model import ARG_TYPE_RULES, ActionSpec, ArgSpec, matches_type
 from webplatform.suggest import did_you_mean
-
-_JSON_TYPE = {
-    "string": "a string",
-    "integer": "an integer",
-    "number": "a number",
-    "boolean": "true or false",
-    "array": "a JSON array",
-    "object": "a JSON object",
-}
 
 
 @dataclass
@@ -43,29 +34,23 @@ class ArgErrors:
 def describe_arg(arg: ArgSpec) -> dict[str, Any]:
     """An argument as a JSON-ready dict, name verbatim."""
     out: dict[str, Any] = {"name": arg.name, "type": arg.type, "required": arg.required}
-    if arg.description:
-        out["description"] = arg.description
-    if arg.default is not None:
-        out["default"] = arg.default
-    if arg.enum is not None:
-        out["enum"] = list(arg.enum)
+    out.update(stated_facts(arg.description, arg.default, arg.enum))
     if arg.secret:
         out["secret"] = True
     return out
 
 
-def _type_ok(arg: ArgSpec, value: Any) -> bool:
-    if arg.type == "string":
-        return isinstance(value, str)
-    if arg.type == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if arg.type == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if arg.type == "boolean":
-        return isinstance(value, bool)
-    if arg.type == "array":
-        return isinstance(value, list)
-    return isinstance(value, dict)
+def stated_facts(description: str, default: Any, enum: tuple[Any, ...] | None) -> dict[str, Any]:
+    """What an argument says only when it has it (description, default, enum), JSON-ready:
+    the same keys in `capabilities` and in a published tool's JSON Schema."""
+    out: dict[str, Any] = {}
+    if description:
+        out["description"] = description
+    if default is not None:
+        out["default"] = default
+    if enum is not None:
+        out["enum"] = list(enum)
+    return out
 
 
 def validate_args(action: ActionSpec, args: Any) -> tuple[dict[str, Any], ArgErrors]:
@@ -96,9 +81,9 @@ def validate_args(action: ActionSpec, args: Any) -> tuple[dict[str, Any], ArgErr
                 errors.problems.append(f"missing required argument {arg.name!r} ({arg.type})")
             continue
         value = args[arg.name]
-        if not _type_ok(arg, value):
+        if not matches_type(value, arg.type):
             errors.problems.append(
-                f"argument {arg.name!r} must be {_JSON_TYPE[arg.type]}, "
+                f"argument {arg.name!r} must be {ARG_TYPE_RULES[arg.type].described}, "
                 f"got {json.dumps(value, ensure_ascii=False)[:60]}"
             )
         elif arg.enum is not None and value not in arg.enum:
@@ -132,31 +117,30 @@ def parse_text_args(action: ActionSpec, raw: dict[str, str]) -> tuple[dict[str, 
     return clean, errors
 
 
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+
 def _from_text(arg: ArgSpec, text: str) -> Any:
+    """The typed value of one text field; ValueError says what the type wants."""
     if arg.type == "string":
         return text
-    if arg.type == "boolean":
-        lowered = text.strip().lower()
-        if lowered in ("true", "1", "yes", "on"):
-            return True
-        if lowered in ("false", "0", "no", "off"):
-            return False
-        raise ValueError(f"must be true or false, got {text!r}")
-    if arg.type == "integer":
-        try:
-            return int(text.strip())
-        except ValueError:
-            raise ValueError(f"must be an integer, got {text!r}") from None
-    if arg.type == "number":
-        try:
-            return float(text.strip()) if any(c in text for c in ".eE") else int(text.strip())
-        except ValueError:
-            raise ValueError(f"must be a number, got {text!r}") from None
+    wanted = ARG_TYPE_RULES[arg.type].described
+    lowered = text.strip().lower()
+    if arg.type == "boolean" and lowered in _TRUE + _FALSE:
+        return lowered in _TRUE
     try:
-        value = json.loads(text)
+        if arg.type == "integer":
+            return int(text.strip())
+        if arg.type == "number":
+            return float(text.strip()) if any(c in text for c in ".eE") else int(text.strip())
+        if arg.type != "boolean":
+            return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"must be {_JSON_TYPE[arg.type]} in JSON ({exc.msg})") from None
-    return value
+        raise ValueError(f"must be {wanted} in JSON ({exc.msg})") from None
+    except ValueError:
+        pass
+    raise ValueError(f"must be {wanted}, got {text!r}")
 
 
 def mask_secrets(action: ActionSpec, args: dict[str, Any]) -> dict[str, Any]:

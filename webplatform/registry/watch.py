@@ -56,30 +56,18 @@ def _inode(path: Path) -> int | None:
         return None
 
 
-_shared: dict[tuple[Path, ...], RegistryWatcher] = {}
-_shared_lock = threading.Lock()
+_shared: inotify.SharedWatches[RegistryWatcher] = inotify.SharedWatches()
 
 
 def shared_watcher(roots: Sequence[Path]) -> RegistryWatcher:
     """This process's watcher for `roots` (one thread, one inotify instance per set of roots)."""
     key = tuple(Path(r) for r in roots)
-    with _shared_lock:
-        watcher = _shared.get(key)
-        if watcher is None or watcher.stopped:
-            watcher = _shared[key] = RegistryWatcher(key)
-        watcher.users += 1
-        return watcher
+    return _shared.use(key, lambda: RegistryWatcher(key))
 
 
 def release_watcher(watcher: RegistryWatcher) -> None:
     """One user less; the last one stops the thread."""
-    with _shared_lock:
-        watcher.users -= 1
-        if watcher.users > 0:
-            return
-        if _shared.get(watcher.roots) is watcher:
-            del _shared[watcher.roots]
-    watcher.stop()
+    _shared.release(watcher.roots, watcher)
 
 
 class RegistryWatcher:
@@ -125,6 +113,11 @@ class RegistryWatcher:
         self._bump(ready=False)
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    @property
+    def running(self) -> bool:
+        """Whether it was not stopped (a stopped watcher is replaced for its next user)."""
+        return not self.stopped
 
     @property
     def ready(self) -> bool:

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, func, select
 
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import AgentToken, AgentTokenPublic, utcnow
 from webplatform.store.operators import find_operator
 from webplatform.store.seals import RowSeal, row_holds, sign_row
@@ -64,7 +64,7 @@ def add_agent(
     sign_row(seal, row)
     session.add(row)
     session.flush()
-    record_event(session=session, actor=actor, event="agent-added", detail=name)
+    record_event(session, AuditEntry(actor=actor, event="agent-added", detail=name))
     return _public(row, signed=True), token
 
 
@@ -85,7 +85,7 @@ def revoke_agent(*, session: Session, name: str, seal: RowSeal, actor: str = "cl
     sign_row(seal, row)
     session.add(row)
     session.flush()
-    record_event(session=session, actor=actor, event="agent-revoked", detail=name)
+    record_event(session, AuditEntry(actor=actor, event="agent-revoked", detail=name))
     return True
 
 
@@ -166,13 +166,6 @@ def touch_agent(*, session: Session, name: str, now: datetime | None = None) -> 
 
 
 def _public(row: AgentToken, *, signed: bool) -> AgentTokenPublic:
-    return AgentTokenPublic(
-        name=row.name,
-        owner=row.owner,
-        created_at=row.created_at,
-        last_used_at=row.last_used_at,
-        revoked_at=row.revoked_at,
-        expires_at=row.expires_at,
-        resource=row.resource,
-        signed=signed,
-    )
+    # The columns the public model names, and only those: never the hash.
+    columns = row.model_dump(include=set(AgentTokenPublic.model_fields) - {"signed"})
+    return AgentTokenPublic(**columns, signed=signed)

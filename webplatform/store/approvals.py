@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 
 from sqlmodel import Session, col, select
 
@@ -28,20 +27,8 @@ def approvals_for(*, session: Session, job_ids: Iterable[int]) -> dict[int, list
     return out
 
 
-def add_approval(
-    *,
-    session: Session,
-    job_id: int,
-    operator: str,
-    digest: str,
-    at: datetime,
-    step_up: str | None = None,
-    address: str | None = None,
-) -> JobApproval:
+def add_approval(*, session: Session, row: JobApproval) -> JobApproval:
     """Record one operator's approval (a unique key refuses a second one for the same job)."""
-    row = JobApproval(
-        job_id=job_id, operator=operator, digest=digest, step_up=step_up, address=address, at=at
-    )
     session.add(row)
     session.flush()
     return row

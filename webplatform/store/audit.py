@@ -11,46 +11,28 @@ from typing import Any
 from sqlalchemy import insert
 from sqlmodel import Session, col, select
 
-from webplatform.store.audit_chain import chain_tip, content_hash, lock_chain
+from webplatform.store.audit_chain import AuditEntry, chain_tip, content_hash, lock_chain
 from webplatform.store.models import AuditEvent, utcnow
+
+__all__ = ["DECISION_EVENTS", "AuditEntry", "audit_events", "recent_events", "record_event"]
 
 # Decisions are kept forever (retention never prunes them): who approved what, and when.
 DECISION_EVENTS: frozenset[str] = frozenset({"approved", "denied", "expired", "cancelled"})
-_HASHED = ("job_id", "at", "actor", "event", "from_state", "to_state", "detail", "address")
 _INSERT = insert(AuditEvent)
 
 
-def record_event(
-    *,
-    session: Session,
-    actor: str,
-    event: str,
-    job_id: int | None = None,
-    from_state: str | None = None,
-    to_state: str | None = None,
-    detail: str | None = None,
-    address: str | None = None,
-) -> None:
+def record_event(session: Session, entry: AuditEntry) -> None:
     """Append one audit event in the caller's transaction (commits or rolls back with it),
     linked to the event before it; the chain stays locked until that transaction ends.
 
-    `event` is a short verb: "created", "approved", "denied", "expired", "claimed",
+    `entry.event` is a short verb: "created", "approved", "denied", "expired", "claimed",
     "finished", "lost", "cancelled", "login", "logout", "operator-added", ...
     """
-    content: dict[str, Any] = {
-        "job_id": job_id,
-        "at": utcnow(),
-        "actor": actor,
-        "event": event,
-        "from_state": from_state,
-        "to_state": to_state,
-        "detail": detail,
-        "address": address,
-    }
+    at = utcnow()
     lock_chain(session)
     prev = chain_tip(session)
-    content["prev_hash"] = prev
-    content["event_hash"] = content_hash(prev, **{k: content[k] for k in _HASHED})
+    content: dict[str, Any] = {**vars(entry), "at": at, "prev_hash": prev}
+    content["event_hash"] = content_hash(prev, entry, at)
     # A Core INSERT built once, its values bound at execution: none of the unit of work's
     # bookkeeping, and no statement to build and coerce per event.
     session.connection().execute(_INSERT, content)

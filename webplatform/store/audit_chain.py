@@ -14,8 +14,8 @@ changed unnoticed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,46 +47,49 @@ def chain_tip(session: Session) -> str:
     return tip or GENESIS
 
 
-def content_hash(
-    prev_hash: str,
-    *,
-    job_id: int | None,
-    at: datetime,
-    actor: str,
-    event: str,
-    from_state: str | None,
-    to_state: str | None,
-    detail: str | None,
-    address: str | None,
-) -> str:
-    """sha256 over canonical JSON of an event's content and the hash before it."""
+@dataclass(frozen=True)
+class AuditEntry:
+    """What one audit event says: who (`actor`) did what (`event`, a short verb), to which job
+    and from which state to which, with what detail, from which address."""
+
+    actor: str
+    event: str
+    job_id: int | None = None
+    from_state: str | None = None
+    to_state: str | None = None
+    detail: str | None = None
+    address: str | None = None
+
+    @classmethod
+    def of(cls, row: Any) -> AuditEntry:
+        """The entry an event row (or a mapping with the same keys) records."""
+        get = row.__getitem__ if isinstance(row, Mapping) else row.__getattribute__
+        return cls(**{name: get(name) for name in _ENTRY_FIELDS})
+
+
+_ENTRY_FIELDS = tuple(field.name for field in fields(AuditEntry))
+
+
+def content_hash(prev_hash: str, entry: AuditEntry, at: datetime) -> str:
+    """sha256 over canonical JSON of an event's content (`entry`, made at `at`) and the hash
+    before it."""
     body = {
         "prev": prev_hash,
-        "job": job_id,
+        "job": entry.job_id,
         "at": at.astimezone(UTC).isoformat(timespec="microseconds"),
-        "actor": actor,
-        "event": event,
-        "from": from_state,
-        "to": to_state,
-        "detail": detail,
-        "address": address,
+        "actor": entry.actor,
+        "event": entry.event,
+        "from": entry.from_state,
+        "to": entry.to_state,
+        "detail": entry.detail,
+        "address": entry.address,
     }
     return sha256_hex(canonical_json(body))
 
 
 def hash_of(row: AuditEvent, prev_hash: str) -> str:
     """The hash `row` must carry when it follows `prev_hash`."""
-    return content_hash(
-        prev_hash,
-        job_id=row.job_id,
-        at=row.at,
-        actor=row.actor,
-        event=row.event,
-        from_state=row.from_state,
-        to_state=row.to_state,
-        detail=row.detail,
-        address=row.address,
-    )
+    return content_hash(prev_hash, AuditEntry.of(row), row.at)
 
 
 def bridges_over(removed: list[tuple[str | None, str | None]]) -> list[list[str]]:

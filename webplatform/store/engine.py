@@ -179,19 +179,36 @@ def migrate(engine: Engine) -> None:
         _upgrade(engine)
 
 
-_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*(None|['\"]([^'\"]+)['\"])", re.M)
+# A script names itself and its parent on one line, as script.py.mako writes it
+# (`revision, down_revision = "0003", "0002"`), or on two, as alembic's own template does.
+_REVISION = re.compile(r"^(revision|down_revision|revision, down_revision) = (.+)$", re.M)
+_IDS = "[\"']([^\"']+)[\"']"
+_VALUE = re.compile(rf"(?:None|{_IDS})(?:, (?:None|{_IDS}))?$")
+
+
+def _ids_of(script: str) -> dict[str, str | None]:
+    """The `revision` and `down_revision` a script assigns (left out: it assigns none)."""
+    found: dict[str, str | None] = {}
+    for line in _REVISION.finditer(script):
+        value = _VALUE.match(line.group(2))
+        if value is not None:
+            names = line.group(1).split(", ")
+            found.update(zip(names, value.groups(), strict=False))
+    return found
 
 
 def head_revision() -> str | None:
-    """The one head of the migration scripts (read from their text), or None if unclear."""
+    """The one head of the migration scripts (read from their text), or None if unclear
+    (several heads, or a script that names no revision)."""
     revisions: set[str] = set()
     parents: set[str] = set()
     for script in (Path(__file__).parent / "migrations" / "versions").glob("*.py"):
-        found = {m.group(1): m.group(3) for m in _REVISION.finditer(script.read_text())}
-        if found.get("revision"):
-            revisions.add(found["revision"])
-        if found.get("down_revision"):
-            parents.add(found["down_revision"])
+        ids = _ids_of(script.read_text())
+        if not ids.get("revision"):
+            return None
+        revisions.add(str(ids["revision"]))
+        if ids.get("down_revision"):
+            parents.add(str(ids["down_revision"]))
     heads = revisions - parents
     return heads.pop() if len(heads) == 1 else None
 

@@ -124,9 +124,18 @@ class Doorbell:
     thread: threading.Thread
     users: int = 0
 
+    @property
+    def running(self) -> bool:
+        """Whether its thread still watches (it ends when the folder goes away)."""
+        return self.thread.is_alive()
 
-_doorbells: dict[str, Doorbell] = {}
-_doorbells_lock = threading.Lock()
+    def stop(self) -> None:
+        """End the thread, which releases the inotify instance."""
+        self.watch.close()  # wakes the thread
+        self.thread.join(timeout=5)
+
+
+_doorbells: inotify.SharedWatches[Doorbell] = inotify.SharedWatches()
 # Files whose watch the kernel refused, markers that could not be touched (said once).
 _unwatched: set[str] = set()
 _untouchable: set[str] = set()
@@ -139,47 +148,39 @@ def watch_database(engine: Engine) -> Doorbell | None:
     whoever moved it (its marker file is touched): the running watch (one thread per process
     and file, shared), to give back with `release_database`; None where there is none."""
     path = _marker_of(engine)
-    if not path:
+    if not path or not inotify.supported():
         return None
-    with _doorbells_lock:
-        bell = _doorbells.get(path)
-        if bell is not None and bell.thread.is_alive():
-            bell.users += 1
-            return bell
-        if not inotify.supported():
-            return None
-        watch = None
-        try:
-            watch = inotify.Inotify()
-            watch.add(os.path.dirname(path), _MARKER_MASK | inotify.ONLYDIR)
-        except OSError as exc:
-            if watch is not None:
-                watch.close()
-                watch.read(0)  # releases its descriptors
-            # Asked again on every idle look of a worker: said once, tried again silently
-            # (an inotify limit reached now may be free later).
-            if path not in _unwatched:
-                _unwatched.add(path)
-                log.warning("cannot watch %s for commits (%s); polling instead", path, exc)
-            return None
-        thread = threading.Thread(
-            target=_doorbell, args=(watch, path), name="aat-db-watch", daemon=True
-        )
-        bell = _doorbells[path] = Doorbell(path=path, watch=watch, thread=thread, users=1)
-        thread.start()
-        return bell
+    try:
+        return _doorbells.use(path, lambda: _start_doorbell(path))
+    except OSError as exc:
+        # Asked again on every idle look of a worker: said once, tried again silently
+        # (an inotify limit reached now may be free later).
+        if path not in _unwatched:
+            _unwatched.add(path)
+            log.warning("cannot watch %s for commits (%s); polling instead", path, exc)
+        return None
+
+
+def _start_doorbell(path: str) -> Doorbell:
+    """A thread ringing on every touch of the marker file `path` (OSError: the kernel refused)."""
+    watch = inotify.Inotify()
+    try:
+        watch.add(os.path.dirname(path), _MARKER_MASK | inotify.ONLYDIR)
+    except OSError:
+        watch.close()
+        watch.read(0)  # releases its descriptors
+        raise
+    thread = threading.Thread(
+        target=_doorbell, args=(watch, path), name="aat-db-watch", daemon=True
+    )
+    bell = Doorbell(path=path, watch=watch, thread=thread)
+    thread.start()
+    return bell
 
 
 def release_database(bell: Doorbell) -> None:
     """One listener less of `bell`'s file; the last one ends its thread and inotify instance."""
-    with _doorbells_lock:
-        bell.users -= 1
-        if bell.users > 0:
-            return
-        if _doorbells.get(bell.path) is bell:
-            del _doorbells[bell.path]
-    bell.watch.close()  # wakes the thread, which releases the instance
-    bell.thread.join(timeout=5)
+    _doorbells.release(bell.path, bell)
 
 
 def _doorbell(watch: inotify.Inotify, path: str) -> None:
@@ -255,7 +256,7 @@ class JobNotifications:
         """True while every job move, in any process, wakes `wait` up early."""
         if self._conn is not None:
             return True
-        if self._bell is not None and not self._bell.thread.is_alive():
+        if self._bell is not None and not self._bell.running:
             release_database(self._bell)  # its folder went away
             self._bell = None
         if self._bell is None:

@@ -13,7 +13,7 @@ import re
 
 from sqlmodel import Session, col, delete, func, select
 
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.meta import get_meta, set_meta
 from webplatform.store.models import Operator, OperatorPublic, OperatorSession, Passkey, utcnow
 from webplatform.store.passwords import hash_password, needs_rehash, verify_password
@@ -85,7 +85,9 @@ def add_operator(
     session.flush()
     if get_meta(session=session, key=FIRST_OPERATOR_KEY) is None:
         set_meta(session=session, key=FIRST_OPERATOR_KEY, value=operator.created_at.isoformat())
-    record_event(session=session, actor=actor, event="operator-added", detail=f"{name} ({role})")
+    record_event(
+        session, AuditEntry(actor=actor, event="operator-added", detail=f"{name} ({role})")
+    )
     return operator
 
 
@@ -163,7 +165,7 @@ def remove_operator(*, session: Session, name: str, actor: str = "cli") -> bool:
     session.delete(operator)
     session.exec(delete(OperatorSession).where(col(OperatorSession.operator) == name))
     session.exec(delete(Passkey).where(col(Passkey.operator) == name))
-    record_event(session=session, actor=actor, event="operator-removed", detail=name)
+    record_event(session, AuditEntry(actor=actor, event="operator-removed", detail=name))
     session.flush()
     return True
 
@@ -184,7 +186,8 @@ def set_role(*, session: Session, name: str, role: str, seal: RowSeal, actor: st
     session.add(row)
     session.flush()
     record_event(
-        session=session, actor=actor, event="operator-role", detail=f"{name}: {before} -> {role}"
+        session,
+        AuditEntry(actor=actor, event="operator-role", detail=f"{name}: {before} -> {role}"),
     )
 
 
@@ -206,7 +209,7 @@ def set_password(*, session: Session, name: str, password: str, seal: RowSeal, a
     # A changed password is how one locks out whoever learnt the old one: their sessions go.
     session.exec(delete(OperatorSession).where(col(OperatorSession.operator) == name))
     session.flush()
-    record_event(session=session, actor=actor, event="operator-password", detail=name)
+    record_event(session, AuditEntry(actor=actor, event="operator-password", detail=name))
 
 
 def authenticate(*, session: Session, name: str, password: str, seal: RowSeal) -> bool:

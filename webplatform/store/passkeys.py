@@ -9,11 +9,12 @@ assertion finds nothing to match.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, delete, select
 
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import Passkey, WebauthnChallenge, utcnow
 from webplatform.store.seals import RowSeal, row_holds, sign_row
 
@@ -50,33 +51,49 @@ def find_passkey(
     return row if row is not None and row_holds(seal, row) else None
 
 
-def add_passkey(
-    *,
-    session: Session,
-    operator: str,
-    credential_id: str,
-    public_key: str,
-    sign_count: int,
-    label: str,
-    seal: RowSeal,
-    rp_id: str = "localhost",
-) -> Passkey:
-    """Record a verified registration for relying party `rp_id`, signed with `seal`, and
+@dataclass(frozen=True)
+class NewPasskey:
+    """A verified registration: whose, the authenticator's credential id, public key and
+    signature counter, the label the operator gave it, and the relying party (RP ID) it
+    was made for."""
+
+    operator: str
+    credential_id: str
+    public_key: str
+    sign_count: int
+    label: str
+    rp_id: str = "localhost"
+
+
+@dataclass(frozen=True)
+class ChallengeFor:
+    """What a WebAuthn challenge may be used for: this operator and purpose and, for a
+    step-up, this job with these arguments (their digest)."""
+
+    operator: str
+    purpose: str
+    job_id: int | None = None
+    digest: str | None = None
+
+
+def add_passkey(*, session: Session, new: NewPasskey, seal: RowSeal) -> Passkey:
+    """Record a verified registration for its relying party, signed with `seal`, and
     audit it."""
+    operator = new.operator
     passkey = Passkey(
         operator=operator,
-        credential_id=credential_id,
-        public_key=public_key,
-        sign_count=sign_count,
-        label=(label.strip() or "passkey")[:MAX_LABEL],
+        credential_id=new.credential_id,
+        public_key=new.public_key,
+        sign_count=new.sign_count,
+        label=(new.label.strip() or "passkey")[:MAX_LABEL],
         created_at=utcnow(),
-        rp_id=rp_id,
+        rp_id=new.rp_id,
     )
     sign_row(seal, passkey)
     session.add(passkey)
     session.flush()
     record_event(
-        session=session, actor=operator, event="passkey-added", detail=f"passkey {passkey.id}"
+        session, AuditEntry(actor=operator, event="passkey-added", detail=f"passkey {passkey.id}")
     )
     return passkey
 
@@ -88,7 +105,7 @@ def remove_passkey(*, session: Session, operator: str, passkey_id: int) -> bool:
         return False
     session.delete(passkey)
     record_event(
-        session=session, actor=operator, event="passkey-removed", detail=f"passkey {passkey_id}"
+        session, AuditEntry(actor=operator, event="passkey-removed", detail=f"passkey {passkey_id}")
     )
     session.flush()
     return True
@@ -104,26 +121,17 @@ def record_use(*, session: Session, passkey_id: int, sign_count: int) -> None:
         session.flush()
 
 
-def issue_challenge(
-    *,
-    session: Session,
-    challenge: str,
-    operator: str,
-    purpose: str,
-    ttl_s: float,
-    job_id: int | None = None,
-    digest: str | None = None,
-) -> None:
+def issue_challenge(*, session: Session, challenge: str, bound: ChallengeFor, ttl_s: float) -> None:
     """Store a fresh challenge bound to (operator, purpose, job, digest); drop expired ones."""
     now = utcnow()
     session.exec(delete(WebauthnChallenge).where(col(WebauthnChallenge.expires_at) <= now))
     session.add(
         WebauthnChallenge(
             challenge=challenge,
-            operator=operator,
-            purpose=purpose,
-            job_id=job_id,
-            digest=digest,
+            operator=bound.operator,
+            purpose=bound.purpose,
+            job_id=bound.job_id,
+            digest=bound.digest,
             expires_at=now + timedelta(seconds=ttl_s),
         )
     )

@@ -25,31 +25,32 @@ class PreviewHead:
     size: int
 
 
+@dataclass(frozen=True)
+class Finished:
+    """How a preview ended, as its row records it."""
+
+    state: str  # succeeded | failed | timed_out
+    output: str | None
+    error: str | None
+    truncated: bool = False
+
+
 def add_pending(*, session: Session, job_id: int, action: str) -> None:
     """Record that job `job_id`'s preview `action` is about to run."""
     session.add(JobPreview(job_id=job_id, action=action, state=PENDING))
     session.flush()
 
 
-def finish(
-    *,
-    session: Session,
-    job_id: int,
-    state: str,
-    output: str | None,
-    error: str | None,
-    truncated: bool,
-    at: datetime | None = None,
-) -> bool:
+def finish(*, session: Session, job_id: int, done: Finished, at: datetime | None = None) -> bool:
     """Record how the preview ended, once: False when it was no longer pending (or is gone)."""
     stmt = (
         update(JobPreview)
         .where(col(JobPreview.job_id) == job_id, col(JobPreview.state) == PENDING)
         .values(
-            state=state,
-            output=output,
-            error=error,
-            truncated=truncated,
+            state=done.state,
+            output=done.output,
+            error=done.error,
+            truncated=done.truncated,
             finished_at=at or utcnow(),
         )
     )

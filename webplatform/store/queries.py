@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import ColumnElement, text
 from sqlalchemy.orm import defer, load_only
 from sqlmodel import Session, col, delete, func, select
 
 from webplatform.canonical import canonical_json
 from webplatform.store import previews
-from webplatform.store.audit import DECISION_EVENTS, record_event
+from webplatform.store.audit import DECISION_EVENTS, AuditEntry, record_event
 from webplatform.store.audit_chain import PRUNED_EVENT, bridges_over, lock_chain
 from webplatform.store.models import (
     TERMINAL_STATES,
@@ -36,34 +37,47 @@ def edited_into(*, session: Session, job_id: int) -> Job | None:
     return session.exec(stmt).first()
 
 
+@dataclass(frozen=True)
+class HistoryFilter:
+    """Which jobs a history page shows (every one by default): in this state, of this tool,
+    from this surface, created from `since` (inclusive) until `until` (exclusive)."""
+
+    state: JobState | None = None
+    name: str | None = None
+    surface: Surface | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def where(self) -> list[ColumnElement[bool]]:
+        """The filter as SQL conditions on the job table."""
+        conditions: list[ColumnElement[bool]] = []
+        if self.state is not None:
+            conditions.append(col(Job.state) == self.state)
+        if self.name is not None:
+            conditions.append(col(Job.name) == self.name)
+        if self.surface is not None:
+            conditions.append(col(Job.surface) == self.surface)
+        if self.since is not None:
+            conditions.append(col(Job.created_at) >= self.since)
+        if self.until is not None:
+            conditions.append(col(Job.created_at) < self.until)
+        return conditions
+
+
 def list_jobs(
     *,
     session: Session,
-    state: JobState | None = None,
-    name: str | None = None,
-    surface: Surface | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    which: HistoryFilter = HistoryFilter(),  # noqa: B008 (frozen: one shared value is safe)
     before_id: int | None = None,
     limit: int = 50,
 ) -> list[JobSummary]:
     """A page of history, newest first, without arguments, results or output.
 
     Keyset paging: pass the last id of a page as `before_id` for the next one, which
-    costs the same on page 1 and page 2000. `since` is inclusive, `until` exclusive.
+    costs the same on page 1 and page 2000.
     """
     columns = [getattr(Job, field) for field in JobSummary.model_fields]
-    stmt = select(Job).options(load_only(*columns))
-    if state is not None:
-        stmt = stmt.where(Job.state == state)
-    if name is not None:
-        stmt = stmt.where(Job.name == name)
-    if surface is not None:
-        stmt = stmt.where(Job.surface == surface)
-    if since is not None:
-        stmt = stmt.where(col(Job.created_at) >= since)
-    if until is not None:
-        stmt = stmt.where(col(Job.created_at) < until)
+    stmt = select(Job).options(load_only(*columns)).where(*which.where())
     if before_id is not None:
         stmt = stmt.where(col(Job.id) < before_id)
     stmt = stmt.order_by(col(Job.id).desc()).limit(max(1, min(limit, 500)))
@@ -243,10 +257,8 @@ def prune_finished(
                 "bridges": bridges_over([(p, h) for p, h in links]),
             }
             record_event(
-                session=session,
-                actor="retention",
-                event=PRUNED_EVENT,
-                detail=canonical_json(summary),
+                session,
+                AuditEntry(actor="retention", event=PRUNED_EVENT, detail=canonical_json(summary)),
             )
         deleted += len(ids)
     return deleted

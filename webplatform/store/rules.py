@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import update
 from sqlmodel import Session, col, or_, select
 
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import RuleRow, utcnow
 from webplatform.store.seals import RowSeal, row_holds, sign_row
 
@@ -37,7 +37,7 @@ def add_rule(*, session: Session, rule: NewRule, by: str, seal: RowSeal) -> Rule
     session.flush()  # the id is part of what is signed
     sign_row(seal, row)
     session.add(row)
-    record_event(session=session, actor=by, event="rule-added", detail=f"rule {row.id}")
+    record_event(session, AuditEntry(actor=by, event="rule-added", detail=f"rule {row.id}"))
     return row
 
 
@@ -74,7 +74,7 @@ def revoke_rule(*, session: Session, rule_id: int, by: str, seal: RowSeal) -> Ru
     row.revoked_at, row.revoked_by = utcnow(), by
     sign_row(seal, row)
     session.add(row)
-    record_event(session=session, actor=by, event="rule-revoked", detail=f"rule {rule_id}")
+    record_event(session, AuditEntry(actor=by, event="rule-revoked", detail=f"rule {rule_id}"))
     return row
 
 

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from sqlmodel import Session, select
 
 from webplatform.canonical import canonical_json
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import (
     AgentToken,
     AuditEvent,
@@ -255,4 +255,6 @@ def record_forged(*, session: Session, forged: list[Forged]) -> None:
             AuditEvent.event == FORGED_EVENT, AuditEvent.detail == item.detail
         )
         if session.exec(seen.limit(1)).first() is None:
-            record_event(session=session, actor="system", event=FORGED_EVENT, detail=item.detail)
+            record_event(
+                session, AuditEntry(actor="system", event=FORGED_EVENT, detail=item.detail)
+            )

@@ -7,13 +7,14 @@ and re-exports LEGAL_MOVES and the exceptions; this module is only the SQL of a 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, Update, bindparam
 from sqlalchemy.orm.util import identity_key
 from sqlmodel import Session, col, select, update
 
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.models import TERMINAL_STATES, Job, JobState, utcnow
 from webplatform.store.notify import notify_job
@@ -129,43 +130,41 @@ def stale_error(job: Job, expected: JobState, message: str | None = None) -> Sta
     )
 
 
-def compare_and_set(
-    session: Session,
-    *,
-    job_id: int,
-    expected: JobState,
-    to: JobState,
-    actor: str,
-    address: str | None,
-    detail: str | None,
-    fields: dict[str, Any],
-    owner: str | None = None,
-    extra: tuple[ColumnElement[bool], ...] = (),
-    event: str | None = None,
-) -> Job:
+@dataclass(frozen=True)
+class Move:
+    """One compare-and-set: job `job_id` from `expected` to `to`, setting `fields`, audited
+    as done by `actor` from `address` with `detail` (and as `event`, when the state's usual
+    verb does not fit). With `owner`, only while that worker holds the job; with `extra`,
+    only while those conditions hold too."""
+
+    job_id: int
+    expected: JobState
+    to: JobState
+    actor: str
+    fields: dict[str, Any]
+    address: str | None = None
+    detail: str | None = None
+    owner: str | None = None
+    extra: tuple[ColumnElement[bool], ...] = ()
+    event: str | None = None
+
+
+def compare_and_set(session: Session, move: Move) -> Job:
     """`UPDATE job SET state=:to, ... WHERE id=:id AND state=:expected [AND worker_id=:owner]
     [AND extra]`, audited.
 
     Raises IllegalMove, JobNotFound, or StaleState when the row did not match (another
     actor moved it first); the audit event is written in the same transaction.
     """
+    expected, to, job_id = move.expected, move.to, move.job_id
     if to not in LEGAL_MOVES[expected]:
         raise IllegalMove(f"a job cannot move from {expected.value} to {to.value}")
-    unknown = set(fields) - _MOVABLE
+    unknown = set(move.fields) - _MOVABLE
     if unknown:
         raise TypeError(f"a move cannot set {sorted(unknown)}")
     # The audit chain's lock before the row's, in every transaction: no lock-order deadlock.
     lock_chain(session)
-    # A Core UPDATE with the new values bound at execution (the SET clause): the ORM's bulk
-    # update machinery and per-value coercion cost more than the statement itself.
-    stmt = _cas_statement(owned=owner is not None)
-    if extra:
-        stmt = stmt.where(*extra)
-    values = {"cas_id": job_id, "cas_expected": expected, "state": to, "updated_at": utcnow()}
-    if owner is not None:
-        values["cas_owner"] = owner
-    values.update(fields)
-    row = session.connection().execute(stmt, values).first()
+    row = session.connection().execute(*_cas_update(move)).first()
     if row is None:
         job = fetch_job(session, job_id)
         raise stale_error(
@@ -175,18 +174,37 @@ def compare_and_set(
         job = fetch_job(session, job_id)  # the copy this transaction already holds, updated
     else:  # the row as the UPDATE left it, without a second read through the ORM
         job = Job(**row._mapping)
-    record_event(
-        session=session,
-        actor=actor,
-        event=event or _EVENT_FOR.get(to, to.value),
+    entry = AuditEntry(
+        actor=move.actor,
+        event=move.event or _EVENT_FOR.get(to, to.value),
         job_id=job_id,
         from_state=expected.value,
         to_state=to.value,
-        detail=detail,
-        address=address,
+        detail=move.detail,
+        address=move.address,
     )
+    record_event(session, entry)
     notify_job(session, job_id, to)
     return job
+
+
+def _cas_update(move: Move) -> tuple[Update, dict[str, Any]]:
+    """The compare-and-set's statement and the values bound to it."""
+    # A Core UPDATE with the new values bound at execution (the SET clause): the ORM's bulk
+    # update machinery and per-value coercion cost more than the statement itself.
+    stmt = _cas_statement(owned=move.owner is not None)
+    if move.extra:
+        stmt = stmt.where(*move.extra)
+    values = {
+        "cas_id": move.job_id,
+        "cas_expected": move.expected,
+        "state": move.to,
+        "updated_at": utcnow(),
+    }
+    if move.owner is not None:
+        values["cas_owner"] = move.owner
+    values.update(move.fields)
+    return stmt, values
 
 
 @functools.cache
@@ -222,14 +240,16 @@ def move_overdue(
         try:
             compare_and_set(
                 session,
-                job_id=job_id or 0,
-                expected=expected,
-                to=to,
-                actor="system",
-                address=None,
-                detail=detail,
-                fields=fields,
-                extra=(overdue,),
+                Move(
+                    job_id=job_id or 0,
+                    expected=expected,
+                    to=to,
+                    actor="system",
+                    address=None,
+                    detail=detail,
+                    fields=fields,
+                    extra=(overdue,),
+                ),
             )
             moved += 1
         except StaleState:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from webplatform.registry.model import ArgType, RunnableKind
+from webplatform.registry.validation import stated_facts
 
 # What the gate may say of a published action. "irreversible" is never publishable.
 PublishedReversibility = Literal["read-only", "reversible"]
@@ -26,14 +27,7 @@ class PublishedArg:
 
     def json_schema(self) -> dict[str, Any]:
         """This argument as a JSON Schema property."""
-        out: dict[str, Any] = {"type": self.type}
-        if self.description:
-            out["description"] = self.description
-        if self.default is not None:
-            out["default"] = self.default
-        if self.enum is not None:
-            out["enum"] = list(self.enum)
-        return out
+        return {"type": self.type, **stated_facts(self.description, self.default, self.enum)}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from sqlmodel import Session, col, delete, select
 from webplatform import keyfiles
 from webplatform.platform import Platform
 from webplatform.store import agents, operators, seals
-from webplatform.store.audit import record_event
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.meta import get_meta, set_meta
 from webplatform.store.models import AgentToken, Operator, OperatorSession, Passkey
@@ -135,7 +135,7 @@ def _adopt(session: Session, seal: RowSeal, now: str) -> tuple[bool, bool]:
             f"signed the rows from before signatures: {', '.join(adopted) or 'none'}; "
             f"ended {ended} unsigned session(s)"
         )
-        record_event(session=session, actor="system", event=ADOPTED_EVENT, detail=detail)
+        record_event(session, AuditEntry(actor="system", event=ADOPTED_EVENT, detail=detail))
     return existed
 
 

@@ -65,21 +65,28 @@ class Decision:
         return _CONTEXT + canonical_json(body).encode("utf-8")
 
 
-def decision_of(job: Job, decision: str) -> Decision | None:
-    """The decision a job row claims to carry, or None if it names no operator and time."""
-    if job.id is None or not job.decided_by or job.decided_at is None:
-        return None
+def decision_for(job: Job, decision: str, operators: tuple[str, ...], at: datetime) -> Decision:
+    """The decision by `operators` at `at` on the exact call a job carries; the one place a
+    signed decision is built, for signing (the dashboard) and for checking (the worker)."""
     return Decision(
-        job_id=job.id,
+        job_id=job.id or 0,
         digest=job.args_digest,
         kind=job.kind,
         name=job.name,
         action=job.action,
         decision=decision,
-        # Several approvers are stored comma-separated (operator names have no commas).
-        operators=tuple(n.strip() for n in job.decided_by.split(",")),
-        at=job.decided_at,
+        operators=operators,
+        at=at,
     )
+
+
+def decision_of(job: Job, decision: str) -> Decision | None:
+    """The decision a job row claims to carry, or None if it names no operator and time."""
+    if job.id is None or not job.decided_by or job.decided_at is None:
+        return None
+    # Several approvers are stored comma-separated (operator names have no commas).
+    operators = tuple(n.strip() for n in job.decided_by.split(","))
+    return decision_for(job, decision, operators, job.decided_at)
 
 
 def public_line(key: Ed25519PublicKey) -> str:

@@ -1,19 +1,9 @@
-"""Initial schema: jobs, audit events, operators, sessions, heartbeats, meta.
-
-Revision ID: 0001
-Revises:
-Create Date: 2025-01-01
-"""
-
-from __future__ import annotations
+"""Initial schema: jobs, audit events, operators, sessions, heartbeats, meta."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0001"
-down_revision = None
-branch_labels = None
-depends_on = None
+revision, down_revision = "0001", None
 
 
 def _ts(name: str, nullable: bool = True) -> sa.Column:

@@ -2,20 +2,11 @@
 
 Without it the history under the live queue scans and sorts the whole job table on every
 poll; at 100,000 jobs that is most of the page's time.
-
-Revision ID: 0002
-Revises: 0001
-Create Date: 2025-01-02
 """
-
-from __future__ import annotations
 
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0002", "0001"
 
 
 def upgrade() -> None:

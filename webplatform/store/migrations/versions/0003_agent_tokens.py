@@ -1,19 +1,9 @@
-"""Agent tokens: named bearer tokens for `/mcp`, stored as sha256 hashes only.
-
-Revision ID: 0003
-Revises: 0002
-Create Date: 2025-01-03
-"""
-
-from __future__ import annotations
+"""Agent tokens: named bearer tokens for `/mcp`, stored as sha256 hashes only."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0003", "0002"
 
 
 def upgrade() -> None:

@@ -1,19 +1,9 @@
-"""Passkeys (WebAuthn credentials: public keys only) and their single-use challenges.
-
-Revision ID: 0004
-Revises: 0003
-Create Date: 2025-01-03
-"""
-
-from __future__ import annotations
+"""Passkeys (WebAuthn credentials: public keys only) and their single-use challenges."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0004", "0003"
 
 
 def _ts(name: str, nullable: bool = True) -> sa.Column:

@@ -4,24 +4,15 @@
 `audit_event.prev_hash` / `event_hash` link every event to the one before it. Events that
 exist already are chained here, oldest first. Jobs approved before this upgrade carry no
 signature, so a worker refuses them (they end failed); ask for them again.
-
-Revision ID: 0005
-Revises: 0004
-Create Date: 2025-01-03
 """
-
-from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-from webplatform.store.audit_chain import GENESIS, content_hash
+from webplatform.store.audit_chain import GENESIS, AuditEntry, content_hash
 from webplatform.store.models import UTCDateTime
 
-revision = "0005"
-down_revision = "0004"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0005", "0004"
 
 _EVENTS = sa.table(
     "audit_event",
@@ -47,17 +38,7 @@ def upgrade() -> None:
     rows = conn.execute(sa.select(_EVENTS).order_by(_EVENTS.c.id)).mappings().all()
     prev = GENESIS
     for row in rows:
-        own = content_hash(
-            prev,
-            job_id=row["job_id"],
-            at=row["at"],
-            actor=row["actor"],
-            event=row["event"],
-            from_state=row["from_state"],
-            to_state=row["to_state"],
-            detail=row["detail"],
-            address=row["address"],
-        )
+        own = content_hash(prev, AuditEntry.of(row), row["at"])
         conn.execute(
             _EVENTS.update()
             .where(_EVENTS.c.id == row["id"])

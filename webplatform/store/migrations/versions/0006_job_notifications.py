@@ -1,21 +1,11 @@
-"""When a pending job's notification and its reminder went out (AAT_NOTIFY).
-
-Revision ID: 0006
-Revises: 0005
-Create Date: 2025-01-04
-"""
-
-from __future__ import annotations
+"""When a pending job's notification and its reminder went out (AAT_NOTIFY)."""
 
 import sqlalchemy as sa
 from alembic import op
 
 from webplatform.store.models import UTCDateTime
 
-revision = "0006"
-down_revision = "0005"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0006", "0005"
 
 
 def upgrade() -> None:

@@ -1,19 +1,9 @@
-"""Approval policy: operator roles, several approvers per job, and the agent's reason.
-
-Revision ID: 0007
-Revises: 0006
-Create Date: 2025-01-05
-"""
-
-from __future__ import annotations
+"""Approval policy: operator roles, several approvers per job, and the agent's reason."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0007", "0006"
 
 
 def upgrade() -> None:

@@ -1,19 +1,9 @@
-"""Edit then approve: a job remembers the pending job an operator edited into it.
-
-Revision ID: 0008
-Revises: 0007
-Create Date: 2025-01-06
-"""
-
-from __future__ import annotations
+"""Edit then approve: a job remembers the pending job an operator edited into it."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0008", "0007"
 
 
 def upgrade() -> None:

@@ -2,21 +2,12 @@
 
 Rows from before this revision have none; `aat serve` or the command line signs them once
 (`webplatform.trust.authority.adopt_unsigned`), and ends the unsigned sessions.
-
-Revision ID: 0010
-Revises: 0009
-Create Date: 2025-01-08
 """
-
-from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0010", "0009"
 
 TABLES = ("operator", "passkey", "agent_token", "operator_session")
 

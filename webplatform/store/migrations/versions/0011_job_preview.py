@@ -1,19 +1,9 @@
-"""Previews: what a queued call's preview action printed, kept beside its job.
-
-Revision ID: 0011
-Revises: 0010
-Create Date: 2025-01-09
-"""
-
-from __future__ import annotations
+"""Previews: what a queued call's preview action printed, kept beside its job."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0011", "0010"
 
 
 def upgrade() -> None:

@@ -1,19 +1,9 @@
-"""Passkeys keep the relying party they were made for (`localhost`, or the dashboard's host).
-
-Revision ID: 0012
-Revises: 0011
-Create Date: 2026-12-01
-"""
-
-from __future__ import annotations
+"""Passkeys keep the relying party they were made for (`localhost`, or the dashboard's host)."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0012", "0011"
 
 
 def upgrade() -> None:

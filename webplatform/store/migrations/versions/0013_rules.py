@@ -1,21 +1,11 @@
-"""Rules decided in advance (SPEC §16): the `rule` table.
-
-Revision ID: 0013
-Revises: 0012
-Create Date: 2026-12-01
-"""
-
-from __future__ import annotations
+"""Rules decided in advance (SPEC §16): the `rule` table."""
 
 import sqlalchemy as sa
 from alembic import op
 
 from webplatform.store.models import UTCDateTime
 
-revision = "0013"
-down_revision = "0012"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0013", "0012"
 
 
 def upgrade() -> None:

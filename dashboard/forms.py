@@ -1,0 +1,73 @@
+"""The forms the dashboard's POST handlers take, each one value (FastAPI's form models).
+
+A field missing from the request, or sent empty, takes its default, as a single `Form()`
+parameter would.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from dashboard.stepup import Proof
+
+
+class ProofForm(BaseModel):
+    """The step-up sent with a decision or a change: a typed password and/or a passkey
+    assertion (JSON from static/passkeys.js)."""
+
+    password: str = ""
+    passkey: str = ""
+
+    def proof(self) -> Proof:
+        """The step-up proof these fields carry."""
+        return Proof(password=self.password, passkey=self.passkey)
+
+
+class ApproveForm(ProofForm):
+    """Approve: the digest of the arguments the page showed, and where to go afterwards."""
+
+    digest: str = ""
+    return_to: str = "job"
+
+
+class DenyForm(BaseModel):
+    """Deny: the reason for the agent (optional), and where to go afterwards."""
+
+    reason: str = ""
+    return_to: str = "job"
+
+
+class MintForm(ProofForm):
+    """Mint an agent token: its name."""
+
+    name: str = ""
+
+
+class RoleForm(ProofForm):
+    """Change an operator's role."""
+
+    role: str = ""
+
+
+class PasswordForm(ProofForm):
+    """Change one's own password: the new one, twice."""
+
+    new_password: str = ""
+    new_password2: str = ""
+
+
+class LoginForm(BaseModel):
+    """Log in, then go to `next`."""
+
+    username: str = ""
+    password: str = ""
+    next: str = "/"
+
+
+class SetupForm(BaseModel):
+    """Create the first operator with the one-time setup token."""
+
+    token: str = ""
+    username: str = ""
+    password: str = ""
+    password2: str = ""
