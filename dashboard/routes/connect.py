@@ -20,12 +20,11 @@ from starlette.responses import RedirectResponse, Response
 from dashboard import stepup
 from dashboard.deps import (
     AddressDep,
+    CheckerDep,
     DeciderDep,
-    LimiterDep,
     OperatorDep,
     PagesDep,
     PlatformDep,
-    RelyingPartyDep,
     current_role,
 )
 from dashboard.security import CONTENT_SECURITY_POLICY
@@ -128,8 +127,7 @@ def connect_answer(
     platform: PlatformDep,
     pages: PagesDep,
     decider: DeciderDep,
-    limiter: LimiterDep,
-    rp: RelyingPartyDep,
+    checker: CheckerDep,
     address: AddressDep,
     answer: Annotated[SignInAnswer, Form()],
 ) -> Response:
@@ -143,9 +141,7 @@ def connect_answer(
     agent = answer.agent.strip()
     try:
         step_up = stepup.verify(
-            platform=platform,
-            limiter=limiter,
-            rp=rp,
+            checker,
             operator=decider,
             proof=stepup.Proof(password=answer.password, passkey=answer.passkey),
             bound=stepup.for_change(

@@ -192,10 +192,12 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
             refresh = _first_refresh(code, client.client_id, resource)
             token = store.add_refresh(session=session, template=refresh, seal=seal)
             audit.record_event(
-                session=session,
-                actor=code.owner,
-                event="agent-signed-in",
-                detail=f"{code.agent} (client {client.client_id})",
+                session,
+                audit.AuditEntry(
+                    actor=code.owner,
+                    event="agent-signed-in",
+                    detail=f"{code.agent} (client {client.client_id})",
+                ),
             )
             return access, token
 
@@ -294,7 +296,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
             store.forget_refresh_tokens(session=session, agent=agent)
             detail = f"{agent}: {why}"
             audit.record_event(
-                session=session, actor="aat", event="agent-sign-in-revoked", detail=detail
+                session, audit.AuditEntry(actor="aat", event="agent-sign-in-revoked", detail=detail)
             )
 
         logger.warning("agent %s revoked: %s", agent, why)

@@ -86,10 +86,12 @@ def allow(*, platform: Platform, step_up: StepUp, by: str, request_id: str, agen
             session=session, request_id=request_id, agent=agent, owner=by, seal=seal, ttl=CODE_TTL
         )
         audit.record_event(
-            session=session,
-            actor=by,
-            event="agent-sign-in-allowed",
-            detail=f"{agent} (client {row.client_id}; {step_up.describe()})",
+            session,
+            audit.AuditEntry(
+                actor=by,
+                event="agent-sign-in-allowed",
+                detail=f"{agent} (client {row.client_id}; {step_up.describe()})",
+            ),
         )
         params = AuthorizationParams.model_validate_json(row.params)
         return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
@@ -109,7 +111,7 @@ def deny(*, platform: Platform, by: str, request_id: str) -> str | None:
         if row is None:
             return None
         audit.record_event(
-            session=session, actor=by, event="agent-sign-in-denied", detail=row.client_id
+            session, audit.AuditEntry(actor=by, event="agent-sign-in-denied", detail=row.client_id)
         )
         params = AuthorizationParams.model_validate_json(row.params)
         return construct_redirect_uri(
