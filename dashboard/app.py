@@ -29,6 +29,7 @@ from webplatform.config import Settings
 from webplatform.housekeeping import Housekeeper
 from webplatform.mcp.transports.http import create_chat_mcp_app, create_mcp_app
 from webplatform.mcp.transports.local import local_sessions
+from webplatform.mcp.transports.oauth import oauth_routes
 from webplatform.platform import Platform
 from webplatform.store.notify import StopEvent
 from webplatform.trust import signing
@@ -76,6 +77,8 @@ def create_app(
         app.router.routes.append(Route("/mcp", endpoint=mcp_app))
     if chat_app is not None:  # the curated chat surface (chat_surface.yaml)
         app.router.routes.append(Route("/mcp/chat", endpoint=chat_app))
+    if mcp:  # agents sign in through the browser (SPEC §18)
+        app.router.routes.extend(oauth_routes(platform))
     for router in ROUTERS:
         app.include_router(router)
     install_error_pages(app)

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dashboard import auth
 from dashboard.urls import route_path, under_root
+from webplatform.mcp.transports.oauth import OAUTH_PATHS
 
 MAX_BODY_BYTES = 256 * 1024
 MCP_MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -95,8 +96,9 @@ class Guard:
         if refusal is not None:
             await _refuse(scope, receive, send, *refusal)
             return
-        if is_mcp:
-            # /mcp checks Origin and its bearer token itself; operator sessions are for pages.
+        if is_mcp or path in OAUTH_PATHS:
+            # /mcp checks Origin and its bearer token itself, and the OAuth endpoints are for
+            # clients that sign in (SPEC §18); operator sessions are for pages.
             await self.app(scope, receive, send)
             return
         unsafe = scope["method"] not in SAFE_METHODS

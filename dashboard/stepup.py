@@ -36,6 +36,7 @@ CHANGE_NAMES = {
     Change.password: "changing your password",
     Change.role: "changing a role",
     Change.agent_add: "minting an agent token",
+    Change.agent_sign_in: "letting an agent sign in",
 }
 # The card warns about a passkey added this recently: it may be an attacker's.
 RECENT_PASSKEY = timedelta(days=1)

@@ -37,6 +37,7 @@ from webplatform.config import Settings
 from webplatform.jobs import leases
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
+from webplatform.store import oauth
 from webplatform.store.deadlines import next_deadlines
 from webplatform.store.heartbeats import beat_all, prune_heartbeats
 from webplatform.store.models import utcnow
@@ -236,6 +237,7 @@ class Housekeeper:
             if batch < PRUNE_BATCH:
                 break
         sessions = self.platform.transact(lambda s: prune_sessions(session=s))
+        self.platform.transact(lambda s: oauth.prune_expired(session=s))  # sign-in leftovers
         stale = utcnow() - timedelta(seconds=STALE_HEARTBEAT_S)
         heartbeats = self.platform.transact(lambda s: prune_heartbeats(session=s, older_than=stale))
         if finished or sessions or heartbeats:

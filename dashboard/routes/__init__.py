@@ -6,6 +6,7 @@ from dashboard.routes import (
     account,
     agents,
     approvals,
+    connect,
     edit,
     exports,
     health,
@@ -28,6 +29,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     jobs.router,
     approvals.router,
     agents.router,
+    connect.router,
     account.router,
     stepup.router,
 )

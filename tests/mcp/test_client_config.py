@@ -105,3 +105,33 @@ def test_aat_config_prints_a_block_whose_command_starts(client: str, tmp_path: P
         entry = json.loads(printed)["mcpServers"]["aat"]
     proc = initialize([entry["command"], *entry["args"]], tmp_path)
     assert '"protocolVersion":"2025-11-25"' in proc.stdout.replace(" ", ""), proc.stderr
+
+
+@pytest.mark.parametrize("client", ["opencode", "claude"])
+def test_sign_in_prints_the_plain_remote_block(
+    client: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from webplatform.cli.main import main
+
+    url = "http://127.0.0.1:8000/mcp"
+    assert main(["config", client, "--url", url, "--sign-in"]) == 0
+    printed = capsys.readouterr().out
+    if client == "opencode":
+        entry = json.loads(printed)["mcp"]["aat"]
+        assert entry == {"type": "remote", "url": url, "enabled": True}
+    else:
+        entry = json.loads(printed)["mcpServers"]["aat"]
+        assert entry == {"type": "http", "url": url}
+    assert "AAT_AGENT_TOKEN" not in printed and "Authorization" not in printed
+
+
+@pytest.mark.parametrize(
+    "argv", [["config", "opencode", "--sign-in"], ["config", "codex", "--url", "u", "--sign-in"]]
+)
+def test_sign_in_needs_a_url_and_a_client_that_signs_in(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from webplatform.cli.main import main
+
+    assert main(argv) == 2
+    assert "give --url URL, for opencode or claude" in capsys.readouterr().err

@@ -33,6 +33,9 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
     with engine.begin() as conn:
         conn.execute(text("DROP INDEX ix_job_irreversible_updated_at"))
         conn.execute(text("DROP TABLE agent_token"))
+        for table in ("oauth_client", "oauth_grant", "oauth_refresh_token"):  # 0014's
+            conn.execute(text(f"DROP TABLE {table}"))
+        conn.execute(text("DROP TABLE rule"))  # 0013's
         conn.execute(text("DROP TABLE passkey"))
         conn.execute(text("DROP TABLE webauthn_challenge"))
         conn.execute(text("DROP TABLE job_approval"))
@@ -73,6 +76,7 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
     assert version == head_revision()
     assert {"ix_job_irreversible_updated_at", "ix_job_edited_from"} <= indexes
     assert {"agent_token", "passkey", "webauthn_challenge", "job_approval", "job_preview"} <= tables
+    assert {"oauth_client", "oauth_grant", "oauth_refresh_token"} <= tables
     assert {"prev_hash", "event_hash"} <= columns
     assert {"note", "requester_proof"} <= job_columns
     assert signed == {"operator", "passkey", "agent_token", "operator_session"}
@@ -95,6 +99,12 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
         for table in ("operator", "passkey", "agent_token", "operator_session"):  # 0010's
             conn.execute(text(f"ALTER TABLE {table} DROP COLUMN signature"))
         conn.execute(text("DROP TABLE job_preview"))  # 0011's
+        for table in ("oauth_client", "oauth_grant", "oauth_refresh_token"):  # 0014's
+            conn.execute(text(f"DROP TABLE {table}"))
+        for column in ("expires_at", "resource"):
+            conn.execute(text(f"ALTER TABLE agent_token DROP COLUMN {column}"))
+        conn.execute(text("DROP TABLE rule"))  # 0013's
+        conn.execute(text("ALTER TABLE passkey DROP COLUMN rp_id"))  # 0012's
         for i, (surface, requested_by, client) in enumerate(rows.values(), start=1):
             conn.execute(
                 text(

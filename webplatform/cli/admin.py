@@ -69,6 +69,13 @@ def cmd_config(ns: argparse.Namespace, _extra: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if ns.sign_in and (not ns.url or ns.client not in ("opencode", "claude")):
+        print(
+            "aat config --sign-in: give --url URL, for opencode or claude (the clients that "
+            "sign in through the browser)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     if ns.client in ("codex", "gemini"):
         if ns.surface != "generic":
             print(f"aat config {ns.client}: only the generic surface", file=sys.stderr)
@@ -81,6 +88,10 @@ def cmd_config(ns: argparse.Namespace, _extra: list[str]) -> int:
             print(json.dumps(block, indent=2))
         return EXIT_OK
     opencode = ns.client == "opencode"
+    if ns.url and ns.sign_in:
+        plain = client_config.sign_in_opencode if opencode else client_config.sign_in_claude
+        print(json.dumps(plain(ns.url), indent=2))
+        return EXIT_OK
     if ns.url:
         remote = client_config.remote_opencode if opencode else client_config.remote_claude
         print(json.dumps(remote(ns.url), indent=2))

@@ -153,6 +153,11 @@ def _add_host_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("client", choices=["opencode", "claude", "codex", "gemini"])
     p.add_argument("--surface", choices=["generic", "chat"], default="generic")
     p.add_argument("--url", help="a running `aat serve`'s /mcp: print the block for that mode")
+    p.add_argument(
+        "--sign-in",
+        action="store_true",
+        help="with --url: the plain remote block, for clients that sign in through the browser",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -79,6 +79,18 @@ def remote_claude(url: str) -> dict[str, Any]:
     return {"mcpServers": {SERVER_KEY: entry}}
 
 
+def sign_in_opencode(url: str) -> dict[str, Any]:
+    """opencode's plain remote block (no token, no command): on the first 401 opencode signs
+    in through the browser and keeps the token itself (SPEC §18)."""
+    return {"mcp": {SERVER_KEY: {"type": "remote", "url": url, "enabled": True}}}
+
+
+def sign_in_claude(url: str) -> dict[str, Any]:
+    """Claude Code's plain remote block: it signs in through the browser (`/mcp` in Claude
+    Code, then Authenticate) and keeps the token itself."""
+    return {"mcpServers": {SERVER_KEY: {"type": "http", "url": url}}}
+
+
 # Clients that end a tool call at a fixed time whatever progress says (Codex: 60 s by
 # default) are given this much: well above aat's own wait for an operator
 # (AAT_APPROVAL_WAIT_S, 50 s by default), so aat always answers first, with the outcome or

@@ -89,6 +89,25 @@ def revoke_agent(*, session: Session, name: str, seal: RowSeal, actor: str = "cl
     return True
 
 
+def rotate_agent_token(
+    *, session: Session, name: str, seal: RowSeal, expires_at: datetime, resource: str
+) -> str | None:
+    """Give active agent `name` a fresh token valid until `expires_at` for `resource` (a
+    signed-in agent's access token, SPEC §18); the old token stops working. Returns the new
+    token (never stored), or None when the agent is revoked, unknown or its row unsigned."""
+    row = session.exec(select(AgentToken).where(AgentToken.name == name)).first()
+    if row is None or row.revoked_at is not None or not row_holds(seal, row):
+        return None
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row.token_hash = token_hash(token)
+    row.expires_at = expires_at
+    row.resource = resource
+    sign_row(seal, row)
+    session.add(row)
+    session.flush()
+    return token
+
+
 def agents_exist(*, session: Session) -> bool:
     """True once any agent token was minted (revoked ones count: `/mcp` stays closed)."""
     return int(session.exec(select(func.count()).select_from(AgentToken)).one()) > 0
@@ -101,12 +120,22 @@ def active_agents_exist(*, session: Session) -> bool:
 
 
 def find_agent(*, session: Session, token: str, seal: RowSeal) -> AgentTokenPublic | None:
-    """The active agent holding `token`, or None (unknown, revoked, empty, or a row whose
-    signature does not verify). Reads only."""
+    """The active agent holding `token`, or None (unknown, revoked, expired, empty, or a row
+    whose signature does not verify). Reads only."""
     if not token:
         return None
     stmt = select(AgentToken).where(AgentToken.token_hash == token_hash(token))
     row = session.exec(stmt).first()
+    if row is None or row.revoked_at is not None or not row_holds(seal, row):
+        return None
+    if row.expires_at is not None and row.expires_at <= utcnow():
+        return None
+    return _public(row, signed=True)
+
+
+def active_agent(*, session: Session, name: str, seal: RowSeal) -> AgentTokenPublic | None:
+    """Agent `name` while it is not revoked and its row verifies, else None."""
+    row = session.exec(select(AgentToken).where(AgentToken.name == name)).first()
     if row is None or row.revoked_at is not None or not row_holds(seal, row):
         return None
     return _public(row, signed=True)

@@ -360,7 +360,12 @@ class AgentToken(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
-    # aat's signature over name, owner, token hash and whether it is revoked.
+    # Set for a token an agent got by signing in (SPEC §18): when it stops working, and the
+    # `/mcp` URL it was issued for (RFC 8707). Minted tokens have neither.
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    resource: str | None = Field(default=None, sa_type=String(2000))
+    # aat's signature over name, owner, token hash, whether it is revoked, and (when set)
+    # its expiry and resource.
     signature: str | None = Field(default=None, sa_type=String(200))
 
 
@@ -372,6 +377,9 @@ class AgentTokenPublic(SQLModel):
     created_at: datetime
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
+    # Signed-in agents only: when the current access token expires, and its `/mcp` URL.
+    expires_at: datetime | None = None
+    resource: str | None = None
     # False when the row's signature does not verify: the token gets 401.
     signed: bool = True
 
@@ -413,6 +421,61 @@ class WebauthnChallenge(SQLModel, table=True):
     job_id: int | None = None
     digest: str | None = Field(default=None, sa_type=String(64))
     expires_at: datetime = Field(sa_type=UTCDateTime, index=True)
+
+
+class OAuthClient(SQLModel, table=True):
+    """A client that registered itself (RFC 7591 dynamic registration): its metadata as the
+    SDK's `OAuthClientInformationFull` JSON. Clients named by a metadata document URL are
+    fetched, not stored."""
+
+    __tablename__ = "oauth_client"
+
+    id: int | None = Field(default=None, primary_key=True)
+    client_id: str = Field(sa_type=String(64), unique=True)
+    info: str = Field(sa_type=Text)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class OAuthGrant(SQLModel, table=True):
+    """One authorization request of a signing-in agent, from `/authorize` to its code.
+
+    Pending until an operator allows it on the dashboard; then it holds the code's hash,
+    the agent's name and owner, and aat's signature; `used_at` is set when the code is
+    exchanged (a code works once)."""
+
+    __tablename__ = "oauth_grant"
+
+    id: int | None = Field(default=None, primary_key=True)
+    request_id: str = Field(sa_type=String(64), unique=True)
+    client_id: str = Field(sa_type=String(2000))
+    client_name: str = Field(sa_type=String(200))
+    # The SDK's `AuthorizationParams` as JSON: redirect URI, PKCE challenge, resource, scopes.
+    params: str = Field(sa_type=Text)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime)
+    code_hash: str | None = Field(default=None, sa_type=String(64), unique=True)
+    agent: str | None = Field(default=None, sa_type=String(64))
+    owner: str | None = Field(default=None, sa_type=String(64))
+    used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    signature: str | None = Field(default=None, sa_type=String(200))
+
+
+class OAuthRefreshToken(SQLModel, table=True):
+    """A refresh token of a signed-in agent (sha256 only). Each is used once: using it
+    rotates it (`rotated_at`), and using a rotated one again revokes the agent."""
+
+    __tablename__ = "oauth_refresh_token"
+
+    id: int | None = Field(default=None, primary_key=True)
+    token_hash: str = Field(sa_type=String(64), unique=True)
+    agent: str = Field(sa_type=String(64), index=True)
+    client_id: str = Field(sa_type=String(2000))
+    resource: str = Field(sa_type=String(2000))
+    scopes: str = Field(default="", sa_type=String(1000))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime)
+    rotated_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    signature: str | None = Field(default=None, sa_type=String(200))
 
 
 class RuleRow(SQLModel, table=True):

@@ -33,6 +33,8 @@ from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import (
     AgentToken,
     AuditEvent,
+    OAuthGrant,
+    OAuthRefreshToken,
     Operator,
     OperatorSession,
     Passkey,
@@ -40,7 +42,9 @@ from webplatform.store.models import (
 )
 
 FORGED_EVENT = "authority-row-invalid"
-SignedRow = Operator | Passkey | AgentToken | OperatorSession | RuleRow
+SignedRow = (
+    Operator | Passkey | AgentToken | OperatorSession | OAuthGrant | OAuthRefreshToken | RuleRow
+)
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,41 @@ def _agent(row: AgentToken) -> tuple[str, str, dict[str, Any]]:
         "token_hash": row.token_hash,
         "revoked": row.revoked_at is not None,
     }
+    # Only signed-in agents have these; leaving them out otherwise keeps older rows' signatures.
+    if row.expires_at is not None:
+        body["expires_at"] = _when(row.expires_at)
+    if row.resource is not None:
+        body["resource"] = row.resource
     return "agent token", row.name, body
+
+
+def _grant(row: OAuthGrant) -> tuple[str, str, dict[str, Any]]:
+    # An allowed grant turns its code into an agent owned by `owner`: all of it is signed, so
+    # a row written by SQL mints no agent.
+    body = {
+        "request_id": row.request_id,
+        "client_id": row.client_id,
+        "params": row.params,
+        "expires_at": _when(row.expires_at),
+        "code_hash": row.code_hash,
+        "agent": row.agent,
+        "owner": row.owner,
+        "used": row.used_at is not None,
+    }
+    return "sign-in grant", f"for {row.agent}", body
+
+
+def _refresh(row: OAuthRefreshToken) -> tuple[str, str, dict[str, Any]]:
+    body = {
+        "token_hash": row.token_hash,
+        "agent": row.agent,
+        "client_id": row.client_id,
+        "resource": row.resource,
+        "scopes": row.scopes,
+        "expires_at": _when(row.expires_at),
+        "rotated": row.rotated_at is not None,
+    }
+    return "refresh token", f"of {row.agent}", body
 
 
 def _session(row: OperatorSession) -> tuple[str, str, dict[str, Any]]:
@@ -182,6 +220,8 @@ _KINDS: dict[type, tuple[bytes, Callable[[Any], tuple[str, str, dict[str, Any]]]
     Passkey: (b"aat passkey v1\n", _passkey),
     AgentToken: (b"aat agent token v1\n", _agent),
     OperatorSession: (b"aat session v1\n", _session),
+    OAuthGrant: (b"aat sign-in grant v1\n", _grant),
+    OAuthRefreshToken: (b"aat refresh token v1\n", _refresh),
     RuleRow: (b"aat rule v1\n", _rule),
 }
 

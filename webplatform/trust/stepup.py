@@ -63,6 +63,9 @@ class Change(StrEnum):
     role = "role"
     # An admin mints an agent token (target: its name).
     agent_add = "agent-add"
+    # An operator lets an agent that signs in through the browser act in their name (target:
+    # the authorization request and the agent's name; SPEC §18).
+    agent_sign_in = "agent-sign-in"
 
 
 def change_digest(*, operator: str, change: Change, target: Mapping[str, str]) -> str:

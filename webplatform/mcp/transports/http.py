@@ -33,10 +33,12 @@ from webplatform.config import Settings
 from webplatform.mcp.chat import ChatSurfaceError, build_chat_server
 from webplatform.mcp.protocol import AGENT_SCOPE_KEY
 from webplatform.mcp.server import build_server
+from webplatform.mcp.transports.oauth import resource_metadata_url, site_of
 from webplatform.platform import Platform
 from webplatform.store import agents
 from webplatform.store.models import AgentTokenPublic, Surface
 from webplatform.trust import authority
+from webplatform.trust.oauth import same_resource
 
 logger = logging.getLogger(__name__)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -84,7 +86,7 @@ class BearerGate:
         bound = str(server[0]) if server else "127.0.0.1"
         return bool(self.token) or not is_loopback(bound)
 
-    def _check(self, given: str) -> tuple[bool, str | None]:
+    def _check(self, given: str) -> tuple[bool, AgentTokenPublic | None]:
         """(agent tokens exist, the agent holding `given` or None), read on every request so
         a revocation takes effect at once; `last_used_at` is written only now and then."""
 
@@ -104,7 +106,7 @@ class BearerGate:
         if agent is not None and agents.is_stale(agent):
             name = agent.name
             self.platform.transact(lambda s: agents.touch_agent(session=s, name=name))
-        return exist, agent.name if agent is not None else None
+        return exist, agent
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass authorised requests through; answer the others 401/403."""
@@ -114,14 +116,21 @@ class BearerGate:
         scheme, _, value = Headers(scope=scope).get("authorization", "").partition(" ")
         given = value.strip() if scheme.lower() == "bearer" else ""
         exist, agent = await anyio.to_thread.run_sync(self._check, given)
-        if agent is not None:
-            scope[AGENT_SCOPE_KEY] = agent
+        # A signed-in agent's token works only at the `/mcp` it was issued for (RFC 8707).
+        site = site_of(scope, self.platform.settings)
+        if agent is not None and (
+            agent.resource is None or same_resource(agent.resource, site.resource)
+        ):
+            scope[AGENT_SCOPE_KEY] = agent.name
             await self.app(scope, receive, send)
             return
         shared_ok = bool(self.token) and hmac.compare_digest(given.encode(), self.token.encode())
         if shared_ok or not (exist or self._needed(scope)):
             await self.app(scope, receive, send)
             return
+        await self._refuse(scope, receive, send, exist=exist)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, *, exist: bool) -> None:
         if not self.token and not exist:
             response = JSONResponse(
                 {
@@ -132,13 +141,16 @@ class BearerGate:
             )
             await response(scope, receive, send)
             return
+        metadata = resource_metadata_url(scope, self.platform.settings)
         response = JSONResponse(
             {
-                "error": "missing, wrong or revoked bearer token: send Authorization: Bearer "
-                "$AAT_AGENT_TOKEN (an agent token from `aat agent add NAME`)"
+                "error": "missing, wrong, expired or revoked bearer token: sign in (the client "
+                "opens the browser) or send Authorization: Bearer $AAT_AGENT_TOKEN (an agent "
+                "token from `aat agent add NAME`)"
             },
             status_code=401,
-            headers={"WWW-Authenticate": 'Bearer realm="aat"'},
+            # RFC 9728 §5.1: where a client finds how to sign in.
+            headers={"WWW-Authenticate": f'Bearer realm="aat", resource_metadata="{metadata}"'},
         )
         await response(scope, receive, send)
 

@@ -1,0 +1,345 @@
+"""aat as the authorization server of its own `/mcp` (SPEC §18): the provider the SDK's
+`mcp.server.auth` handlers call.
+
+The SDK's handlers parse and check the protocol (client, redirect URI, PKCE S256, expiry of
+codes); this provider keeps the state and says what a grant is worth:
+
+- `/authorize` records the request and sends the browser to the dashboard's page, where an
+  operator names the agent and allows it with a step-up (`webplatform.trust.sign_in`);
+- a code works once; using it again revokes the agent it made (RFC 6749 §4.1.2);
+- the access token is an agent token (§10) owned by that operator, bound to this server's
+  `/mcp` (RFC 8707) and expiring after `AAT_OAUTH_TOKEN_TTL_S`;
+- refresh tokens rotate, and one used again after its rotation revokes the agent, so
+  every token of its family stops working; a revoked agent refreshes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TypeVar
+
+import anyio.to_thread
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    AuthorizeError,
+    OAuthAuthorizationServerProvider,
+    RefreshToken,
+    TokenError,
+)
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from pydantic import AnyHttpUrl, ValidationError
+from sqlmodel import Session
+
+from webplatform.platform import Platform
+from webplatform.store import agents, audit
+from webplatform.store import oauth as store
+from webplatform.store.models import OAuthGrant, OAuthRefreshToken, utcnow
+from webplatform.trust.authority import TOKENS_FILE, remember, report_forged, seal_for
+from webplatform.trust.oauth_clients import ClientDocumentError, ClientDocuments, is_document_url
+
+logger = logging.getLogger(__name__)
+REQUEST_TTL = timedelta(minutes=10)
+REFRESH_TTL = timedelta(days=30)
+T = TypeVar("T")
+REUSED = "refresh token used again after it was rotated: the agent is revoked, sign in again"
+
+
+@dataclass(frozen=True)
+class Site:
+    """This aat as the asking request reaches it: `base` is scheme, host and root path."""
+
+    base: str
+
+    @property
+    def resource(self) -> str:
+        """The protected resource, `/mcp` (RFC 8707, RFC 9728)."""
+        return self.base + "/mcp"
+
+    @property
+    def consent_page(self) -> str:
+        """The dashboard page where an operator allows a sign-in."""
+        return self.base + "/agents/connect"
+
+
+def same_resource(given: str | None, expected: str) -> bool:
+    """True when `given` names `expected` (compared as URLs, a trailing slash aside)."""
+    try:
+        url = str(AnyHttpUrl(given or ""))
+    except ValidationError:
+        return False
+    return url.removesuffix("/") == str(AnyHttpUrl(expected)).removesuffix("/")
+
+
+class AatCode(AuthorizationCode):
+    """An allowed grant's code, with the agent it makes."""
+
+    grant_id: int
+    agent: str
+    owner: str
+
+
+class AatRefresh(RefreshToken):
+    """A refresh token with its row and agent."""
+
+    refresh_id: int
+    agent: str
+
+
+class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, AccessToken]):
+    """The SDK's provider protocol over aat's store, for requests that reached `site`."""
+
+    def __init__(self, platform: Platform, *, site: Site, documents: ClientDocuments) -> None:
+        self.platform = platform
+        self.site = site
+        self.documents = documents
+
+    async def _transact(self, fn: Callable[[Session], T], *, write: bool = True) -> T:
+        try:
+            return await anyio.to_thread.run_sync(lambda: self.platform.transact(fn, write=write))
+        finally:
+            report_forged(self.platform)
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        """A metadata-document client (fetched) or a registered one (stored)."""
+        if is_document_url(client_id):
+            try:
+                return await self.documents.get(client_id)
+            except ClientDocumentError as exc:
+                logger.warning("sign-in refused: %s", exc)
+                return None
+        info = await self._transact(
+            lambda s: store.client_info(session=s, client_id=client_id), write=False
+        )
+        return None if info is None else OAuthClientInformationFull.model_validate_json(info)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        """Keep a dynamically registered client (RFC 7591) as a public one.
+
+        PKCE proves the code's holder, so no client secret is issued, and none is stored: the
+        SDK's handler answers with this same record, which RFC 7591 §3.2.1 lets the server
+        change (`token_endpoint_auth_method: none`)."""
+        client_info.token_endpoint_auth_method = "none"
+        client_info.client_secret = None
+        client_info.client_secret_expires_at = None
+        info = client_info.model_dump_json(exclude_none=True)
+        await self._transact(
+            lambda s: store.save_client(session=s, client_id=client_info.client_id, info=info)
+        )
+
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
+        """Record the request and send the browser to the dashboard's page for it."""
+        if params.resource is not None and not same_resource(params.resource, self.site.resource):
+            raise AuthorizeError(
+                "invalid_target", f"this server issues tokens only for {self.site.resource}"
+            )
+        bound = params.model_copy(update={"resource": self.site.resource}).model_dump_json()
+        name = client.client_name or client.client_id
+        request_id = await self._transact(
+            lambda s: store.open_grant(
+                session=s,
+                client_id=client.client_id,
+                client_name=name,
+                params=bound,
+                ttl=REQUEST_TTL,
+            )
+        )
+        return f"{self.site.consent_page}?request={request_id}"
+
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AatCode | None:
+        """The allowed grant for this code; a code used before revokes its agent instead."""
+        seal = seal_for(self.platform)
+        row = await self._transact(
+            lambda s: store.find_code(session=s, code=authorization_code, seal=seal), write=False
+        )
+        if row is None or row.client_id != client.client_id or not row.agent:
+            return None
+        if row.used_at is not None:
+            await self._revoke_family(row.agent, "authorization code used twice")
+            return None
+        return _code_of(row, authorization_code)
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AatCode
+    ) -> OAuthToken:
+        """Make the agent (owned by the operator who allowed it) and its first tokens."""
+        code = authorization_code
+        seal = seal_for(self.platform)
+        expires = utcnow() + self._ttl
+
+        def make(session: Session) -> tuple[str, str]:
+            if not store.use_code(session=session, grant_id=code.grant_id, seal=seal):
+                raise TokenError("invalid_grant", "authorization code already used")
+            try:
+                agents.add_agent(
+                    session=session, name=code.agent, owner=code.owner, seal=seal, actor=code.owner
+                )
+            except agents.AgentTokenError as exc:
+                raise TokenError("invalid_grant", str(exc)) from None
+            resource = code.resource or self.site.resource
+            access = agents.rotate_agent_token(
+                session=session, name=code.agent, seal=seal, expires_at=expires, resource=resource
+            )
+            assert access is not None  # just made, active and signed
+            refresh = _first_refresh(code, client.client_id, resource)
+            token = store.add_refresh(session=session, template=refresh, seal=seal)
+            audit.record_event(
+                session,
+                audit.AuditEntry(
+                    actor=code.owner,
+                    event="agent-signed-in",
+                    detail=f"{code.agent} (client {client.client_id})",
+                ),
+            )
+            return access, token
+
+        access, refresh = await self._transact(make)
+        remember(self.platform, TOKENS_FILE)
+        return self._tokens(access, refresh, code.scopes)
+
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> AatRefresh | None:
+        """The refresh token while it and its agent are good; a rotated one used again
+        revokes the agent (and so the whole family)."""
+        seal = seal_for(self.platform)
+        row = await self._transact(
+            lambda s: store.find_refresh(session=s, token=refresh_token, seal=seal), write=False
+        )
+        if row is None or row.client_id != client.client_id or row.id is None:
+            return None
+        if row.rotated_at is not None:
+            await self._revoke_family(row.agent, REUSED)
+            return None
+        agent = await self._transact(
+            lambda s: agents.active_agent(session=s, name=row.agent, seal=seal), write=False
+        )
+        if agent is None:
+            return None
+        return AatRefresh(
+            token=refresh_token,
+            client_id=row.client_id,
+            scopes=row.scopes.split(),
+            expires_at=int(row.expires_at.timestamp()),
+            resource=row.resource,
+            subject=agent.owner,
+            refresh_id=row.id,
+            agent=row.agent,
+        )
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: AatRefresh, scopes: list[str]
+    ) -> OAuthToken:
+        """Rotate: the old refresh token is spent, the agent gets a new access token."""
+        old = refresh_token
+        seal = seal_for(self.platform)
+        expires = utcnow() + self._ttl
+        resource = old.resource or self.site.resource
+
+        def rotate(session: Session) -> tuple[str, str]:
+            if not store.rotate_refresh(session=session, refresh_id=old.refresh_id, seal=seal):
+                raise TokenError("invalid_grant", REUSED)
+            access = agents.rotate_agent_token(
+                session=session, name=old.agent, seal=seal, expires_at=expires, resource=resource
+            )
+            if access is None:
+                raise TokenError("invalid_grant", f"agent {old.agent} is revoked: sign in again")
+            template = OAuthRefreshToken(
+                token_hash="",
+                agent=old.agent,
+                client_id=client.client_id,
+                resource=resource,
+                scopes=" ".join(scopes),
+                expires_at=utcnow() + REFRESH_TTL,
+            )
+            return access, store.add_refresh(session=session, template=template, seal=seal)
+
+        access, refresh = await self._transact(rotate)
+        return self._tokens(access, refresh, scopes)
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        """The agent token `token` as the SDK's access token, while it is valid."""
+        seal = seal_for(self.platform)
+        agent = await self._transact(
+            lambda s: agents.find_agent(session=s, token=token, seal=seal), write=False
+        )
+        if agent is None:
+            return None
+        expires = int(agent.expires_at.timestamp()) if agent.expires_at else None
+        return AccessToken(
+            token=token,
+            client_id=agent.name,
+            scopes=[],
+            expires_at=expires,
+            resource=agent.resource,
+            subject=agent.owner,
+        )
+
+    async def revoke_token(self, token: AccessToken | AatRefresh) -> None:
+        """Revoke the agent the token belongs to, and with it every token of the family."""
+        name = token.agent if isinstance(token, AatRefresh) else token.client_id
+        await self._revoke_family(name, "token revoked by its client")
+
+    async def _revoke_family(self, agent: str, why: str) -> None:
+        seal = seal_for(self.platform)
+
+        def revoke(session: Session) -> None:
+            agents.revoke_agent(session=session, name=agent, seal=seal, actor="aat")
+            store.forget_refresh_tokens(session=session, agent=agent)
+            detail = f"{agent}: {why}"
+            audit.record_event(
+                session, audit.AuditEntry(actor="aat", event="agent-sign-in-revoked", detail=detail)
+            )
+
+        logger.warning("agent %s revoked: %s", agent, why)
+        await self._transact(revoke)
+
+    @property
+    def _ttl(self) -> timedelta:
+        return timedelta(seconds=self.platform.settings.oauth_token_ttl_s)
+
+    def _tokens(self, access: str, refresh: str, scopes: list[str]) -> OAuthToken:
+        return OAuthToken(
+            access_token=access,
+            expires_in=self.platform.settings.oauth_token_ttl_s,
+            refresh_token=refresh,
+            scope=" ".join(scopes) or None,
+        )
+
+
+def _code_of(row: OAuthGrant, code: str) -> AatCode:
+    params = AuthorizationParams.model_validate_json(row.params)
+    assert row.id is not None and row.agent is not None and row.owner is not None
+    return AatCode(
+        code=code,
+        scopes=params.scopes or [],
+        expires_at=row.expires_at.timestamp(),
+        client_id=row.client_id,
+        code_challenge=params.code_challenge,
+        redirect_uri=params.redirect_uri,
+        redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+        resource=params.resource,
+        subject=row.owner,
+        grant_id=row.id,
+        agent=row.agent,
+        owner=row.owner,
+    )
+
+
+def _first_refresh(code: AatCode, client_id: str, resource: str) -> OAuthRefreshToken:
+    return OAuthRefreshToken(
+        token_hash="",
+        agent=code.agent,
+        client_id=client_id,
+        resource=resource,
+        scopes=" ".join(code.scopes),
+        expires_at=utcnow() + REFRESH_TTL,
+    )

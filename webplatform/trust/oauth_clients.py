@@ -1,0 +1,143 @@
+"""Clients named by a Client ID Metadata Document URL (the MCP authorization spec's way for a
+client to say who it is without registering): fetched over https, checked, kept a few minutes.
+
+The document is fetched with the system's CA store (`SSL_CERT_FILE` honoured). A client id
+whose host resolves to a loopback, private or link-local address is refused unless
+`AAT_OAUTH_LOOPBACK_CLIENTS=1`: otherwise any page could make aat fetch from the machine's
+own network. Redirects are not followed, and a document over 64 KiB is refused.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import anyio.to_thread
+import httpx
+from mcp.shared.auth import OAuthClientInformationFull
+from pydantic import AnyUrl, ValidationError
+
+MAX_DOCUMENT_BYTES = 64 * 1024
+FETCH_TIMEOUT_S = 5.0
+CACHE_S = 300.0
+
+
+class ClientDocumentError(ValueError):
+    """A client id URL whose document cannot be used; the message says why."""
+
+
+class DocumentClient(OAuthClientInformationFull):
+    """A client described by its metadata document. Its loopback redirect URIs match on any
+    port (RFC 8252 §7.3: a native client listens on whatever port is free, so its document
+    names `http://localhost/callback` or `http://127.0.0.1/callback`); all else exactly."""
+
+    def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
+        """The registered URI that `redirect_uri` names (see the class docstring)."""
+        if redirect_uri is not None and any(
+            _same_loopback_uri(redirect_uri, listed) for listed in self.redirect_uris or []
+        ):
+            return redirect_uri
+        return super().validate_redirect_uri(redirect_uri)
+
+
+def _same_loopback_uri(given: AnyUrl, listed: AnyUrl) -> bool:
+    """Both `http` on the same loopback host with the same path and query, ports aside."""
+    loopback = ("localhost", "127.0.0.1", "[::1]", "::1")
+    return (
+        given.scheme == listed.scheme == "http"
+        and given.host in loopback
+        and given.host == listed.host
+        and given.path == listed.path
+        and given.query == listed.query
+    )
+
+
+def is_document_url(client_id: str) -> bool:
+    """True for a client id that names a metadata document (an https URL with a path)."""
+    parts = urlsplit(client_id)
+    return parts.scheme == "https" and parts.path not in ("", "/")
+
+
+@dataclass
+class ClientDocuments:
+    """Fetched client documents, each kept `CACHE_S` seconds; one per app."""
+
+    allow_private: bool = False
+    _cache: dict[str, tuple[float, OAuthClientInformationFull]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    async def get(self, client_id: str) -> OAuthClientInformationFull:
+        """The client the document at `client_id` describes; ClientDocumentError if none."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(client_id)
+        if cached is not None and now - cached[0] < CACHE_S:
+            return cached[1]
+        client = await fetch_document(client_id, allow_private=self.allow_private)
+        with self._lock:
+            self._cache[client_id] = (now, client)
+        return client
+
+
+async def fetch_document(client_id: str, *, allow_private: bool) -> OAuthClientInformationFull:
+    """Fetch and check the metadata document at `client_id` (see the module docstring)."""
+    parts = urlsplit(client_id)
+    if not is_document_url(client_id) or parts.fragment or not parts.hostname:
+        raise ClientDocumentError(f"client id {client_id!r} is not an https URL with a path")
+    if not allow_private:
+        await anyio.to_thread.run_sync(_require_public, parts.hostname, parts.port or 443)
+    context = ssl.create_default_context()  # the system's CA store, SSL_CERT_FILE honoured
+    try:
+        async with httpx.AsyncClient(
+            verify=context, follow_redirects=False, timeout=FETCH_TIMEOUT_S
+        ) as http:
+            response = await http.get(client_id, headers={"Accept": "application/json"})
+    except httpx.HTTPError as exc:
+        raise ClientDocumentError(f"cannot fetch the client document {client_id}: {exc}") from None
+    if response.status_code != 200:
+        raise ClientDocumentError(f"client document {client_id} answered {response.status_code}")
+    if len(response.content) > MAX_DOCUMENT_BYTES:
+        raise ClientDocumentError(f"client document {client_id} is over {MAX_DOCUMENT_BYTES} bytes")
+    return _client_from(client_id, response.content)
+
+
+def _client_from(client_id: str, content: bytes) -> OAuthClientInformationFull:
+    try:
+        document = json.loads(content)
+    except ValueError:
+        raise ClientDocumentError(f"client document {client_id} is not JSON") from None
+    if not isinstance(document, dict) or document.get("client_id") != client_id:
+        raise ClientDocumentError(f"client document {client_id} does not name itself as client_id")
+    if document.get("token_endpoint_auth_method", "none") != "none":
+        raise ClientDocumentError(
+            f"client document {client_id}: only token_endpoint_auth_method 'none' is supported"
+        )
+    if not document.get("redirect_uris"):
+        raise ClientDocumentError(f"client document {client_id} lists no redirect_uris")
+    # A document holds no secret: whatever it says, the client authenticates with none.
+    document = {k: v for k, v in document.items() if not k.startswith("client_secret")}
+    document["token_endpoint_auth_method"] = "none"
+    try:
+        return DocumentClient.model_validate(document)
+    except ValidationError as exc:
+        raise ClientDocumentError(f"client document {client_id} is invalid: {exc}") from None
+
+
+def _require_public(host: str, port: int) -> None:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ClientDocumentError(f"cannot resolve {host}: {exc}") from None
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if not address.is_global:
+            raise ClientDocumentError(
+                f"client document host {host} is a loopback or private address ({address}): "
+                "set AAT_OAUTH_LOOPBACK_CLIENTS=1 to allow it"
+            )
