@@ -38,10 +38,10 @@ from webplatform.process import runner
 from webplatform.registry import resolve_secrets
 from webplatform.registry.model import Registry
 from webplatform.store.audit import AuditEntry, record_event
-from webplatform.store.models import Job, JobState
+from webplatform.store.models import TOKEN_PROOF, Job, JobState
 from webplatform.store.notify import StopEvent
 from webplatform.store.transitions import call_detail
-from webplatform.trust import signing
+from webplatform.trust import rulebook, signing
 from webplatform.trust.ledger import DecisionLedger, ledger_for, max_age_s
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,19 @@ class Worker:
         if spent is not None:
             self._refuse(job, event=spent.event, problem=spent.problem)
             return
+        if job.allowed_by_rule is not None and (ruled := self._rule_problem(job)) is not None:
+            self._refuse(job, event="rule-invalid", problem=ruled)
+            return
         self._execute(job)
+
+    def _rule_problem(self, job: Job) -> str | None:
+        """Why the rule that allowed `job` no longer lets it start (SPEC §16), or None once
+        one run was taken from its budget."""
+        assert job.allowed_by_rule is not None
+        requester = job.requested_by if job.requester_proof == TOKEN_PROOF else None
+        args = json.loads(job.args_json)
+        ask = rulebook.RuleCheck(job.allowed_by_rule, job.name, job.action, requester, args)
+        return rulebook.start_problem(self.platform, ask)
 
     def _ready(self) -> signing.DecisionVerifier | None:
         """The key to check decisions with, once the ledger can record them; else None, the

@@ -35,6 +35,7 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
         conn.execute(text("DROP TABLE agent_token"))
         for table in ("oauth_client", "oauth_grant", "oauth_refresh_token"):  # 0014's
             conn.execute(text(f"DROP TABLE {table}"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN allowed_by_rule"))  # 0015's
         conn.execute(text("DROP TABLE rule"))  # 0013's
         conn.execute(text("DROP TABLE passkey"))
         conn.execute(text("DROP TABLE webauthn_challenge"))
@@ -103,6 +104,7 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
             conn.execute(text(f"DROP TABLE {table}"))
         for column in ("expires_at", "resource"):
             conn.execute(text(f"ALTER TABLE agent_token DROP COLUMN {column}"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN allowed_by_rule"))  # 0015's
         conn.execute(text("DROP TABLE rule"))  # 0013's
         conn.execute(text("ALTER TABLE passkey DROP COLUMN rp_id"))  # 0012's
         for i, (surface, requested_by, client) in enumerate(rows.values(), start=1):

@@ -78,6 +78,8 @@ class Answer:
     warning: str | None = None
     # Why the caller's folder was not offered to the tool as a workspace (SPEC §17).
     note: str | None = None
+    # The rule that allowed the call without asking (SPEC §16): {rule, by, expires_at}.
+    allowed_by: dict[str, Any] | None = None
     use: str | None = None
     schema: Any = None
     did_you_mean: list[str] | dict[str, list[str]] | None = None

@@ -72,6 +72,8 @@ class Approved:
     decided_by: str
     signer: DecisionSigner
     step_up: str | None = None
+    # Allowed by this rule (SPEC §16) rather than by `decided_by` at the dashboard.
+    rule: int | None = None
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,8 @@ def _started(start: Start, now: datetime, address: str | None) -> dict[str, Any]
         ttl = start.ttl_s
         return {} if ttl is None else {"expires_at": now + timedelta(seconds=ttl)}
     if isinstance(start, Approved):
-        return {"decided_by": start.decided_by, "decided_at": now, "decided_from": address}
+        decided = {"decided_by": start.decided_by, "decided_at": now, "decided_from": address}
+        return decided | ({"allowed_by_rule": start.rule} if start.rule is not None else {})
     return {
         "worker_id": start.worker_id,
         "started_at": now,

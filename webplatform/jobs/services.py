@@ -11,7 +11,7 @@ from enum import Enum
 from typing import Any
 
 from webplatform.canonical import args_digest
-from webplatform.jobs import calls, execution
+from webplatform.jobs import calls, execution, ruling
 from webplatform.jobs.admission import args_too_big
 from webplatform.jobs.answers import Answer, Refusal, Status
 from webplatform.jobs.recording import Asked, Recording, queue_call, record_job
@@ -23,7 +23,8 @@ from webplatform.registry.model import ActionSpec, RunnableKind, run_tool_name
 from webplatform.registry.validation import mask_secrets, secret_args_problem, validate_args
 from webplatform.store.models import Surface
 from webplatform.trust import gate
-from webplatform.trust.policy import reason_problem
+from webplatform.trust.policy import policy_for, reason_problem
+from webplatform.trust.rules import Match
 from webplatform.trust.stepup import StepUp, check_step_up
 
 
@@ -79,9 +80,19 @@ def request_run(
     spec, act = resolve_call(platform.registry(), call.kind, call.name, call.action)
     clean = _validated(platform, spec.name, act, call.args, reason)
     asked = Asked(spec=spec, action=act, args=clean, actor=actor)
-    if not gate.is_irreversible(spec.name, act):
+    ruled = ruling.match(platform, asked) if consent is not Consent.OPERATOR else None
+    if ruled is not None and ruled.effect == "deny":
+        raise ruling.refuse(asked, ruled)
+    asks = ruled is not None and ruled.effect == "ask"
+    if not gate.is_irreversible(spec.name, act) and not asks:
         return _run_now(platform=platform, asked=asked)
+    if asks and consent is Consent.NONE:
+        consent = Consent.QUEUE  # an `ask` rule queues the call whichever tool asked for it
     _check_irreversible(platform, asked, consent, step_up)
+    if ruled is not None and ruled.effect == "allow" and consent is Consent.QUEUE:
+        allowed = _allowed(platform, asked, ruled, reason)
+        if allowed is not None:
+            return allowed
     return queue_call(
         platform=platform,
         asked=asked,
@@ -149,6 +160,15 @@ def _check_irreversible(
         )
     if (secret := secret_args_problem(act, asked.args)) is not None:
         raise Refusal(Status.invalid, tool=name, action=act.name, error=secret)
+
+
+def _allowed(platform: Platform, asked: Asked, ruled: Match, reason: Any) -> Answer | None:
+    """The answer of a call an `allow` rule lets run without asking; None when the action
+    always asks (several approvals, or not the asker's own: no rule stands in for people)."""
+    policy = policy_for(platform.settings, asked.action)
+    if policy.approvals > 1 or not policy.self_approval:
+        return None
+    return ruling.allow(platform, asked, ruled, reason or None)
 
 
 def _run_now(*, platform: Platform, asked: Asked) -> Answer:

@@ -18,7 +18,7 @@ from webplatform.jobs.answers import Answer, Status
 from webplatform.platform import Actor, Platform
 from webplatform.store import queries
 from webplatform.store.approvals import approvals_of
-from webplatform.store.models import UNFINISHED_STATES, Job, JobState, Surface
+from webplatform.store.models import UNFINISHED_STATES, Job, JobState, RuleRow, Surface
 
 STDERR_TAIL_CHARS = 2000
 # The MCP bridge and `aat run` re-read a waiting job this often; approvals land within it.
@@ -33,6 +33,8 @@ def answer_for(
     state = JobState(job.state)
     base = Answer(Status(state.value), job=job.id, tool=job.name, action=job.action)
     base.note = job.note
+    if job.allowed_by_rule is not None:
+        base.allowed_by = {"rule": job.allowed_by_rule, "by": job.decided_by}
     if job.edited_from is not None:
         base.edited_from = job.edited_from
         base.args = json.loads(job.args_json)
@@ -122,7 +124,11 @@ def job_answer(*, platform: Platform, job_id: int, requester: Actor | None = Non
         given = 0
         if job.state == JobState.pending_approval.value:
             given = len(approvals_of(session=session, job_id=job.id))
-        return answer_for(job, settings=platform.settings, warning=warning, approvals_given=given)
+        answer = answer_for(job, settings=platform.settings, warning=warning, approvals_given=given)
+        if answer.allowed_by is not None and (rule := session.get(RuleRow, job.allowed_by_rule)):
+            expires = rule.expires_at.isoformat() if rule.expires_at else None
+            answer.allowed_by = {**answer.allowed_by, "expires_at": expires}
+        return answer
 
     return platform.transact(read, write=False)
 

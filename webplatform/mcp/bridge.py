@@ -150,12 +150,13 @@ class Bridge:
         spec = registry.tools.get(answer.tool) or registry.agents.get(answer.tool)
         return spec.action(answer.action) if spec else None
 
-    async def run(self, ctx: Context, arguments: RunArguments) -> CallToolResult:
+    async def run(
+        self, ctx: Context, arguments: RunArguments
+    ) -> CallToolResult | InputRequiredResult:
         """`run_tool` / `run_agent`: a reversible action runs now; an irreversible one is
-        refused with `approval_required` (`Consent.NONE`)."""
-        result = await self._run(ctx, arguments, consent=Consent.NONE, reason=None)
-        assert isinstance(result, CallToolResult)  # nothing is queued, so nothing waits
-        return result
+        refused with `approval_required` (`Consent.NONE`); a call an `ask` rule matches
+        waits for an operator as `run_tool_confirmed` would (SPEC §16)."""
+        return await self._run(ctx, arguments, consent=Consent.NONE, reason=None)
 
     async def run_confirmed(
         self, ctx: Context, arguments: ConfirmedRunArguments

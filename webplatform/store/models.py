@@ -199,6 +199,9 @@ class Job(JobBase, table=True):
     reminded_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     # Why the caller's working folder was not offered to the tool as a workspace (SPEC §17).
     note: str | None = Field(default=None, sa_type=Text)
+    # The rule that allowed it without asking (SPEC §16); named in its signed decision, and
+    # checked again by the worker before it starts.
+    allowed_by_rule: int | None = None
 
 
 class JobApproval(SQLModel, table=True):

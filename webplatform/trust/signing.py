@@ -50,6 +50,9 @@ class Decision:
     decision: str  # "approved" | "denied"
     operators: tuple[str, ...]
     at: datetime
+    # A call allowed by a rule (SPEC §16): the rule, and the requester it was allowed for.
+    rule: int | None = None
+    requester: str | None = None
 
     def message(self) -> bytes:
         """The canonical bytes that are signed: equal decisions, equal bytes."""
@@ -62,6 +65,8 @@ class Decision:
             "operators": list(self.operators),
             "at": self.at.astimezone(UTC).isoformat(timespec="microseconds"),
         }
+        if self.rule is not None:  # absent otherwise: decisions signed before still verify
+            body |= {"rule": self.rule, "requester": self.requester}
         return _CONTEXT + canonical_json(body).encode("utf-8")
 
 
@@ -77,6 +82,8 @@ def decision_for(job: Job, decision: str, operators: tuple[str, ...], at: dateti
         decision=decision,
         operators=operators,
         at=at,
+        rule=job.allowed_by_rule,
+        requester=job.requested_by if job.allowed_by_rule is not None else None,
     )
 
 

@@ -1,0 +1,100 @@
+"""Calls decided in advance (SPEC §16): the rules in force, asked once per call.
+
+`match(platform, asked)` is the rules' effect on a validated call (or None); `allow(...)`
+records a call a rule allows as approved, its decision signed and naming the rule, for the
+worker to check again (`trust.rulebook.start_problem`) before it starts it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from webplatform.jobs import calls
+from webplatform.jobs.answers import Answer, Refusal, Status
+from webplatform.jobs.recording import Asked, Policy, Recording, record_job
+from webplatform.jobs.tracking import job_answer
+from webplatform.platform import Platform
+from webplatform.store import rules as rule_rows
+from webplatform.trust import rulebook, signing
+from webplatform.trust.authority import seal_for
+from webplatform.trust.policy import policy_for
+from webplatform.trust.rules import Call, Match, RuleSet
+
+# How long one process reuses the rules it read: a rule revoked meanwhile is still caught
+# by the worker's own check before anything runs.
+FRESH_S = 1.0
+_cache: dict[int, tuple[float, RuleSet]] = {}
+_lock = threading.Lock()
+
+
+def rules_now(platform: Platform) -> RuleSet:
+    """The rules in force, read at most once a second per platform."""
+    now = time.monotonic()
+    with _lock:
+        kept = _cache.get(id(platform))
+    if kept is not None and now - kept[0] < FRESH_S:
+        return kept[1]
+    rules = rulebook.in_force(platform)
+    with _lock:
+        _cache[id(platform)] = (now, rules)
+    return rules
+
+
+def forget(platform: Platform) -> None:
+    """Read the rules afresh on the next call (after this process made or revoked one)."""
+    with _lock:
+        _cache.pop(id(platform), None)
+
+
+def match(platform: Platform, asked: Asked) -> Match | None:
+    """The rules' effect on `asked` (arguments after defaults), or None when none matches."""
+    rules = rules_now(platform)
+    if not rules.rules:
+        return None
+    call = Call(asked.spec.name, asked.action.name, asked.actor.agent, asked.args)
+    return rules.match(call)
+
+
+def refuse(asked: Asked, found: Match) -> Refusal:
+    """The `refused` answer for a call a deny rule matches, naming the rule."""
+    which = ", ".join(found.rules)
+    return Refusal(
+        Status.refused,
+        tool=asked.spec.name,
+        action=asked.action.name,
+        error=f"refused by rule {which}: an operator decided in advance that this call "
+        "may not run; ask an operator if it should",
+    )
+
+
+def allow(platform: Platform, asked: Asked, found: Match, reason: str | None) -> Answer | None:
+    """Record `asked` approved by the rule that allows it, and its answer; None when that
+    rule is no longer in force (revoked, expired, spent): the caller queues the call."""
+    rule_id = int(found.rules[0])
+    seal = seal_for(platform)
+    now = datetime.now(UTC)
+    # Read again, not from the cache: a rule spent or revoked since then queues the call.
+    rows = platform.transact(
+        lambda s: rule_rows.rules_in_force(session=s, seal=seal, now=now), write=False
+    )
+    row = next((row for row in rows if row.id == rule_id), None)
+    if row is None:
+        forget(platform)
+        return None
+    approved = calls.Approved(
+        decided_by=row.created_by,
+        signer=signing.signer_for(platform.settings.home),
+        step_up=f"allowed by rule {rule_id}",
+        rule=rule_id,
+    )
+    policy = policy_for(platform.settings, asked.action)
+    job_id = record_job(
+        platform=platform,
+        asked=replace(asked, irreversible=True),
+        how=Recording(start=approved),
+        policy=Policy(policy.approvals, policy.self_approval, reason),
+    )
+    return job_answer(platform=platform, job_id=job_id)
