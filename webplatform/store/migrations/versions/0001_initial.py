@@ -11,6 +11,14 @@ def _ts(name: str, nullable: bool = True) -> sa.Column:
 
 
 def upgrade() -> None:
+    """Create every table and index, in the order this migration has always used."""
+    _create_job()
+    _create_audit_event()
+    _create_operators()
+    _create_heartbeat_and_meta()
+
+
+def _create_job() -> None:
     op.create_table(
         "job",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
@@ -48,6 +56,8 @@ def upgrade() -> None:
     op.create_index("ix_job_surface_id", "job", ["surface", "id"])
     op.create_index("ix_job_created_at", "job", ["created_at"])
 
+
+def _create_audit_event() -> None:
     op.create_table(
         "audit_event",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
@@ -62,6 +72,8 @@ def upgrade() -> None:
     )
     op.create_index("ix_audit_event_job_id", "audit_event", ["job_id"])
 
+
+def _create_operators() -> None:
     op.create_table(
         "operator",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
@@ -80,6 +92,8 @@ def upgrade() -> None:
     )
     op.create_index("ix_operator_session_operator", "operator_session", ["operator"])
 
+
+def _create_heartbeat_and_meta() -> None:
     op.create_table(
         "heartbeat",
         sa.Column("id", sa.String(200), primary_key=True),
