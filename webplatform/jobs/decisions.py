@@ -7,6 +7,9 @@ agent-facing tool and no CLI command can approve anything.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+
+from sqlmodel import Session
 
 from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import Answer, Refusal, Status
@@ -16,6 +19,7 @@ from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
 from webplatform.store.models import Job
+from webplatform.store.seals import RowSeal
 from webplatform.trust import signing
 from webplatform.trust.authority import report_forged, seal_for
 from webplatform.trust.stepup import StepUp, check_step_up
@@ -39,21 +43,17 @@ def approve(
     or `jobs.JobNotFound`; the caller shows them as messages.
     """
     check_step_up(step_up, operator=operator, digest=digest)
-    signer = signing.signer_for(platform.settings.home)
-    seal = seal_for(platform)
-    try:
-        return platform.transact(
-            lambda session: jobs.approve(
-                session=session,
-                job_id=job_id,
-                operator=operator,
-                digest=digest,
-                signer=signer,
-                context=jobs.Context(address=address, step_up=step_up.describe(), seal=seal),
-            )
-        )
-    finally:
-        report_forged(platform)
+    return _signed_decision(
+        platform,
+        lambda session, signer, seal: jobs.approve(
+            session=session,
+            job_id=job_id,
+            operator=operator,
+            digest=digest,
+            signer=signer,
+            context=jobs.Context(address=address, step_up=step_up.describe(), seal=seal),
+        ),
+    )
 
 
 def deny(
@@ -61,19 +61,28 @@ def deny(
 ) -> Job:
     """Deny a pending job, signed like an approval; the reason reaches the agent that asked."""
     reason = (reason or "").strip()[:500] or None
+    return _signed_decision(
+        platform,
+        lambda session, signer, seal: jobs.deny(
+            session=session,
+            job_id=job_id,
+            operator=operator,
+            reason=reason,
+            signer=signer,
+            context=jobs.Context(address=address, seal=seal),
+        ),
+    )
+
+
+def _signed_decision(
+    platform: Platform, decide: Callable[[Session, signing.DecisionSigner, RowSeal], Job]
+) -> Job:
+    """Run `decide` in one transaction with the decision key and the row seal, then write
+    any forged authority rows it met to the audit trail (whether or not it succeeded)."""
     signer = signing.signer_for(platform.settings.home)
     seal = seal_for(platform)
     try:
-        return platform.transact(
-            lambda session: jobs.deny(
-                session=session,
-                job_id=job_id,
-                operator=operator,
-                reason=reason,
-                signer=signer,
-                context=jobs.Context(address=address, seal=seal),
-            )
-        )
+        return platform.transact(lambda session: decide(session, signer, seal))
     finally:
         report_forged(platform)
 
