@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-
-from sqlmodel import Session
+from dataclasses import replace
+from typing import Any
 
 from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import Answer, Refusal, Status
@@ -19,7 +19,6 @@ from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
 from webplatform.store.models import Job
-from webplatform.store.seals import RowSeal
 from webplatform.trust import signing
 from webplatform.trust.authority import report_forged, seal_for
 from webplatform.trust.stepup import StepUp, check_step_up
@@ -43,16 +42,9 @@ def approve(
     or `jobs.JobNotFound`; the caller shows them as messages.
     """
     check_step_up(step_up, operator=operator, digest=digest)
+    context = jobs.Context(address=address, step_up=step_up.describe())
     return _signed_decision(
-        platform,
-        lambda session, signer, seal: jobs.approve(
-            session=session,
-            job_id=job_id,
-            operator=operator,
-            digest=digest,
-            signer=signer,
-            context=jobs.Context(address=address, step_up=step_up.describe(), seal=seal),
-        ),
+        platform, jobs.approve, context, job_id=job_id, operator=operator, digest=digest
     )
 
 
@@ -61,28 +53,24 @@ def deny(
 ) -> Job:
     """Deny a pending job, signed like an approval; the reason reaches the agent that asked."""
     reason = (reason or "").strip()[:500] or None
+    context = jobs.Context(address=address)
     return _signed_decision(
-        platform,
-        lambda session, signer, seal: jobs.deny(
-            session=session,
-            job_id=job_id,
-            operator=operator,
-            reason=reason,
-            signer=signer,
-            context=jobs.Context(address=address, seal=seal),
-        ),
+        platform, jobs.deny, context, job_id=job_id, operator=operator, reason=reason
     )
 
 
 def _signed_decision(
-    platform: Platform, decide: Callable[[Session, signing.DecisionSigner, RowSeal], Job]
+    platform: Platform, decide: Callable[..., Job], context: jobs.Context, **call: Any
 ) -> Job:
-    """Run `decide` in one transaction with the decision key and the row seal, then write
-    any forged authority rows it met to the audit trail (whether or not it succeeded)."""
+    """Run `decide(**call)` in one transaction, signed with the decision key and checking
+    operator rows with the row seal, then write any forged authority rows it met to the
+    audit trail (whether or not it succeeded)."""
     signer = signing.signer_for(platform.settings.home)
-    seal = seal_for(platform)
+    context = replace(context, seal=seal_for(platform))
     try:
-        return platform.transact(lambda session: decide(session, signer, seal))
+        return platform.transact(
+            lambda session: decide(session=session, signer=signer, context=context, **call)
+        )
     finally:
         report_forged(platform)
 

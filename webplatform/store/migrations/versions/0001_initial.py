@@ -13,8 +13,7 @@ def _ts(name: str, nullable: bool = True) -> sa.Column:
 def upgrade() -> None:
     """Create every table and index, in the order this migration has always used."""
     _create_job()
-    _create_audit_event()
-    _create_operators()
+    _create_audit_event_and_operators()
     _create_heartbeat_and_meta()
 
 
@@ -57,7 +56,7 @@ def _create_job() -> None:
     op.create_index("ix_job_created_at", "job", ["created_at"])
 
 
-def _create_audit_event() -> None:
+def _create_audit_event_and_operators() -> None:
     op.create_table(
         "audit_event",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
@@ -72,8 +71,6 @@ def _create_audit_event() -> None:
     )
     op.create_index("ix_audit_event_job_id", "audit_event", ["job_id"])
 
-
-def _create_operators() -> None:
     op.create_table(
         "operator",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
