@@ -25,6 +25,7 @@ from dashboard.deps import (
     OperatorDep,
     PagesDep,
     PlatformDep,
+    ViewDep,
     current_role,
 )
 from dashboard.security import CONTENT_SECURITY_POLICY
@@ -123,15 +124,14 @@ def connect_page(
 
 @router.post("/agents/connect")
 def connect_answer(
-    request: Request,
-    platform: PlatformDep,
-    pages: PagesDep,
+    view: ViewDep,
     decider: DeciderDep,
     checker: CheckerDep,
     address: AddressDep,
     answer: Annotated[SignInAnswer, Form()],
 ) -> Response:
     """Allow (with a step-up) or deny; the browser goes back to the client either way."""
+    request, platform, pages = view.request, view.platform, view.pages
     found = sign_in.pending(platform, answer.request)
     if found is None:
         return _gone(request, pages)

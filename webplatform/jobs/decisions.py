@@ -7,6 +7,9 @@ agent-facing tool and no CLI command can approve anything.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import Answer, Refusal, Status
@@ -39,21 +42,10 @@ def approve(
     or `jobs.JobNotFound`; the caller shows them as messages.
     """
     check_step_up(step_up, operator=operator, digest=digest)
-    signer = signing.signer_for(platform.settings.home)
-    seal = seal_for(platform)
-    try:
-        return platform.transact(
-            lambda session: jobs.approve(
-                session=session,
-                job_id=job_id,
-                operator=operator,
-                digest=digest,
-                signer=signer,
-                context=jobs.Context(address=address, step_up=step_up.describe(), seal=seal),
-            )
-        )
-    finally:
-        report_forged(platform)
+    context = jobs.Context(address=address, step_up=step_up.describe())
+    return _signed_decision(
+        platform, jobs.approve, context, job_id=job_id, operator=operator, digest=digest
+    )
 
 
 def deny(
@@ -61,18 +53,23 @@ def deny(
 ) -> Job:
     """Deny a pending job, signed like an approval; the reason reaches the agent that asked."""
     reason = (reason or "").strip()[:500] or None
+    context = jobs.Context(address=address)
+    return _signed_decision(
+        platform, jobs.deny, context, job_id=job_id, operator=operator, reason=reason
+    )
+
+
+def _signed_decision(
+    platform: Platform, decide: Callable[..., Job], context: jobs.Context, **call: Any
+) -> Job:
+    """Run `decide(**call)` in one transaction, signed with the decision key and checking
+    operator rows with the row seal, then write any forged authority rows it met to the
+    audit trail (whether or not it succeeded)."""
     signer = signing.signer_for(platform.settings.home)
-    seal = seal_for(platform)
+    context = replace(context, seal=seal_for(platform))
     try:
         return platform.transact(
-            lambda session: jobs.deny(
-                session=session,
-                job_id=job_id,
-                operator=operator,
-                reason=reason,
-                signer=signer,
-                context=jobs.Context(address=address, seal=seal),
-            )
+            lambda session: decide(session=session, signer=signer, context=context, **call)
         )
     finally:
         report_forged(platform)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from sqlmodel import Session, col, delete, select
 
@@ -20,6 +21,8 @@ from webplatform.store.seals import RowSeal, row_holds, sign_row
 
 CODE_PREFIX = "aatc_"
 REFRESH_PREFIX = "aatr_"
+
+_Signed = TypeVar("_Signed", OAuthGrant, OAuthRefreshToken)
 
 
 class GrantError(ValueError):
@@ -100,24 +103,12 @@ def drop_grant(*, session: Session, request_id: str) -> OAuthGrant | None:
 
 def find_code(*, session: Session, code: str, seal: RowSeal) -> OAuthGrant | None:
     """The signed grant whose code is `code`, used or not (the caller tells a replay), or None."""
-    if not code:
-        return None
-    row = session.exec(select(OAuthGrant).where(OAuthGrant.code_hash == token_hash(code))).first()
-    if row is None or not row_holds(seal, row):
-        return None
-    return row
+    return _find_signed(session, OAuthGrant, "code_hash", code, seal)
 
 
 def use_code(*, session: Session, grant_id: int, seal: RowSeal) -> bool:
     """Mark the grant's code used, signing the change; False if it was used already."""
-    row = session.get(OAuthGrant, grant_id)
-    if row is None or row.used_at is not None or not row_holds(seal, row):
-        return False
-    row.used_at = utcnow()
-    sign_row(seal, row)
-    session.add(row)
-    session.flush()
-    return True
+    return _mark_once(session, OAuthGrant, grant_id, "used_at", seal)
 
 
 def add_refresh(*, session: Session, template: OAuthRefreshToken, seal: RowSeal) -> str:
@@ -141,21 +132,36 @@ def add_refresh(*, session: Session, template: OAuthRefreshToken, seal: RowSeal)
 
 def find_refresh(*, session: Session, token: str, seal: RowSeal) -> OAuthRefreshToken | None:
     """The signed refresh token row for `token` (rotated or not), or None."""
-    if not token:
+    return _find_signed(session, OAuthRefreshToken, "token_hash", token, seal)
+
+
+def rotate_refresh(*, session: Session, refresh_id: int, seal: RowSeal) -> bool:
+    """Mark a refresh token used (rotated), signing the change; False if it was already."""
+    return _mark_once(session, OAuthRefreshToken, refresh_id, "rotated_at", seal)
+
+
+def _find_signed(
+    session: Session, model: type[_Signed], column: str, secret: str, seal: RowSeal
+) -> _Signed | None:
+    """The row of `model` whose hashed `column` matches `secret`, if its signature verifies."""
+    if not secret:
         return None
-    stmt = select(OAuthRefreshToken).where(OAuthRefreshToken.token_hash == token_hash(token))
+    stmt = select(model).where(getattr(model, column) == token_hash(secret))
     row = session.exec(stmt).first()
     if row is None or not row_holds(seal, row):
         return None
     return row
 
 
-def rotate_refresh(*, session: Session, refresh_id: int, seal: RowSeal) -> bool:
-    """Mark a refresh token used (rotated), signing the change; False if it was already."""
-    row = session.get(OAuthRefreshToken, refresh_id)
-    if row is None or row.rotated_at is not None or not row_holds(seal, row):
+def _mark_once(
+    session: Session, model: type[_Signed], row_id: int, column: str, seal: RowSeal
+) -> bool:
+    """Stamp the signed row's `column` with now and sign the change; False if it was set
+    already (or the row is missing or forged)."""
+    row = session.get(model, row_id)
+    if row is None or getattr(row, column) is not None or not row_holds(seal, row):
         return False
-    row.rotated_at = utcnow()
+    setattr(row, column, utcnow())
     sign_row(seal, row)
     session.add(row)
     session.flush()

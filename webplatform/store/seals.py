@@ -125,29 +125,29 @@ def _when(at: datetime) -> str:
     return at.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+def _fields(
+    row: Any, plain: str = "", *, times: str = "", flags: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A row's signed body: the `plain` fields as they are, the `times` fields as UTC text,
+    and each flag as whether its column is set (space-separated names)."""
+    body = {name: getattr(row, name) for name in plain.split()}
+    body.update({name: _when(getattr(row, name)) for name in times.split()})
+    body.update({flag: getattr(row, column) is not None for flag, column in (flags or {}).items()})
+    return body
+
+
 def _operator(row: Operator) -> tuple[str, str, dict[str, Any]]:
-    body = {"name": row.name, "role": row.role, "password_hash": row.password_hash}
-    return "operator", row.name, body
+    return "operator", row.name, _fields(row, "name role password_hash")
 
 
 def _passkey(row: Passkey) -> tuple[str, str, dict[str, Any]]:
-    body = {
-        "operator": row.operator,
-        "credential_id": row.credential_id,
-        "public_key": row.public_key,
-        # Signed so that the card's "added 3 h ago" cannot be moved back in time.
-        "created_at": _when(row.created_at),
-    }
+    # `created_at` is signed so that the card's "added 3 h ago" cannot be moved back in time.
+    body = _fields(row, "operator credential_id public_key", times="created_at")
     return "passkey", f"{row.id} of {row.operator}", body
 
 
 def _agent(row: AgentToken) -> tuple[str, str, dict[str, Any]]:
-    body = {
-        "name": row.name,
-        "owner": row.owner,
-        "token_hash": row.token_hash,
-        "revoked": row.revoked_at is not None,
-    }
+    body = _fields(row, "name owner token_hash", flags={"revoked": "revoked_at"})
     # Only signed-in agents have these; leaving them out otherwise keeps older rows' signatures.
     if row.expires_at is not None:
         body["expires_at"] = _when(row.expires_at)
@@ -159,57 +159,28 @@ def _agent(row: AgentToken) -> tuple[str, str, dict[str, Any]]:
 def _grant(row: OAuthGrant) -> tuple[str, str, dict[str, Any]]:
     # An allowed grant turns its code into an agent owned by `owner`: all of it is signed, so
     # a row written by SQL mints no agent.
-    body = {
-        "request_id": row.request_id,
-        "client_id": row.client_id,
-        "params": row.params,
-        "expires_at": _when(row.expires_at),
-        "code_hash": row.code_hash,
-        "agent": row.agent,
-        "owner": row.owner,
-        "used": row.used_at is not None,
-    }
+    plain = "request_id client_id params code_hash agent owner"
+    body = _fields(row, plain, times="expires_at", flags={"used": "used_at"})
     return "sign-in grant", f"for {row.agent}", body
 
 
 def _refresh(row: OAuthRefreshToken) -> tuple[str, str, dict[str, Any]]:
-    body = {
-        "token_hash": row.token_hash,
-        "agent": row.agent,
-        "client_id": row.client_id,
-        "resource": row.resource,
-        "scopes": row.scopes,
-        "expires_at": _when(row.expires_at),
-        "rotated": row.rotated_at is not None,
-    }
+    plain = "token_hash agent client_id resource scopes"
+    body = _fields(row, plain, times="expires_at", flags={"rotated": "rotated_at"})
     return "refresh token", f"of {row.agent}", body
 
 
 def _session(row: OperatorSession) -> tuple[str, str, dict[str, Any]]:
-    body = {
-        "token_hash": row.token_hash,
-        "operator": row.operator,
-        "expires_at": _when(row.expires_at),
-    }
+    body = _fields(row, "token_hash operator", times="expires_at")
     return "session", f"of {row.operator}", body
 
 
 def _rule(row: RuleRow) -> tuple[str, str, dict[str, Any]]:
     # Everything that says what it allows, for how long, by whom; not `runs` (a counter).
-    body = {
-        "id": row.id,
-        "effect": row.effect,
-        "tool": row.tool,
-        "action": row.action,
-        "requester": row.requester,
-        "args": row.args_json,
-        "cedar": row.cedar,
-        "expires_at": _when(row.expires_at) if row.expires_at else None,
-        "max_runs": row.max_runs,
-        "created_by": row.created_by,
-        "created_at": _when(row.created_at),
-        "revoked": row.revoked_at is not None,
-    }
+    plain = "id effect tool action requester cedar max_runs created_by"
+    body = _fields(row, plain, times="created_at", flags={"revoked": "revoked_at"})
+    body["args"] = row.args_json
+    body["expires_at"] = _when(row.expires_at) if row.expires_at else None
     return "rule", str(row.id), body
 
 

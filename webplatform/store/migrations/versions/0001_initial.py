@@ -11,6 +11,13 @@ def _ts(name: str, nullable: bool = True) -> sa.Column:
 
 
 def upgrade() -> None:
+    """Create every table and index, in the order this migration has always used."""
+    _create_job()
+    _create_audit_event_and_operators()
+    _create_heartbeat_and_meta()
+
+
+def _create_job() -> None:
     op.create_table(
         "job",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
@@ -48,6 +55,8 @@ def upgrade() -> None:
     op.create_index("ix_job_surface_id", "job", ["surface", "id"])
     op.create_index("ix_job_created_at", "job", ["created_at"])
 
+
+def _create_audit_event_and_operators() -> None:
     op.create_table(
         "audit_event",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
@@ -80,6 +89,8 @@ def upgrade() -> None:
     )
     op.create_index("ix_operator_session_operator", "operator_session", ["operator"])
 
+
+def _create_heartbeat_and_meta() -> None:
     op.create_table(
         "heartbeat",
         sa.Column("id", sa.String(200), primary_key=True),
