@@ -11,5 +11,6 @@
 - `withdrawal`, `tracking`: the requester withdraws, waits for and reads its own jobs.
 - `leases`, `execution`: a worker's claim on an approved job, and running it once.
 - `previews`: what a queued irreversible call would do, shown before anyone decides.
+- `ruling`: the rules in force asked once per call: refused, queued, or allowed at once.
 - `answers`: the one answer shape every run-style call gets, on every surface.
 """

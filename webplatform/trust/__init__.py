@@ -9,4 +9,8 @@
 - `ledger`: one signed approval starts one run.
 - `authority`: the seal on the rows that say who may decide, checked by every process.
 - `changes`: changing who may decide (roles, passwords, agent tokens), from the dashboard only.
+- `rules`, `rulebook`: rules that decide calls in advance (YAML or Cedar, matched by Cedar),
+  and the signed rows they are kept in; the worker's last check of a rule-allowed call.
+- `oauth`, `oauth_clients`, `sign_in`: agents signing in through the browser (MCP
+  authorization), the clients they are, and the operator's allowing it with a step-up.
 """
