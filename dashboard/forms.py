@@ -43,6 +43,13 @@ class MintForm(ProofForm):
     name: str = ""
 
 
+class RulesForm(ProofForm):
+    """Make rules: their text, in the YAML form or in Cedar."""
+
+    text: str = ""
+    form: str = "yaml"
+
+
 class RoleForm(ProofForm):
     """Change an operator's role."""
 

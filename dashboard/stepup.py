@@ -37,6 +37,8 @@ CHANGE_NAMES = {
     Change.role: "changing a role",
     Change.agent_add: "minting an agent token",
     Change.agent_sign_in: "letting an agent sign in",
+    Change.rule_add: "making a rule",
+    Change.rule_revoke: "revoking a rule",
 }
 # The card warns about a passkey added this recently: it may be an attacker's.
 RECENT_PASSKEY = timedelta(days=1)

@@ -14,6 +14,7 @@ from dashboard.routes import (
     login,
     overview,
     registry,
+    rules,
     run,
     stepup,
 )
@@ -29,6 +30,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     jobs.router,
     approvals.router,
     agents.router,
+    rules.router,
     connect.router,
     account.router,
     stepup.router,

@@ -66,6 +66,10 @@ class Change(StrEnum):
     # An operator lets an agent that signs in through the browser act in their name (target:
     # the authorization request and the agent's name; SPEC §18).
     agent_sign_in = "agent-sign-in"
+    # An admin makes rules that decide calls in advance (target: the text's digest; SPEC §16).
+    rule_add = "rule-add"
+    # An admin revokes a rule (target: its id).
+    rule_revoke = "rule-revoke"
 
 
 def change_digest(*, operator: str, change: Change, target: Mapping[str, str]) -> str:

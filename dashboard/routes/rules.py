@@ -1,0 +1,114 @@
+"""The Rules page (SPEC §16): admins write rules that decide calls in advance, see what each
+allows and how often it ran, and revoke them.
+
+Making a rule gives calls an approval nobody typed, so it needs the admin's step-up bound
+to exactly that text (their password typed with it); revoking takes rights away, and needs
+the step-up too, as `aat rules revoke` does (SPEC §16).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form
+from starlette.responses import Response
+
+from dashboard import stepup
+from dashboard.deps import AddressDep, AdminDep, CheckerDep, View, ViewDep
+from dashboard.forms import ProofForm, RulesForm
+from webplatform.jobs import ruling
+from webplatform.trust import rulebook
+from webplatform.trust.rules import RuleError
+from webplatform.trust.stepup import Change, StepUpMismatch
+
+router = APIRouter()
+
+EXAMPLE = """- effect: allow
+  tool: outbox
+  action: send-message
+  args: {to: "*@example.org"}
+  expires_in: 1h
+  max_runs: 20
+"""
+
+
+def render_rules(
+    view: View,
+    *,
+    message: str | None = None,
+    error: str | None = None,
+    text: str = "",
+    status_code: int = 200,
+) -> Response:
+    """Every rule (newest first, forged ones marked) and the form to write more."""
+    rules = rulebook.listing(view.platform)
+    context: dict[str, Any] = {"rules": rules, "message": message, "error": error}
+    context |= {"text": text or EXAMPLE, "max_hours": view.platform.settings.rule_max_hours}
+    return view.pages.render(view.request, "rules.html", context, status_code=status_code)
+
+
+@router.get("/rules")
+def rules_page(view: ViewDep, _admin: AdminDep) -> Response:
+    """The rules and the form to make one."""
+    return render_rules(view)
+
+
+def _text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@router.post("/rules")
+def add_rules(
+    view: ViewDep,
+    checker: CheckerDep,
+    admin: AdminDep,
+    address: AddressDep,
+    form: Annotated[RulesForm, Form()],
+) -> Response:
+    """Check, confirm (step-up bound to this text) and keep the rules the text holds."""
+    source = rulebook.Source(text=form.text, cedar=form.form == "cedar")
+    try:
+        rules = rulebook.parse(source, view.platform)
+        stepup.verify(
+            checker,
+            operator=admin,
+            proof=form.proof(),
+            bound=stepup.for_change(admin, Change.rule_add, {"text": _text_digest(form.text)}),
+            address=address,
+        )
+    except RuleError as exc:
+        return render_rules(view, error=str(exc), text=form.text, status_code=422)
+    except (stepup.StepUpRefused, StepUpMismatch) as exc:
+        return render_rules(view, error=str(exc), text=form.text, status_code=403)
+    ids = rulebook.add(view.platform, rules, by=admin)
+    ruling.forget(view.platform)
+    made = ", ".join(str(i) for i in ids)
+    return render_rules(view, message=f"Made rule(s) {made}.")
+
+
+@router.post("/rules/{rule_id}/revoke")
+def revoke_rule(
+    view: ViewDep,
+    checker: CheckerDep,
+    admin: AdminDep,
+    address: AddressDep,
+    rule_id: int,
+    form: Annotated[ProofForm, Form()],
+) -> Response:
+    """Revoke a rule, confirmed with the admin's step-up for exactly this rule."""
+    try:
+        stepup.verify(
+            checker,
+            operator=admin,
+            proof=form.proof(),
+            bound=stepup.for_change(admin, Change.rule_revoke, {"rule": str(rule_id)}),
+            address=address,
+        )
+        rulebook.revoke(view.platform, rule_id, by=admin)
+    except (stepup.StepUpRefused, StepUpMismatch) as exc:
+        return render_rules(view, error=str(exc), status_code=403)
+    except RuleError as exc:
+        return render_rules(view, error=str(exc), status_code=409)
+    ruling.forget(view.platform)
+    return render_rules(view, message=f"Revoked rule {rule_id}.")
