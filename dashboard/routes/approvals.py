@@ -15,6 +15,8 @@ from starlette.responses import Response
 
 from dashboard import data, stepup
 from dashboard.deps import OperatorDep, View, ViewDep
+from dashboard.render import is_htmx
+from webplatform.jobs import ruling
 
 router = APIRouter()
 DONE = {"approved": "Approved", "denied": "Denied"}
@@ -42,6 +44,12 @@ def render_queue(
         page = 1
     operator = getattr(request.state, "operator", "")
     queue = data.approval_queue(platform, page=page, newest_first=newest_first)
+    # The rules in force, on the whole page only: the polled block is read every second.
+    rules = (
+        []
+        if is_htmx(request)
+        else sorted(ruling.rules_now(platform).rules.items(), key=lambda kv: int(kv[0]))
+    )
     return view.pages.render(
         request,
         "approvals.html",
@@ -52,6 +60,7 @@ def render_queue(
             **stepup.passkey_context(platform, operator),
             "message": message,
             "error": error,
+            "rules_in_force": rules,
         },
         block=block,
         status_code=status_code,

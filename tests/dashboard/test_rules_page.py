@@ -40,10 +40,17 @@ def test_an_admin_makes_sees_and_revokes_rules(platform: Platform, alice: TestCl
     assert "*@example.org" in row.group(0) and "permit(principal" in row.group(0)
     assert [r["created_by"] for r in rulebook.listing(platform)] == ["alice", "alice"]
 
+    in_force = alice.get("/approvals").text
+    assert "Rules in force" in in_force
+    assert '<li data-rule-id="1"><strong>allow</strong>' in in_force
+    assert '<li data-rule-id="2"><strong>deny</strong>' in in_force
+
     form = {"csrf_token": csrf(alice, "/rules"), "password": PASSWORD}
     revoked = alice.post("/rules/1/revoke", data=form, headers=ORIGIN)
     assert revoked.status_code == 200 and "Revoked rule 1." in revoked.text
     assert {r["id"]: r["revoked"] for r in rulebook.listing(platform)} == {1: True, 2: False}
+    after = alice.get("/approvals").text
+    assert 'data-rule-id="1"' not in after and 'data-rule-id="2"' in after
 
 
 def test_without_the_password_nothing_is_made_or_revoked(
