@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -26,7 +27,8 @@ from webplatform.trust.rules import Call, Match, RuleSet
 # How long one process reuses the rules it read: a rule revoked meanwhile is still caught
 # by the worker's own check before anything runs.
 FRESH_S = 1.0
-_cache: dict[int, tuple[float, RuleSet]] = {}
+# Keyed by the platform itself (weakly): an id() could be reused by a later platform.
+_cache: weakref.WeakKeyDictionary[Platform, tuple[float, RuleSet]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -34,19 +36,19 @@ def rules_now(platform: Platform) -> RuleSet:
     """The rules in force, read at most once a second per platform."""
     now = time.monotonic()
     with _lock:
-        kept = _cache.get(id(platform))
+        kept = _cache.get(platform)
     if kept is not None and now - kept[0] < FRESH_S:
         return kept[1]
     rules = rulebook.in_force(platform)
     with _lock:
-        _cache[id(platform)] = (now, rules)
+        _cache[platform] = (now, rules)
     return rules
 
 
 def forget(platform: Platform) -> None:
     """Read the rules afresh on the next call (after this process made or revoked one)."""
     with _lock:
-        _cache.pop(id(platform), None)
+        _cache.pop(platform, None)
 
 
 def match(platform: Platform, asked: Asked) -> Match | None:
