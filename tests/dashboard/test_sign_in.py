@@ -10,7 +10,6 @@ tests/browser/test_sign_in_browser.py.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -42,7 +41,7 @@ from sqlmodel import select
 from dashboard.app import create_app
 from webplatform.config import Settings
 from webplatform.platform import Platform
-from webplatform.store import session_scope
+from webplatform.store import agents, session_scope
 from webplatform.store.agents import add_agent, list_agents, revoke_agent
 from webplatform.store.models import OAuthClient, OAuthGrant, utcnow
 from webplatform.store.oauth import prune_expired
@@ -303,8 +302,9 @@ def test_a_revoked_agent_cannot_refresh(site: TestClient, platform: Platform) ->
     assert refused.json()["error"] == "invalid_grant"
 
 
-def test_access_tokens_expire(settings: Settings, platform: Platform) -> None:
-    # Long enough for the first call to land on a busy machine, short enough to wait out.
+def test_access_tokens_expire(
+    settings: Settings, platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
     short = settings.model_copy(update={"oauth_token_ttl_s": 3})
     app = create_app(short, platform=Platform(short), embed_worker=False)
     with TestClient(app, base_url=BASE, follow_redirects=False) as client:
@@ -313,7 +313,9 @@ def test_access_tokens_expire(settings: Settings, platform: Platform) -> None:
         _info, tokens = signed_in(client)
         assert tokens["expires_in"] == 3
         assert mcp_status(client, tokens["access_token"]) == 200
-        time.sleep(3.2)
+        # The clock the bearer check reads, moved past the 3 s instead of waiting them out.
+        later = utcnow() + timedelta(seconds=3.2)
+        monkeypatch.setattr(agents, "utcnow", lambda: later)
         assert mcp_status(client, tokens["access_token"]) == 401
 
 
