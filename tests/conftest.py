@@ -19,7 +19,8 @@ seconds, `slow`. `make fast` must stay under a minute on two cores (`--durations
 what to move).
 
 Every test using `settings` or `engine` runs twice: on a fresh SQLite file under `tmp_path`,
-and on PostgreSQL in a schema of its own that is dropped afterwards. The PostgreSQL server is
+and on PostgreSQL in a schema of its own (new, or one an earlier test left at alembic's head,
+emptied and renamed: tests/pg_schemas.py). The PostgreSQL server is
 AAT_TEST_PG_URL when set (`.ci/run` starts one and sets it); otherwise the session starts a
 throwaway server from /usr/lib/postgresql/*/bin itself (one per run: under pytest-xdist the
 first worker that needs it starts it, the others reuse it). With neither, PostgreSQL tests
@@ -36,16 +37,15 @@ import fcntl
 import os
 import sqlite3
 import subprocess
-import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from argon2 import PasswordHasher, profiles
+from pg_schemas import drop_kept, pg_schema, record_head_shape
 from pg_server import HOW_TO, start_server, throwaway_server
-from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy import Engine, event
 from workspaces import aat_home_beside
 
 from webplatform.config import Settings
@@ -127,10 +127,13 @@ def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     configured = os.environ.get("AAT_TEST_PG_URL", "")
     if configured:
         yield configured
+        drop_kept(configured)
         return
     try:
         if os.environ.get("PYTEST_XDIST_WORKER"):
-            yield _shared_server(tmp_path_factory)
+            url = _shared_server(tmp_path_factory)
+            yield url
+            drop_kept(url)
             return
         server = throwaway_server()
         url = server.__enter__()
@@ -154,22 +157,6 @@ def _shared_server(tmp_path_factory: pytest.TempPathFactory) -> str:
         if not known.exists():
             known.write_text(start_server(owner_pid=os.getppid()).url)
         return known.read_text()
-
-
-@contextmanager
-def pg_schema(server_url: str) -> Iterator[str]:
-    """A fresh schema on `server_url`; yields a URL whose connections use only that schema."""
-    schema = f"aat_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server_url)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = make_url(server_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -203,15 +190,21 @@ def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> It
         return
     # Looked up only here, so a SQLite-only selection never starts a PostgreSQL server.
     server_url = str(request.getfixturevalue("pg_url"))
-    with pg_schema(server_url) as url:
+    with pg_schema(server_url, reuse=_may_reuse(request)) as url:
         yield Settings(home=home, db_url=url, workspaces=str(tmp_path))
 
 
 @pytest.fixture
-def pg_settings(pg_url: str, tmp_path: Path) -> Iterator[Settings]:
+def pg_settings(pg_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Settings]:
     """Settings on PostgreSQL only (for the several-hosts path), in a schema of its own."""
-    with pg_schema(pg_url) as url:
+    with pg_schema(pg_url, reuse=_may_reuse(request)) as url:
         yield Settings(home=aat_home_beside(tmp_path), db_url=url, workspaces=str(tmp_path))
+
+
+def _may_reuse(request: pytest.FixtureRequest) -> bool:
+    """Whether the test may get an emptied schema at alembic's head (tests/pg_schemas.py):
+    not where `copied_migrations` is overridden, so alembic runs on an empty one."""
+    return request.getfixturevalue("copied_migrations") is True
 
 
 @pytest.fixture
@@ -266,7 +259,7 @@ def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def copied_migrations(migrated_sqlite: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def copied_migrations(migrated_sqlite: Path, monkeypatch: pytest.MonkeyPatch) -> bool:
     """A fresh, empty database gets alembic's schema without running alembic again.
 
     Running alembic costs ~70 ms of CPU per database, and most tests open one or two: a
@@ -276,7 +269,8 @@ def copied_migrations(migrated_sqlite: Path, monkeypatch: pytest.MonkeyPatch) ->
     tables), and everything else `make_engine` does (the private file, WAL, the pragmas)
     still runs. A database that is not empty is migrated by alembic as always;
     tests/store/test_engine.py and test_schema_head.py override this fixture so the real
-    migrations run there on empty databases too.
+    migrations run there on empty databases too. True: a PostgreSQL test may get a schema an
+    earlier test left at head, emptied (tests/pg_schemas.py).
     """
     real_upgrade = engine_module._upgrade  # noqa: SLF001
 
@@ -290,6 +284,7 @@ def copied_migrations(migrated_sqlite: Path, monkeypatch: pytest.MonkeyPatch) ->
             real_upgrade(engine)
 
     monkeypatch.setattr(engine_module, "_upgrade", upgrade)
+    return True
 
 
 # What alembic sent to migrate an empty PostgreSQL schema, in order (recorded once per process).
@@ -314,6 +309,8 @@ def _replay_pg_migration(engine: Engine, real_upgrade: Callable[[Engine], None])
         real_upgrade(engine)
     finally:
         event.remove(engine, "before_cursor_execute", record)
+    with engine.connect() as conn:
+        record_head_shape(conn)
     if not _PG_MIGRATION:  # two threads may have migrated at once: keep one recording
         _PG_MIGRATION.extend(sent)
 
