@@ -27,7 +27,7 @@ from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
 from webplatform.store.models import JobState
 from webplatform.trust import rulebook
-from webplatform.trust.rules import RuleError
+from webplatform.trust.rules import Rule, RuleError
 from webplatform.trust.stepup import Change, StepUpMismatch, approval_share
 
 router = APIRouter()
@@ -122,12 +122,19 @@ def _approve_and_allow(
         step_up=approval_share(step_up, target=made.target),
     )
     (rule_id,) = keep_rules(platform, rules, by=operator)
-    until = rules[0].expires_at
-    when = until.strftime("%H:%M UTC") if until is not None else "it is revoked"
-    return (
-        f"Approved job {job_id} and made rule {rule_id}: calls like it run without asking "
-        f"until {when}."
-    )
+    return _made(job_id, rule_id, rules[0])
+
+
+def _made(job_id: int, rule_id: int, rule: Rule) -> str:
+    """What the operator is told: the rule's number, what it allows, and until when."""
+    until = rule.expires_at.strftime("%H:%M UTC") if rule.expires_at else "it is revoked"
+    by = f" by {rule.requester}" if rule.requester else ""
+    if rule.args:
+        names = ", ".join(name for name, _cond in rule.args)
+        what = f"calls like it ({names} as in this call){by} run"
+    else:
+        what = f"every call of {rule.tool} {rule.action}{by} runs"
+    return f"Approved job {job_id} and made rule {rule_id}: {what} without asking until {until}."
 
 
 def _not_approved(job_id: int, exc: Exception) -> str:

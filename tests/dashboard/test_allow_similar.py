@@ -88,6 +88,10 @@ def test_the_card_offers_the_form_filled_from_the_call(platform: Platform, alice
     assert f'<code class="requester">{BOT}</code>' in card
     assert f"allows every call of outbox send-message by {BOT} until it expires" in card
     assert 'name="password"' in card and 'data-change="approve-allow"' in card
+    # The job page offers it too, and comes back to itself.
+    job_page = alice.get(f"/jobs/{job_id}").text
+    assert f'id="allow-similar-form-{job_id}"' in job_page
+    assert '<input type="hidden" name="return_to" value="job">' in job_page
 
 
 def test_approve_and_allow_approves_the_call_and_makes_the_rule(
@@ -97,7 +101,7 @@ def test_approve_and_allow_approves_the_call_and_makes_the_rule(
     before = datetime.now(UTC)
     done = post(alice, job_id, similar_form(alice, platform, job_id) | {"password": PASSWORD})
     assert done.status_code == 200, done.text
-    assert f"Approved job {job_id} and made rule 1" in done.text
+    assert f"Approved job {job_id} and made rule 1: calls like it (to as in this" in done.text
     (rule,) = rulebook.listing(platform)
     assert (rule["effect"], rule["tool"], rule["action"]) == ("allow", "outbox", "send-message")
     assert rule["requester"] == BOT and rule["args"] == {"to": "bob@example.org"}
@@ -129,7 +133,9 @@ def test_any_on_every_argument_makes_a_rule_for_every_call(
     job_id = ask(platform).job or 0
     form = similar_form(alice, platform, job_id, exact=()) | {"duration": duration}
     before = datetime.now(UTC)
-    assert post(alice, job_id, form | {"password": PASSWORD}).status_code == 200
+    done = post(alice, job_id, form | {"password": PASSWORD})
+    assert done.status_code == 200
+    assert f"every call of outbox send-message by {BOT} runs without asking" in done.text
     (rule,) = rulebook.listing(platform)
     assert rule["args"] == {} and rule["requester"] == BOT
     assert "when" not in rule["cedar"]  # no condition: every call of the action
