@@ -39,6 +39,7 @@ CHANGE_NAMES = {
     Change.agent_sign_in: "letting an agent sign in",
     Change.rule_add: "making a rule",
     Change.rule_revoke: "revoking a rule",
+    Change.approve_allow: "approving and allowing similar calls",
 }
 # The card warns about a passkey added this recently: it may be an attacker's.
 RECENT_PASSKEY = timedelta(days=1)

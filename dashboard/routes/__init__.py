@@ -16,6 +16,7 @@ from dashboard.routes import (
     registry,
     rules,
     run,
+    similar,
     stepup,
 )
 
@@ -31,6 +32,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     approvals.router,
     agents.router,
     rules.router,
+    similar.router,
     connect.router,
     account.router,
     stepup.router,
