@@ -10,6 +10,7 @@ tests/browser/test_sign_in_browser.py.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -127,8 +128,11 @@ def test_a_signed_in_agent_is_an_agent_token_owned_by_the_operator(
     assert agent.owner == "alice"
     assert agent.resource == RESOURCE
     assert agent.expires_at is not None
-    # On the Agents page, revocable like any other.
-    assert "laptop-agent" in site.get("/agents").text
+    assert agent.client == "test client"
+    # On the Agents page, marked as signed in with its client, and revocable like any other.
+    row = re.search(r'<tr data-agent="laptop-agent">.*?</tr>', site.get("/agents").text, re.S)
+    assert row is not None
+    assert "signed in with <q>test client</q>" in row.group(0)
     with session_scope(platform.engine) as session:
         assert revoke_agent(session=session, name="laptop-agent", seal=seal_for(platform))
     assert mcp_status(site, tokens["access_token"]) == 401
