@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf, queue_send
 from fastapi.testclient import TestClient
+from passkey_helpers import LOCAL, log_in_locally, post_json, with_passkey
 from soft_authenticator import SoftAuthenticator
 from sqlmodel import col, select
 
@@ -30,7 +31,6 @@ from webplatform.trust import signing
 from webplatform.worker import Worker
 
 HTMX = {**ORIGIN, "HX-Request": "true"}
-LOCAL = "http://localhost:8000"  # the passkeys' relying party
 LOCAL_HTMX = {"Origin": LOCAL, "HX-Request": "true"}
 
 
@@ -191,30 +191,15 @@ def local(platform: Platform, app: Any) -> Iterator[TestClient]:
     """Alice, logged in at http://localhost:8000 (where passkeys work), with a passkey."""
     add_operator(platform, "alice")
     with TestClient(app, base_url=LOCAL, follow_redirects=False) as client:
-        login = {"username": "alice", "password": PASSWORD}
-        assert client.post("/login", data=login, headers={"Origin": LOCAL}).status_code == 303
+        log_in_locally(client, "alice")
         yield client
-
-
-def _post_json(client: TestClient, path: str, body: dict[str, Any]) -> Any:
-    headers = {"Origin": LOCAL, "X-CSRF-Token": csrf(client, "/account")}
-    return client.post(path, json=body, headers=headers)
-
-
-def _with_passkey(client: TestClient) -> SoftAuthenticator:
-    soft = SoftAuthenticator(origin=LOCAL)
-    options = _post_json(client, "/account/passkeys/options", {"password": PASSWORD})
-    assert options.status_code == 200, options.text
-    made = {"credential": soft.register(options.json()), "label": "soft"}
-    assert _post_json(client, "/account/passkeys", made).status_code == 200
-    return soft
 
 
 def _batch_assertion(
     client: TestClient, soft: SoftAuthenticator, platform: Platform, ids: list[int]
 ) -> str:
     pairs = [[i, _job(platform, i).args_digest] for i in ids]
-    options = _post_json(client, "/stepup/options", {"purpose": "approve-batch", "jobs": pairs})
+    options = post_json(client, "/stepup/options", {"purpose": "approve-batch", "jobs": pairs})
     assert options.status_code == 200, options.text
     return json.dumps(soft.assert_for(options.json()))
 
@@ -222,7 +207,7 @@ def _batch_assertion(
 def test_one_passkey_touch_approves_exactly_the_set_it_was_made_for(
     platform: Platform, local: TestClient
 ) -> None:
-    soft = _with_passkey(local)
+    soft = with_passkey(local)
     one, two, three = _queue(platform, 3)
     # A confirmation made for jobs one and two, sent to approve all three: refused, and
     # nothing is approved (it could not be replayed for another set either: single-use).
@@ -232,7 +217,7 @@ def test_one_passkey_touch_approves_exactly_the_set_it_was_made_for(
     )
     assert r.status_code == 403 and "made for another call" in r.text
     # A confirmation for approving job one alone approves no set containing it.
-    single = _post_json(
+    single = post_json(
         local,
         "/stepup/options",
         {"purpose": "approve", "digest": _job(platform, one).args_digest, "job_id": one},
