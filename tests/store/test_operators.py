@@ -12,7 +12,7 @@ from seal_helpers import fresh_seal
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from webplatform.store import Operator, OperatorSession, session_scope, utcnow
+from webplatform.store import Operator, OperatorSession, passwords, session_scope, utcnow
 from webplatform.store.audit import recent_events
 from webplatform.store.meta import delete_meta, get_meta, set_meta
 from webplatform.store.operators import (
@@ -33,11 +33,18 @@ from webplatform.store.sessions import end_session, session_operator, start_sess
 SEAL = fresh_seal()
 
 
-@pytest.fixture(autouse=True)
-def cheap_password_hashing() -> None:
-    """Here argon2-cffi's real parameters are under test (tests/conftest.py cheapens them)."""
+# Taken before any test runs: tests/conftest.py cheapens the parameters for each test.
+REAL_HASHER = passwords._hasher  # noqa: SLF001
 
 
+@pytest.fixture
+def real_password_hashing(cheap_password_hashing: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """argon2-cffi's real parameters, which the two tests of the parameters check (the others
+    here run with the cheap ones tests/conftest.py sets, as the rest of the suite does)."""
+    monkeypatch.setattr(passwords, "_hasher", REAL_HASHER)
+
+
+@pytest.mark.usefixtures("real_password_hashing")
 def test_password_hash_is_argon2id_and_verifies() -> None:
     hashed = hash_password("correct horse")
     assert hashed.startswith("$argon2id$")
@@ -48,6 +55,7 @@ def test_password_hash_is_argon2id_and_verifies() -> None:
     assert not needs_rehash(hashed)
 
 
+@pytest.mark.usefixtures("real_password_hashing")
 def test_weak_old_hash_is_upgraded_on_login(engine: Engine) -> None:
     weak = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1).hash("s3cret-pass")
     with session_scope(engine) as session:
