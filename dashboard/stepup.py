@@ -43,6 +43,7 @@ CHANGE_NAMES = {
     Change.agent_sign_in: "letting an agent sign in",
     Change.rule_add: "making a rule",
     Change.rule_revoke: "revoking a rule",
+    Change.approve_allow: "approving and allowing similar calls",
 }
 # The purpose of a passkey challenge that approves several calls at once.
 BATCH_PURPOSE = "approve-batch"

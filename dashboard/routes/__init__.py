@@ -17,6 +17,7 @@ from dashboard.routes import (
     registry,
     rules,
     run,
+    similar,
     stepup,
 )
 
@@ -33,6 +34,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     batch.router,
     agents.router,
     rules.router,
+    similar.router,
     connect.router,
     account.router,
     stepup.router,

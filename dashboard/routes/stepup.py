@@ -11,9 +11,10 @@ from fastapi import APIRouter, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from dashboard import passkeys
+from dashboard import passkeys, similar
 from dashboard.deps import OperatorDep, PlatformDep, RelyingPartyDep
 from dashboard.stepup import BATCH_PURPOSE
+from webplatform.platform import Platform
 from webplatform.trust.stepup import Change, batch_digest, change_digest
 
 router = APIRouter()
@@ -51,6 +52,20 @@ def _bound_for(operator: str, body: dict[str, Any]) -> tuple[str, str, int | Non
     return purpose, digest, job_id if purpose == "approve" else None
 
 
+def _approve_allow(platform: Platform, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` with the target of an Approve and allow similar challenge made here: from the
+    job and the form's choices sent, the job, its digest and the rule text's digest (the
+    same the form's POST computes, so the challenge confirms exactly that rule)."""
+    sent = body.get("target")
+    if not isinstance(sent, dict):
+        sent = {}
+    job = sent.get("job")
+    if not isinstance(job, str) or not job.isdigit():
+        raise similar.NotSimilar("send target: {job: <id>, digest, duration, match_...}", 400)
+    made = similar.prepare(platform, int(job), str(sent.get("digest", "")), sent)
+    return {**body, "target": made.target}
+
+
 def _pairs(body: dict[str, Any]) -> list[tuple[int, str]]:
     """The (job id, digest) pairs a batch challenge is asked for: `jobs: [[id, digest], ...]`."""
     pairs = body.get("jobs")
@@ -75,6 +90,11 @@ async def step_up_options(
     call with this digest (and this job, for a queued one), or only this one change, once,
     within two minutes."""
     body = await _json_body(request)
+    if body.get("purpose") == "change" and body.get("change") == Change.approve_allow.value:
+        try:
+            body = await run_in_threadpool(_approve_allow, platform, body)
+        except similar.NotSimilar as exc:
+            return _error(str(exc), exc.status)
     try:
         purpose, digest, job_id = _bound_for(operator, body)
     except HTTPException as exc:

@@ -75,6 +75,9 @@ class Change(StrEnum):
     rule_add = "rule-add"
     # An admin revokes a rule (target: its id).
     rule_revoke = "rule-revoke"
+    # An admin approves one queued call and makes an allow rule from it, in one step (target:
+    # the job, its digest and the rule text's digest; `approve_allow_target`; SPEC §16).
+    approve_allow = "approve-allow"
 
 
 def change_digest(*, operator: str, change: Change, target: Mapping[str, str]) -> str:
@@ -115,3 +118,22 @@ def check_step_up(step_up: StepUp, *, operator: str, digest: str) -> None:
         raise StepUpMismatch(
             "the step-up proof was made for another call (digest differs): approve again"
         )
+
+
+def approve_allow_target(*, job_id: int, digest: str, text: str) -> dict[str, str]:
+    """What one proof for approving job `job_id` (the call with `digest`) and making the rule
+    `text` together is bound to: all three, so it confirms neither alone, nor any other pair
+    (another job, or another rule)."""
+    return {"job": str(job_id), "digest": digest, "rule": sha256_hex(text)}
+
+
+def approval_share(step_up: StepUp, *, target: Mapping[str, str]) -> StepUp:
+    """The approval part of a proof bound to approving a call and making a rule together
+    (`target`, from `approve_allow_target`): the same proof, for that call's digest alone.
+    Raise `StepUpMismatch` unless `step_up` was bound to exactly `target`."""
+    bound = change_digest(operator=step_up.operator, change=Change.approve_allow, target=target)
+    if step_up.digest != bound:
+        raise StepUpMismatch(
+            "the step-up proof was made for another call or rule: choose again and confirm"
+        )
+    return replace(step_up, digest=target["digest"])
