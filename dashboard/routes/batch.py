@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fastapi import APIRouter
-from sqlmodel import col, select
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.responses import Response
@@ -26,7 +25,8 @@ from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
 from webplatform.jobs.decisions import Outcome
 from webplatform.platform import Platform
-from webplatform.store.models import Job, JobState
+from webplatform.store import queries
+from webplatform.store.models import JobState
 from webplatform.trust.stepup import StepUpMismatch
 
 router = APIRouter()
@@ -95,10 +95,8 @@ def _why(platform: Platform, job_id: int, exc: Exception | None) -> str:
 
 def _edited_into(platform: Platform, job_id: int) -> int | None:
     """The job an edit of `job_id` made, if it was edited."""
-    return platform.transact(
-        lambda s: s.exec(select(Job.id).where(col(Job.edited_from) == job_id)).first(),
-        write=False,
-    )
+    edited = platform.transact(lambda s: queries.edited_into(session=s, job_id=job_id), write=False)
+    return edited.id if edited is not None else None
 
 
 async def _run(view: View, decide: Callable[[], list[Outcome]]) -> Response:
