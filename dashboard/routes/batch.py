@@ -57,13 +57,6 @@ def chosen_of(form: FormData) -> list[tuple[int, str]]:
     return list(chosen.items())
 
 
-def _answer(view: View, outcomes: list[Outcome]) -> Response:
-    """The notice, one line per job; 200 when any was decided, else 409."""
-    lines = [line_for(view.platform, outcome) for outcome in outcomes]
-    decided = any(outcome.job is not None for outcome in outcomes)
-    return render_queue(view, lines=lines, block="notice", status_code=200 if decided else 409)
-
-
 def line_for(platform: Platform, outcome: Outcome) -> tuple[bool, str]:
     """(decided?, the notice's line for this job): what happened, or why it was refused."""
     job_id, job, exc = outcome.job_id, outcome.job, outcome.refused
@@ -100,11 +93,18 @@ def _edited_into(platform: Platform, job_id: int) -> int | None:
 
 
 async def _run(view: View, decide: Callable[[], list[Outcome]]) -> Response:
+    """Decide, then answer with the notice, one line per job: 200 when any was decided,
+    409 when none was, 403 when the step-up was refused (then none was tried)."""
+
+    def lines() -> list[tuple[bool, str]]:
+        return [line_for(view.platform, outcome) for outcome in decide()]
+
     try:
-        outcomes = await run_in_threadpool(decide)
+        said = await run_in_threadpool(lines)
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
         return render_queue(view, error=str(exc), block="notice", status_code=403)
-    return _answer(view, outcomes)
+    status_code = 200 if any(decided for decided, _ in said) else 409
+    return render_queue(view, lines=said, block="notice", status_code=status_code)
 
 
 @router.post("/approvals/approve")
