@@ -48,7 +48,11 @@ def test_approve_and_allow_similar_lets_the_next_identical_call_run(
     expect(page.locator(f"#allow-similar-{job_id}")).to_have_attribute("open", "")
     expect(form.locator("select[name=match_subject]")).to_have_value("any")
     shot = SCREENSHOT if os.environ.get("AAT_UPDATE_SCREENSHOTS") == "1" else tmp_path / "s.png"
-    card.screenshot(path=str(shot))
+    # The page, clipped to the card: the queue's refresh may swap the card element meanwhile.
+    box = page.locator(f"#card-{job_id}").bounding_box()
+    assert box is not None
+    box["y"] += page.evaluate("window.scrollY")  # the clip is on the whole page, not the view
+    page.screenshot(path=str(shot), full_page=True, clip=box)
     form.get_by_role("button", name="Approve and allow", exact=True).click()
     expect(page.locator("#notice")).to_contain_text(f"Approved job {job_id} and made rule 1")
     assert first.answer()["status"] == "succeeded"
