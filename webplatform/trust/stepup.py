@@ -17,7 +17,7 @@ from making one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -42,12 +42,17 @@ class StepUp:
     method: StepUpMethod
     # The passkey's row id, for the audit trail (None for a password).
     passkey_id: int | None = None
+    # How many calls one proof approved together (None: this call alone; SPEC §16).
+    batch: int | None = None
 
     def describe(self) -> str:
         """What the audit trail records: the method and which passkey, never a secret."""
-        if self.method is StepUpMethod.passkey:
-            return f"step-up: passkey {self.passkey_id}"
-        return "step-up: password"
+        said = (
+            f"step-up: passkey {self.passkey_id}"
+            if self.method is StepUpMethod.passkey
+            else "step-up: password"
+        )
+        return said + (f", one for {self.batch} calls" if self.batch else "")
 
 
 class Change(StrEnum):
@@ -80,6 +85,25 @@ def change_digest(*, operator: str, change: Change, target: Mapping[str, str]) -
     JSON of who changes what, so a proof for one change confirms no other."""
     body = {"change": change.value, "by": operator, "target": dict(target)}
     return sha256_hex(canonical_json(body))
+
+
+def batch_digest(*, operator: str, chosen: Sequence[tuple[int, str]]) -> str:
+    """The digest a step-up approving several queued calls at once is bound to: sha256 over
+    canonical JSON of who approves which jobs, each at the digest the page showed, so a proof
+    for one set (or for one call) approves no other set."""
+    pairs = sorted([job_id, digest] for job_id, digest in chosen)
+    body = {"approve": pairs, "by": operator}
+    return sha256_hex(canonical_json(body))
+
+
+def each_in_batch(
+    step_up: StepUp, *, operator: str, chosen: Sequence[tuple[int, str]]
+) -> dict[int, StepUp]:
+    """The proof for each call of `chosen`, taken from `operator`'s one proof for exactly
+    that set (raises `StepUpMismatch` for a proof made for any other set or call): each then
+    approves its own job at its own digest, as a single approval would."""
+    check_step_up(step_up, operator=operator, digest=batch_digest(operator=operator, chosen=chosen))
+    return {job_id: replace(step_up, digest=digest, batch=len(chosen)) for job_id, digest in chosen}
 
 
 class StepUpMismatch(PermissionError):
