@@ -33,6 +33,8 @@ from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import (
     AgentToken,
     AuditEvent,
+    Job,
+    JobApproval,
     OAuthGrant,
     OAuthRefreshToken,
     Operator,
@@ -43,7 +45,14 @@ from webplatform.store.models import (
 
 FORGED_EVENT = "authority-row-invalid"
 SignedRow = (
-    Operator | Passkey | AgentToken | OperatorSession | OAuthGrant | OAuthRefreshToken | RuleRow
+    Operator
+    | Passkey
+    | AgentToken
+    | OperatorSession
+    | OAuthGrant
+    | OAuthRefreshToken
+    | RuleRow
+    | JobApproval
 )
 
 
@@ -184,6 +193,18 @@ def _rule(row: RuleRow) -> tuple[str, str, dict[str, Any]]:
     return "rule", str(row.id), body
 
 
+def _approval(row: JobApproval) -> tuple[str, str, dict[str, Any]]:
+    # One operator's approval of one exact call at one time: a copy onto another job, another
+    # digest or another operator does not verify.
+    body = _fields(row, "job_id operator digest", times="at")
+    return "approval", f"of job {row.job_id} by {row.operator}", body
+
+
+def approval_name(row: JobApproval) -> str:
+    """How the audit trail names an approval row."""
+    return f"approval {_approval(row)[1]}"
+
+
 # Each kind signs under its own prefix, so no signature over one kind of row (or over a
 # decision, `aat decision v1`) is ever valid for another.
 _KINDS: dict[type, tuple[bytes, Callable[[Any], tuple[str, str, dict[str, Any]]]]] = {
@@ -194,7 +215,9 @@ _KINDS: dict[type, tuple[bytes, Callable[[Any], tuple[str, str, dict[str, Any]]]
     OAuthGrant: (b"aat sign-in grant v1\n", _grant),
     OAuthRefreshToken: (b"aat refresh token v1\n", _refresh),
     RuleRow: (b"aat rule v1\n", _rule),
+    JobApproval: (b"aat job approval v1\n", _approval),
 }
+_POLICY = b"aat job policy v1\n"
 
 
 def message(row: SignedRow) -> bytes:
@@ -217,6 +240,43 @@ def row_holds(seal: RowSeal, row: SignedRow) -> bool:
     digest = hashlib.sha256(body + (row.signature or "").encode("ascii", "replace")).hexdigest()
     seal.note(Forged(kind=kind, key=key, fingerprint=digest[:16]))
     return False
+
+
+def policy_message(job: Job) -> bytes:
+    """The bytes a job's `policy_signature` covers: every column that decides how the job is
+    treated, fixed when it is recorded (the call and its digest, irreversible, the approvals it
+    needs, self-approval and who asked, the requester and what vouched for it, its window, the
+    rule that allowed it). A database writer who lowers any of them (approvals 2 to 1,
+    self-approval back on, the asker or the window changed) breaks the signature."""
+    body = _fields(
+        job,
+        "id kind name action args_digest irreversible approvals_required self_approval "
+        "asked_by_operator requested_by requester_proof client allowed_by_rule edited_from",
+        times="created_at",
+    )
+    body["surface"] = str(job.surface)
+    body["expires_at"] = _when(job.expires_at) if job.expires_at else None
+    return _POLICY + canonical_json(body).encode("utf-8")
+
+
+def seal_policy(seal: RowSeal, job: Job) -> str:
+    """The signature over `job`'s policy columns (`policy_message`), for `policy_signature`."""
+    return seal.sign(policy_message(job))
+
+
+def policy_problem(seal: RowSeal, job: Job) -> str | None:
+    """None when `job`'s policy columns are as aat recorded them; otherwise the one line that
+    says so (and the job is noted for the audit trail, once)."""
+    body = policy_message(job)
+    if seal.holds(body, job.policy_signature):
+        return None
+    signature = (job.policy_signature or "").encode("ascii", "replace")
+    fingerprint = hashlib.sha256(body + signature).hexdigest()[:16]
+    seal.note(Forged(kind="policy", key=f"of job {job.id}", fingerprint=fingerprint))
+    return (
+        f"job {job.id}'s approval policy (approvals needed, self-approval, who asked, its "
+        "window) was changed outside aat: its signature does not verify"
+    )
 
 
 def record_forged(*, session: Session, forged: list[Forged]) -> None:
