@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, delete, select
 
 from webplatform.store.models import JobApproval
 from webplatform.store.seals import RowSeal, row_holds, sign_row
@@ -45,7 +45,13 @@ def verified(rows: Iterable[JobApproval], *, seal: RowSeal, job_id: int, digest:
 
 def add_approval(*, session: Session, row: JobApproval, seal: RowSeal) -> JobApproval:
     """Record one operator's approval, signed with `seal` (a unique key refuses a second one
-    for the same job)."""
+    for the same job). Call it once the decision point found no approval of theirs that
+    verifies: a row in their name that does not (inserted by SQL) is replaced."""
+    session.exec(
+        delete(JobApproval).where(
+            col(JobApproval.job_id) == row.job_id, col(JobApproval.operator) == row.operator
+        )
+    )
     sign_row(seal, row)
     session.add(row)
     session.flush()
