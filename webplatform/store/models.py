@@ -258,7 +258,7 @@ class JobPreview(SQLModel, table=True):
 JOB_SUMMARY_COLUMNS: tuple[str, ...] = (
     *("id", "kind", "name", "action", "irreversible", "state", "surface", "client"),
     *("requested_by", "requester_proof", "created_at", "updated_at", "decided_by"),
-    *("started_at", "finished_at", "exit_code", "agent_reason"),
+    *("allowed_by_rule", "started_at", "finished_at", "exit_code", "agent_reason"),
 )
 # The approvals page's history of decisions: the summary, and how each call was decided.
 JOB_DECISION_COLUMNS: tuple[str, ...] = (
@@ -390,6 +390,8 @@ class AgentTokenPublic(SQLModel):
     # Signed-in agents only: when the current access token expires, and its `/mcp` URL.
     expires_at: datetime | None = None
     resource: str | None = None
+    # Signed-in agents only: the name the client gave when it signed in (its own word).
+    client: str | None = None
     # False when the row's signature does not verify: the token gets 401.
     signed: bool = True
 
