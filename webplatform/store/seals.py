@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -56,21 +56,40 @@ SignedRow = (
 )
 
 
+UNSIGNED = "its signature does not verify (added or changed outside aat)"
+REVOKED = "aat revoked, removed or replaced it before (put back outside aat)"
+
+
 @dataclass(frozen=True)
 class Forged:
-    """A row whose signature does not verify: what it is, and a fingerprint of its content."""
+    """A row that counts as absent: what it is, a fingerprint of its content, and why (its
+    signature does not verify, or it is a signed row aat had revoked)."""
 
     kind: str
     key: str
     fingerprint: str
+    why: str = UNSIGNED
 
     @property
     def detail(self) -> str:
         """The audit line: which row, and that it counts as absent."""
-        return (
-            f"{self.kind} {self.key}: its signature does not verify (added or changed outside "
-            f"aat), so it counts as absent [row {self.fingerprint}]"
-        )
+        row = f"[row {self.fingerprint}]"
+        return f"{self.kind} {self.key}: {self.why}, so it counts as absent {row}"
+
+
+class Revocations(Protocol):
+    """Signed rows aat revoked, removed or replaced, kept outside the database (the
+    fingerprints of their signed content: `webplatform.trust.revocations`). A database writer
+    who puts such a row back (a revoked token active again, a removed passkey, an old password
+    hash) puts back content whose fingerprint is here, so the row counts as absent."""
+
+    def __contains__(self, fingerprint: object) -> bool:
+        """True when a row with this content was revoked."""
+        ...
+
+    def add(self, fingerprint: str) -> None:
+        """Remember, for good, that a row with this content was revoked."""
+        ...
 
 
 class RowSeal:
@@ -78,10 +97,16 @@ class RowSeal:
     process has seen but not yet written to the audit trail."""
 
     def __init__(
-        self, *, private: Ed25519PrivateKey | None, public: Sequence[Ed25519PublicKey]
+        self,
+        *,
+        private: Ed25519PrivateKey | None,
+        public: Sequence[Ed25519PublicKey],
+        revoked: Revocations | None = None,
     ) -> None:
         self._private = private
         self._public = list(public)
+        # Without a list (a worker's public keys, tests) nothing counts as revoked.
+        self.revoked = revoked
         self._lock = threading.Lock()
         self._pending: dict[str, Forged] = {}
         self._reported: set[str] = set()
@@ -231,14 +256,30 @@ def sign_row(seal: RowSeal, row: SignedRow) -> None:
     row.signature = seal.sign(message(row))
 
 
+def content_fingerprint(row: SignedRow) -> str:
+    """The sha256 of the bytes a row's signature covers: what a revocation records."""
+    return hashlib.sha256(message(row)).hexdigest()
+
+
+def revoke_row(seal: RowSeal, row: SignedRow) -> None:
+    """Remember outside the database that `row`, as it is now, no longer holds: call it
+    before revoking, removing or replacing a signed row, so that putting it back by SQL
+    puts back a row that counts as absent."""
+    if seal.revoked is not None:
+        seal.revoked.add(content_fingerprint(row))
+
+
 def row_holds(seal: RowSeal, row: SignedRow) -> bool:
-    """True when the row's signature verifies; otherwise the row is noted as forged."""
+    """True when the row's signature verifies and aat never revoked it; otherwise the row is
+    noted as forged."""
     body = message(row)
-    if seal.holds(body, row.signature):
+    signed = seal.holds(body, row.signature)
+    revoked = signed and seal.revoked is not None and content_fingerprint(row) in seal.revoked
+    if signed and not revoked:
         return True
     kind, key, _body = _KINDS[type(row)][1](row)
     digest = hashlib.sha256(body + (row.signature or "").encode("ascii", "replace")).hexdigest()
-    seal.note(Forged(kind=kind, key=key, fingerprint=digest[:16]))
+    seal.note(Forged(kind, key, digest[:16], REVOKED if revoked else UNSIGNED))
     return False
 
 

@@ -32,6 +32,7 @@ from webplatform.store.models import (
 )
 from webplatform.store.seals import RowSeal
 from webplatform.trust import signing
+from webplatform.trust.revocations import revocations_for
 
 # In AAT_HOME: written once the rows found at the upgrade were signed. Never removed by aat,
 # and outside the database, so deleting a database row cannot make aat adopt rows again.
@@ -64,7 +65,8 @@ def seal_for(platform: Platform) -> RowSeal:
                 for line in settings.decision_public_key.split(",")
                 if line.strip()
             ]
-            seal = signing.signer_for(settings.home).row_seal(trusted)
+            revoked = revocations_for(settings.home)
+            seal = signing.signer_for(settings.home).row_seal(trusted, revoked)
             adopt_unsigned(platform, seal)
             adopt_unsigned_approvals(platform, seal)
             _seals[cache_key] = seal
