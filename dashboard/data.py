@@ -278,7 +278,7 @@ def _card(
     else:
         text, clipped = _pretty(head), False
     spec = registry.runnable("agent" if job.kind == "agent" else "tool", job.name)
-    network = str(spec.network) if spec is not None else None
+    network = spec.network.shown() if spec is not None else None
     shown = (
         None
         if preview is None
