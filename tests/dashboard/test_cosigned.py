@@ -21,6 +21,7 @@ from sqlmodel import select
 from webplatform.config import EXAMPLES_ROOT
 from webplatform.jobs import states as jobs
 from webplatform.jobs.services import Consent, RunCall, request_run
+from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.process import runner
 from webplatform.registry import RegistryLoader
@@ -118,6 +119,7 @@ def test_an_approval_row_inserted_by_sql_is_no_second_approval(
     )
     bob = client_as("bob")
     assert "0 of 2 approvals" in bob.get("/approvals").text  # cy's row is no approval
+    assert job_answer(platform=platform, job_id=job_id).approvals_needed == 2  # nor for the agent
     assert _approve(bob, platform, job_id).status_code == 303
     _run_worker(platform)
     assert _job(platform, job_id).state is JobState.pending_approval
