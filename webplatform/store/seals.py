@@ -288,7 +288,17 @@ def policy_message(job: Job) -> bytes:
     treated, fixed when it is recorded (the call and its digest, irreversible, the approvals it
     needs, self-approval and who asked, the requester and what vouched for it, its window, the
     rule that allowed it). A database writer who lowers any of them (approvals 2 to 1,
-    self-approval back on, the asker or the window changed) breaks the signature."""
+    self-approval back on, the asker or the window changed) breaks the signature.
+
+    Why signed when the job is recorded, and not only in the decision the approver signs:
+    the approver's dashboard reads these columns from the database, so a value lowered
+    before the approval would be signed as if it were the truth; only the process that
+    recorded the call knew the action's policy and who asked (the asker comes from a signed
+    agent token row, which the dashboard cannot recover from a changed `requested_by`).
+    Every process that records a job already holds the key (it reads the signed rules on
+    every call), so this asks for no key where none was used before. The decision point
+    refuses to approve a job whose policy does not verify, and the worker checks it again,
+    with the keys it checks decisions with, before it starts one."""
     body = _fields(
         job,
         "id kind name action args_digest irreversible approvals_required self_approval "
