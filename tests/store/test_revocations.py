@@ -149,3 +149,29 @@ def test_a_removed_operator_put_back_by_sql_is_no_operator(platform: Platform) -
         with pytest.raises(operators.OperatorError, match="decides nothing"):
             operators.decider_role(session=session, name="bob", seal=seal)
     _put_back_reported(platform, "operator bob: ")
+
+
+def test_an_earlier_role_put_back_by_sql_is_no_role(platform: Platform) -> None:
+    seal = seal_for(platform)
+    _operator(platform)  # the first operator is admin
+    _operator(platform, "bob")
+    with session_scope(platform.engine) as session:
+        operators.set_role(session=session, name="bob", role="admin", seal=seal, actor="ada")
+    as_admin = _copy(platform, "operator", "name = 'bob'")
+    with session_scope(platform.engine) as session:
+        operators.set_role(session=session, name="bob", role="viewer", seal=seal, actor="ada")
+    _put_back(platform, "operator", "name = 'bob'", as_admin)
+    with session_scope(platform.engine) as session:
+        assert operators.operator_role(session=session, name="bob", seal=seal) is None
+    _put_back_reported(platform, "operator bob: ")
+
+
+def test_a_role_set_back_by_aat_is_a_new_signed_row(platform: Platform) -> None:
+    seal = seal_for(platform)
+    _operator(platform)
+    _operator(platform, "bob")
+    for role in ("admin", "approver", "admin"):
+        with session_scope(platform.engine) as session:
+            operators.set_role(session=session, name="bob", role=role, seal=seal, actor="ada")
+        with session_scope(platform.engine) as session:
+            assert operators.operator_role(session=session, name="bob", seal=seal) == role

@@ -305,6 +305,9 @@ class Operator(SQLModel, table=True):
     # aat's signature over name, role and hash (webplatform.store.seals): a row without a
     # valid one counts as absent, so an INSERT by SQL makes no operator.
     signature: str | None = Field(default=None, sa_type=String(200))
+    # When a role change was last signed (signed too): a role set back to an earlier value is
+    # then new content, never the earlier row that aat listed as revoked.
+    signed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class OperatorPublic(SQLModel):

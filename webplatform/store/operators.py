@@ -187,7 +187,8 @@ def set_role(*, session: Session, name: str, role: str, seal: RowSeal, actor: st
         others = [r for r in _admins(session, seal) if r != name]
         if not others:
             raise OperatorError(f"{name} is the last admin: make another operator admin first")
-    before, row.role = row.role, role
+    revoke_row(seal, row)  # the earlier role, put back by SQL, counts as absent
+    before, row.role, row.signed_at = row.role, role, utcnow()
     sign_row(seal, row)
     session.add(row)
     session.flush()

@@ -171,7 +171,10 @@ def _fields(
 
 
 def _operator(row: Operator) -> tuple[str, str, dict[str, Any]]:
-    return "operator", row.name, _fields(row, "name role password_hash")
+    body = _fields(row, "name role password_hash")
+    if row.signed_at is not None:  # left out otherwise: rows signed before keep verifying
+        body["signed_at"] = _when(row.signed_at)
+    return "operator", row.name, body
 
 
 def _passkey(row: Passkey) -> tuple[str, str, dict[str, Any]]:
