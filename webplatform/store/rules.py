@@ -12,7 +12,7 @@ from sqlmodel import Session, col, or_, select
 
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import RuleRow, utcnow
-from webplatform.store.seals import RowSeal, row_holds, sign_row
+from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ def revoke_rule(*, session: Session, rule_id: int, by: str, seal: RowSeal) -> Ru
     row = find_rule(session=session, rule_id=rule_id, seal=seal)
     if row is None or row.revoked_at is not None:
         return None
+    revoke_row(seal, row)  # the rule in force, put back by SQL, counts as absent
     row.revoked_at, row.revoked_by = utcnow(), by
     sign_row(seal, row)
     session.add(row)
