@@ -20,6 +20,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+# A name the certificate also covers, for a test whose resolver answers it with a public
+# address first and loopback after (a DNS-rebinding server, which does not run here).
+REBINDING_HOST = "rebind.example"
+
 
 @dataclass
 class DocumentServer:
@@ -56,7 +60,11 @@ def _certificates(folder: Path) -> tuple[Path, Path, Path]:
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
-    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    names = [
+        x509.DNSName("localhost"),
+        x509.DNSName(REBINDING_HOST),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
     leaf = (
         x509.CertificateBuilder()
         .subject_name(_name("localhost"))

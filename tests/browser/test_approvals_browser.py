@@ -94,21 +94,36 @@ def test_a_foreign_host_name_is_refused(page: Page, server: Server):
     assert raw.status_code == 400
 
 
-def test_a_post_without_a_session_is_refused(chromium: Browser, server: Server):
+def test_a_post_without_a_session_is_refused(page: Page, chromium: Browser, server: Server):
+    # Everything a real approval sends (the form's CSRF token, the digest, the password), read
+    # from a logged-in page, sent from a context without the session cookie: the session
+    # check alone must refuse it (its own message), and the job stays pending.
     job_id = queue_directly(server)
+    page.goto(f"{server.url}/approvals")
+    form = page.locator(f"#approve-{job_id}")
+    fields = {
+        name: form.locator(f"input[name={name}]").get_attribute("value") or ""
+        for name in ("csrf_token", "digest", "return_to")
+    }
     context = chromium.new_context()
     try:
         response = context.request.post(
             f"{server.url}/jobs/{job_id}/approve",
-            form={"digest": "x"},
+            form={**fields, "password": PASSWORD},
             headers={"Origin": server.url},
             max_redirects=0,
         )
         assert response.status == 403
+        assert "log in first" in response.text()
     finally:
         context.close()
-    raw = httpx.post(f"{server.url}/jobs/{job_id}/approve", data={"digest": "x"})
-    assert raw.status_code == 403
+    raw = httpx.post(
+        f"{server.url}/jobs/{job_id}/approve",
+        data={**fields, "password": PASSWORD},
+        headers={"Origin": server.url},
+    )
+    assert raw.status_code == 403 and "log in first" in raw.text
+    assert job_state(page, server.url, job_id) == "pending_approval"
 
 
 def test_the_approvals_page_cannot_be_framed(page: Page, server: Server, attacker: Attacker):

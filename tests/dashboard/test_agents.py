@@ -39,6 +39,7 @@ def test_mint_shows_the_token_once_and_keeps_only_its_hash(
     assert again.headers["Cache-Control"] == "no-store"
     row = re.search(r'<tr data-agent="build-bot">.*?</tr>', again.text, re.S)
     assert row and "never" in row.group(0) and "alice" in row.group(0)
+    assert "minted token" in row.group(0)
 
 
 def test_bad_names_and_revocation(platform: Platform, alice: TestClient) -> None:

@@ -10,6 +10,8 @@ tests/browser/test_sign_in_browser.py.
 from __future__ import annotations
 
 import json
+import re
+import socket
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -17,8 +19,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import pytest
-from client_documents import DocumentServer, document_server
+from client_documents import REBINDING_HOST, DocumentServer, document_server
 from dash_helpers import BASE, PASSWORD, add_operator, csrf, log_in
 from fastapi.testclient import TestClient
 from sign_in_helpers import (
@@ -47,6 +50,7 @@ from webplatform.store.agents import add_agent, list_agents, revoke_agent
 from webplatform.store.models import OAuthClient, OAuthGrant, utcnow
 from webplatform.store.oauth import prune_expired
 from webplatform.trust.authority import seal_for
+from webplatform.trust.oauth_clients import ClientDocumentError, fetch_document
 
 
 @pytest.fixture
@@ -127,8 +131,11 @@ def test_a_signed_in_agent_is_an_agent_token_owned_by_the_operator(
     assert agent.owner == "alice"
     assert agent.resource == RESOURCE
     assert agent.expires_at is not None
-    # On the Agents page, revocable like any other.
-    assert "laptop-agent" in site.get("/agents").text
+    assert agent.client == "test client"
+    # On the Agents page, marked as signed in with its client, and revocable like any other.
+    row = re.search(r'<tr data-agent="laptop-agent">.*?</tr>', site.get("/agents").text, re.S)
+    assert row is not None
+    assert "signed in with <q>test client</q>" in row.group(0)
     with session_scope(platform.engine) as session:
         assert revoke_agent(session=session, name="laptop-agent", seal=seal_for(platform))
     assert mcp_status(site, tokens["access_token"]) == 401
@@ -392,6 +399,31 @@ def test_a_client_id_document_that_cannot_be_trusted_is_refused(
     assert docs.fetched == (["/client.json"] if read else [])
     with session_scope(platform.engine) as session:
         assert session.exec(select(OAuthGrant)).all() == []
+
+
+def test_a_name_that_rebinds_to_loopback_after_the_check_reaches_nothing(
+    docs: DocumentServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A resolver that answers the client's host with a public address once, then with the
+    # loopback address the document server listens on: DNS rebinding, the check passed on the
+    # first answer. aat must connect to the address it checked, never resolve again.
+    real = socket.getaddrinfo
+    answers = iter(["93.184.215.14"])
+
+    def rebinding(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else host  # anyio passes bytes
+        if name != REBINDING_HOST:
+            return real(host, port, *args, **kwargs)
+        address = next(answers, "127.0.0.1")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, int(port)))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    port = urlsplit(docs.url).port
+    client_id = f"https://{REBINDING_HOST}:{port}/client.json"
+    docs.documents["/client.json"] = {**doc_for(docs), "client_id": client_id}
+    with pytest.raises(ClientDocumentError):
+        anyio.run(lambda: fetch_document(client_id, allow_private=False))
+    assert docs.fetched == []  # the loopback server was never reached
 
 
 def test_a_document_clients_loopback_redirect_matches_on_any_port(

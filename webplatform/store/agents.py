@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session, col, func, select
 
 from webplatform.store.audit import AuditEntry, record_event
-from webplatform.store.models import AgentToken, AgentTokenPublic, utcnow
+from webplatform.store.models import AgentToken, AgentTokenPublic, OAuthGrant, utcnow
 from webplatform.store.operators import find_operator
 from webplatform.store.seals import RowSeal, row_holds, sign_row
 
@@ -69,9 +69,19 @@ def add_agent(
 
 
 def list_agents(*, session: Session, seal: RowSeal) -> list[AgentTokenPublic]:
-    """Every agent token, by name (never the hashes), each saying whether it is signed."""
+    """Every agent token, by name (never the hashes), each saying whether it is signed and,
+    for an agent that signed in through the browser, the client it signed in with."""
     rows = session.exec(select(AgentToken).order_by(col(AgentToken.name))).all()
-    return [_public(r, signed=row_holds(seal, r)) for r in rows]
+    grants = session.exec(
+        select(OAuthGrant.agent, OAuthGrant.client_name)
+        .where(col(OAuthGrant.used_at).is_not(None))
+        .order_by(col(OAuthGrant.id))
+    ).all()
+    clients = {agent: name for agent, name in grants if agent}  # the latest grant wins
+    return [
+        _public(r, signed=row_holds(seal, r), client=clients.get(r.name) if r.resource else None)
+        for r in rows
+    ]
 
 
 def revoke_agent(*, session: Session, name: str, seal: RowSeal, actor: str = "cli") -> bool:
@@ -165,7 +175,7 @@ def touch_agent(*, session: Session, name: str, now: datetime | None = None) -> 
         session.flush()
 
 
-def _public(row: AgentToken, *, signed: bool) -> AgentTokenPublic:
+def _public(row: AgentToken, *, signed: bool, client: str | None = None) -> AgentTokenPublic:
     # The columns the public model names, and only those: never the hash.
-    columns = row.model_dump(include=set(AgentTokenPublic.model_fields) - {"signed"})
-    return AgentTokenPublic(**columns, signed=signed)
+    columns = row.model_dump(include=set(AgentTokenPublic.model_fields) - {"signed", "client"})
+    return AgentTokenPublic(**columns, signed=signed, client=client)

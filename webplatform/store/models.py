@@ -383,6 +383,8 @@ class AgentTokenPublic(SQLModel):
     # Signed-in agents only: when the current access token expires, and its `/mcp` URL.
     expires_at: datetime | None = None
     resource: str | None = None
+    # Signed-in agents only: the name the client gave when it signed in (its own word).
+    client: str | None = None
     # False when the row's signature does not verify: the token gets 401.
     signed: bool = True
 

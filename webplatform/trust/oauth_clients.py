@@ -4,7 +4,10 @@ client to say who it is without registering): fetched over https, checked, kept 
 The document is fetched with the system's CA store (`SSL_CERT_FILE` honoured). A client id
 whose host resolves to a loopback, private or link-local address is refused unless
 `AAT_OAUTH_LOOPBACK_CLIENTS=1`: otherwise any page could make aat fetch from the machine's
-own network. Redirects are not followed, and a document over 64 KiB is refused.
+own network. The host is resolved once, and the connection goes to the address that was
+checked: a name that answers with a public address for the check and a loopback one for the
+connection (DNS rebinding) reaches nothing. For the same reason the fetch goes direct, never
+through `HTTPS_PROXY`. Redirects are not followed, and a document over 64 KiB is refused.
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
+import httpcore
 import httpx
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import AnyUrl, ValidationError
@@ -90,14 +96,16 @@ async def fetch_document(client_id: str, *, allow_private: bool) -> OAuthClientI
     parts = urlsplit(client_id)
     if not is_document_url(client_id) or parts.fragment or not parts.hostname:
         raise ClientDocumentError(f"client id {client_id!r} is not an https URL with a path")
-    if not allow_private:
-        await anyio.to_thread.run_sync(_require_public, parts.hostname, parts.port or 443)
-    context = ssl.create_default_context()  # the system's CA store, SSL_CERT_FILE honoured
     try:
         async with httpx.AsyncClient(
-            verify=context, follow_redirects=False, timeout=FETCH_TIMEOUT_S
+            transport=_CheckedTransport(allow_private=allow_private),
+            follow_redirects=False,
+            timeout=FETCH_TIMEOUT_S,
+            trust_env=False,
         ) as http:
             response = await http.get(client_id, headers={"Accept": "application/json"})
+    except _RefusedAddress as exc:
+        raise ClientDocumentError(str(exc)) from None
     except httpx.HTTPError as exc:
         raise ClientDocumentError(f"cannot fetch the client document {client_id}: {exc}") from None
     if response.status_code != 200:
@@ -105,6 +113,57 @@ async def fetch_document(client_id: str, *, allow_private: bool) -> OAuthClientI
     if len(response.content) > MAX_DOCUMENT_BYTES:
         raise ClientDocumentError(f"client document {client_id} is over {MAX_DOCUMENT_BYTES} bytes")
     return _client_from(client_id, response.content)
+
+
+class _RefusedAddress(Exception):
+    """The client document's host resolved to an address aat will not fetch from."""
+
+
+class _CheckedBackend(httpcore.AsyncNetworkBackend):
+    """Resolves each host once, checks the address, and connects to that very address.
+
+    TLS still checks the certificate against the URL's host name (httpcore passes the
+    origin's name to the handshake, not the address it connected to)."""
+
+    def __init__(self, *, allow_private: bool) -> None:
+        self._allow_private = allow_private
+        self._backend = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        """A connection to the one address `host` was checked to have."""
+        address = await anyio.to_thread.run_sync(_checked_address, host, port, self._allow_private)
+        return await self._backend.connect_tcp(
+            address,
+            port,
+            timeout=timeout,
+            local_address=local_address,
+            socket_options=socket_options,
+        )
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep as the wrapped backend does (httpcore's retries use it)."""
+        await self._backend.sleep(seconds)
+
+
+class _CheckedTransport(httpx.AsyncHTTPTransport):
+    """httpx's own transport over a pool that connects through `_CheckedBackend`, trusting
+    the system's CA store (`SSL_CERT_FILE` honoured)."""
+
+    def __init__(self, *, allow_private: bool) -> None:
+        context = ssl.create_default_context()
+        super().__init__(verify=context, trust_env=False)
+        # httpx takes no network backend of its own; its pool is replaced by an equal one
+        # that has it (httpx keeps the pool in `_pool` since 0.18).
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=context, network_backend=_CheckedBackend(allow_private=allow_private)
+        )
 
 
 def _client_from(client_id: str, content: bytes) -> OAuthClientInformationFull:
@@ -129,15 +188,19 @@ def _client_from(client_id: str, content: bytes) -> OAuthClientInformationFull:
         raise ClientDocumentError(f"client document {client_id} is invalid: {exc}") from None
 
 
-def _require_public(host: str, port: int) -> None:
+def _checked_address(host: str, port: int, allow_private: bool) -> str:
+    """The address to connect to for `host`: its first, after checking every one it has."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
-        raise ClientDocumentError(f"cannot resolve {host}: {exc}") from None
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
-            raise ClientDocumentError(
+        raise _RefusedAddress(f"cannot resolve {host}: {exc}") from None
+    addresses = [str(info[4][0]) for info in infos]
+    for address in addresses:
+        if not allow_private and not ipaddress.ip_address(address).is_global:
+            raise _RefusedAddress(
                 f"client document host {host} is a loopback or private address ({address}): "
                 "set AAT_OAUTH_LOOPBACK_CLIENTS=1 to allow it"
             )
+    if not addresses:
+        raise _RefusedAddress(f"cannot resolve {host}: no address")
+    return addresses[0]
