@@ -53,6 +53,15 @@ def find_rule(*, session: Session, rule_id: int, seal: RowSeal) -> RuleRow | Non
     return row if row is not None and row_holds(seal, row) else None
 
 
+def in_force(row: RuleRow, now: datetime) -> bool:
+    """Whether `row` (its signature checked) is in force at `now`: as `rules_in_force` reads."""
+    return (
+        row.revoked_at is None
+        and (row.expires_at is None or row.expires_at > now)
+        and (row.max_runs is None or row.runs < row.max_runs)
+    )
+
+
 def rules_in_force(*, session: Session, seal: RowSeal, now: datetime) -> list[RuleRow]:
     """Signed rules, not revoked, not expired, with budget left; oldest first."""
     stmt = (
