@@ -151,7 +151,9 @@ class McpCall(threading.Thread):
 
     async def _call(self) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        http = httpx2.AsyncClient(headers=headers)
+        # A call waiting for its decision gets no bytes until then: not httpx's 5 s read
+        # timeout, which a loaded machine's browser steps before the decision can outlast.
+        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60))
         async with http, Client(streamable_http_client(self.url, http_client=http)) as client:
             result = await client.call_tool("run_tool_confirmed", self.arguments)
             assert result.structured_content is not None

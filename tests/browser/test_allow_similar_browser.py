@@ -16,7 +16,6 @@ from browser_helpers import (
     McpCall,
     Server,
     add_to_store,
-    new_card,
     queue_directly,
     wait_state,
 )
@@ -34,7 +33,10 @@ def test_approve_and_allow_similar_lets_the_next_identical_call_run(
     token = add_to_store(server.home, [], {"build-bot": OPERATOR})["build-bot"]
     first = McpCall(server, MESSAGE, token=token)
     first.start()
-    card, job_id = new_card(page)
+    card = page.locator("article.card[data-job-id]").first
+    expect(card).to_be_visible(timeout=15_000)  # how fast it shows: test_approvals_browser
+    job_id = int(card.get_attribute("data-job-id") or "0")
+    card = page.locator(f"#card-{job_id}")
     expect(card.locator("[data-preview]")).to_contain_text("Quarterly report")
     card.get_by_text("Approve and allow similar", exact=True).click()
     form = card.locator("form.allow-similar-form")
@@ -48,7 +50,14 @@ def test_approve_and_allow_similar_lets_the_next_identical_call_run(
     expect(page.locator(f"#allow-similar-{job_id}")).to_have_attribute("open", "")
     expect(form.locator("select[name=match_subject]")).to_have_value("any")
     shot = SCREENSHOT if os.environ.get("AAT_UPDATE_SCREENSHOTS") == "1" else tmp_path / "s.png"
-    card.screenshot(path=str(shot))
+    # The page, clipped to the card: the queue's refresh may swap the card element meanwhile.
+    box = None
+    for _ in range(20):  # None while a refresh swaps the card
+        if (box := card.bounding_box()) is not None:
+            break
+    assert box is not None
+    box["y"] += page.evaluate("window.scrollY")  # the clip is on the whole page, not the view
+    page.screenshot(path=str(shot), full_page=True, clip=box)
     form.get_by_role("button", name="Approve and allow", exact=True).click()
     expect(page.locator("#notice")).to_contain_text(f"Approved job {job_id} and made rule 1")
     assert first.answer()["status"] == "succeeded"

@@ -43,7 +43,7 @@ def test_mcp_request_appears_live_and_approve_runs_it_once(
     shot = SCREENSHOT if os.environ.get("AAT_UPDATE_SCREENSHOTS") == "1" else tmp_path / "a.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 0
-    card.locator("input[name=password]").fill(PASSWORD)  # the step-up approving needs
+    card.locator(".approve-form input[name=password]").fill(PASSWORD)  # the step-up approving needs
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator("#notice")).to_contain_text(f"Approved job {job_id}.")
     answer = call.answer()

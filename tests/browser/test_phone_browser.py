@@ -62,7 +62,7 @@ def assert_fits_and_tappable(page: Page, scope: str) -> None:
         assert box is not None
         assert box["height"] >= TAP_PX, f"{name} is {box['height']} px tall"
         assert box["x"] >= 0 and box["x"] + box["width"] <= WIDTH, f"{name} is off screen"
-    password = page.locator(f"{scope} input[name=password]").bounding_box()
+    password = page.locator(f"{scope} .approve-form input[name=password]").bounding_box()
     assert password is not None and password["height"] >= TAP_PX
     assert password["x"] + password["width"] <= WIDTH
     args = page.locator(f"{scope} pre.args, pre.args").first.bounding_box()

@@ -110,7 +110,7 @@ def _card(page: Page, job_id: int) -> Locator:
 
 def _approve_in_card(page: Page, job_id: int) -> None:
     card = _card(page, job_id)
-    card.locator("input[name=password]").fill(PASSWORD)
+    card.locator(".approve-form input[name=password]").fill(PASSWORD)
     card.get_by_role("button", name="Approve", exact=True).click()
 
 
@@ -143,7 +143,7 @@ def test_two_operators_approve_and_the_job_runs_once_the_same_one_twice_is_refus
     _no_buttons(card, "Approve")
 
     # Her stale tab still has the button: pressing it again is refused on the page.
-    stale.locator("input[name=password]").fill(PASSWORD)
+    stale.locator(".approve-form input[name=password]").fill(PASSWORD)
     with stale.expect_response(f"{server.url}/jobs/{job_id}/approve") as refused:
         stale.get_by_role("button", name="Approve", exact=True).click()
     assert refused.value.status == 409

@@ -194,7 +194,7 @@ def test_the_sdk_client_signs_in_through_the_browser(
         card, job_id = new_card(_approvals(page, server))
         expect(card).to_contain_text(AGENT)
         expect(card).to_contain_text("outbox send-message")
-        card.locator("input[name=password]").fill(PASSWORD)
+        card.locator(".approve-form input[name=password]").fill(PASSWORD)
         card.get_by_role("button", name="Approve", exact=True).click()
         answer = call.answer()
         assert answer["status"] == "succeeded", answer

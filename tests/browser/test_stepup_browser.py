@@ -139,7 +139,7 @@ def test_password_in_the_card_approves_and_without_it_nothing_does(page: Page, s
     expect(card).to_be_visible()
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator("#notice")).to_contain_text("type your password")
-    card.locator("input[name=password]").fill("not the password")
+    card.locator(".approve-form input[name=password]").fill("not the password")
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator("#notice")).to_contain_text("wrong password")
     page.goto(f"{server.url}/jobs/{job_id}")
@@ -152,7 +152,7 @@ def test_password_in_the_card_approves_and_without_it_nothing_does(page: Page, s
 
     page.goto(f"{server.url}/approvals")
     card = page.locator(f'article.card[data-job-id="{job_id}"]')
-    card.locator("input[name=password]").fill(PASSWORD)
+    card.locator(".approve-form input[name=password]").fill(PASSWORD)
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator("#notice")).to_contain_text(f"Approved job {job_id}.")
     wait_state(page, server.url, job_id, "succeeded")

@@ -144,6 +144,17 @@ def test_any_on_every_argument_makes_a_rule_for_every_call(
     assert ask(platform, to="eve@example.org").allowed_by is not None
 
 
+def test_exact_on_a_value_with_a_wildcard_matches_that_value_only(
+    platform: Platform, alice: TestClient
+) -> None:
+    job_id = ask(platform, to="*@example.org").job or 0
+    assert post(alice, job_id, similar_form(alice, platform, job_id) | {"password": PASSWORD})
+    (rule,) = rulebook.listing(platform)
+    assert rule["args"] == {"to": {"one_of": ["*@example.org"]}}  # not read as a glob
+    assert ask(platform, to="eve@example.org").status.value == "pending_approval"
+    assert ask(platform, to="*@example.org").allowed_by is not None
+
+
 def test_a_call_made_without_a_token_makes_a_rule_without_requester(
     platform: Platform, alice: TestClient
 ) -> None:

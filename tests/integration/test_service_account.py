@@ -167,7 +167,7 @@ def approve_in_chromium(url: str, job_id: int) -> None:
             card = page.locator(f'article.card[data-job-id="{job_id}"]')
             expect(card).to_contain_text("outbox send-message")
             expect(card).to_contain_text("from the agent")
-            card.locator("input[name=password]").fill(PASSWORD)
+            card.locator(".approve-form input[name=password]").fill(PASSWORD)
             card.get_by_role("button", name="Approve", exact=True).click()
             expect(page.locator("#notice")).to_contain_text(f"Approved job {job_id}.")
         finally:
