@@ -22,6 +22,7 @@ BENCHES = {
     "B7": "bench.b7_idle",
     "B9": "bench.b9_bridge_start",
     "B10": "bench.b10_namespaces",
+    "B11": "bench.b11_rules",
 }
 
 

@@ -1,14 +1,18 @@
-"""B4: the dashboard with 100,000 jobs and 1,000 pending approvals.
+"""B4: the dashboard with 100,000 jobs and 1,000 pending approvals, and with 100 rules.
 
 The history is seeded straight through the store's table (one bulk insert), then pages are
 timed in process through an ASGI client (server time, no network), round-robin, p95 over
-ROUNDS requests each. `aat serve` RSS is read from /proc after it has served those pages.
+ROUNDS requests each. A copy of the seeded home gets 100 rules (`aat rules add`, as an admin
+makes them, each signed), and its approvals page is timed in the same rounds. `aat serve`
+RSS is read from /proc after it has served those pages.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+import shutil
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
@@ -45,6 +49,45 @@ PAGE_SIZE = 50
 TOOLS = ("hello-world", "xlsx", "outbox", "summarize", "gen-a", "gen-b", "gen-c", "gen-d")
 DONE = (JobState.succeeded, JobState.failed, JobState.timed_out, JobState.denied)
 PASSWORD = "bench-password-1"
+RULES = 100
+RULES_LABEL = "/approvals (1,000 pending, 100 rules)"
+
+
+def rules_yaml(count: int) -> str:
+    """`count` rules over the example tools: allow, deny and ask, with argument conditions."""
+    out = []
+    for i in range(count):
+        kind = i % 3
+        if kind == 0:
+            out.append(
+                "- effect: allow\n  tool: outbox\n  action: send-message\n"
+                f"  args: {{to: '*@team{i}.example.org', subject: {{one_of: [Weekly, Daily]}}}}\n"
+                f"  expires_in: 8h\n  max_runs: {10 + i}\n  note: team {i}'s reports\n"
+            )
+        elif kind == 1:
+            out.append(
+                f"- effect: deny\n  tool: outbox\n  action: delete-messages\n  requester: bot-{i}\n"
+            )
+        else:
+            out.append(
+                f"- effect: ask\n  tool: hello-world\n  action: greet\n  args: {{name: user-{i}}}\n"
+            )
+    return "".join(out)
+
+
+def add_rules(home: Path, count: int) -> None:
+    """`aat rules add FILE --by bench --password-stdin` with `count` rules."""
+    path = home.with_name(f"{home.name}-rules.yaml")
+    path.write_text(rules_yaml(count))
+    done = subprocess.run(
+        aat_argv("rules", "add", str(path), "--by", "bench", "--password-stdin"),
+        input=PASSWORD + "\n",
+        text=True,
+        env=aat_env(home),
+        check=True,
+        capture_output=True,
+    )
+    assert len(done.stdout.split()) == count, done.stdout[-300:]
 
 
 def seed(platform: Platform) -> int:
@@ -94,27 +137,37 @@ def pages(max_id: int) -> dict[str, str]:
     }
 
 
-async def time_pages(settings: Settings, paths: dict[str, str]) -> dict[str, list[float]]:
-    """Server time of each page over ROUNDS rounds, through an in-process ASGI client."""
-    app = create_app(settings, embed_worker=False, mcp=False)
+Site = tuple[Settings, dict[str, str]]
+
+
+async def time_pages(sites: list[Site]) -> dict[str, list[float]]:
+    """Server time of each site's pages over ROUNDS rounds, through in-process ASGI clients
+    (one app per site, each logged in), every page of every site once per round."""
     base = "http://127.0.0.1:8000"
-    transport = httpx.ASGITransport(app=app)
-    samples: dict[str, list[float]] = {k: [] for k in paths}
-    async with httpx.AsyncClient(
-        transport=transport, base_url=base, headers={"Origin": base}
-    ) as http:
-        answer = await http.post("/login", data={"username": "bench", "password": PASSWORD})
-        assert answer.status_code in (200, 303), answer.text[:300]
-        for label, path in paths.items():  # warm: templates compiled, caches filled
-            answer = await http.get(path)
-            assert answer.status_code == 200, (label, answer.status_code, answer.text[:300])
-        for _ in range(ROUNDS):
-            for label, path in paths.items():
-                started = time.perf_counter()
+    samples: dict[str, list[float]] = {k: [] for _, paths in sites for k in paths}
+    async with contextlib.AsyncExitStack() as stack:
+        clients = []
+        for settings, paths in sites:
+            app = create_app(settings, embed_worker=False, mcp=False)
+            stack.callback(app.state.platform.engine.dispose)
+            http = await stack.enter_async_context(
+                httpx.AsyncClient(
+                    transport=httpx.ASGITransport(app=app), base_url=base, headers={"Origin": base}
+                )
+            )
+            answer = await http.post("/login", data={"username": "bench", "password": PASSWORD})
+            assert answer.status_code in (200, 303), answer.text[:300]
+            for label, path in paths.items():  # warm: templates compiled, caches filled
                 answer = await http.get(path)
-                samples[label].append(time.perf_counter() - started)
-                assert answer.status_code == 200
-    app.state.platform.engine.dispose()
+                assert answer.status_code == 200, (label, answer.status_code, answer.text[:300])
+            clients.append((http, paths))
+        for _ in range(ROUNDS):
+            for http, paths in clients:
+                for label, path in paths.items():
+                    started = time.perf_counter()
+                    answer = await http.get(path)
+                    samples[label].append(time.perf_counter() - started)
+                    assert answer.status_code == 200
     return samples
 
 
@@ -144,16 +197,19 @@ def serve_rss(home: Path, paths: dict[str, str]) -> float:
 
 def run(report: Report) -> None:
     """Entry point used by `python -m bench`."""
-    with temp_home("b4") as home:
+    with temp_home("b4") as home, temp_home("b4-rules") as ruled:
         settings = Settings(home=home)
         platform = Platform(settings)
         t0 = time.perf_counter()
         max_id = seed(platform)
         seeded = time.perf_counter() - t0
         platform.engine.dispose()
-        add_operator(home, "bench", PASSWORD)
+        add_operator(home, "bench", PASSWORD)  # the first operator: an admin
+        shutil.copytree(home, ruled, dirs_exist_ok=True)
+        add_rules(ruled, RULES)
         paths = pages(max_id)
-        samples = anyio.run(time_pages, settings, paths)
+        sites = [(settings, paths), (Settings(home=ruled), {RULES_LABEL: "/approvals"})]
+        samples = anyio.run(time_pages, sites)
         rss = serve_rss(home, paths)
     for label, values in samples.items():
         limit = 100.0 if label.startswith("/approvals") else 50.0
@@ -174,5 +230,7 @@ def run(report: Report) -> None:
     report.notes.append(
         f"B4: {JOBS} jobs ({PENDING} pending) inserted in bulk in {seeded:.1f} s; "
         f"{ROUNDS} requests per page, round-robin, through httpx's ASGI transport in process "
-        "(the app's whole request handling, no socket)."
+        f"(the app's whole request handling, no socket). The {RULES} rules (a third each "
+        "allow, deny and ask, with argument conditions) are in a copy of the seeded home, "
+        "its page timed in the same rounds."
     )

@@ -30,7 +30,14 @@ from webplatform.store.models import (
 from webplatform.store.queries import HistoryFilter
 from webplatform.store.seals import RowSeal
 from webplatform.trust.authority import report_forged, seal_for
-from webplatform.trust.decidability import Decider, Intent, Standing, judge
+from webplatform.trust.decidability import (
+    POLICY_INVALID,
+    Decider,
+    Intent,
+    Standing,
+    judge,
+    standing_of,
+)
 from webplatform.trust.ledger import REFUSAL_EVENTS
 
 PAGE_SIZE = 50
@@ -149,6 +156,8 @@ CARDS_PER_PAGE = 50
 # A card shows this much of a call's arguments; the job page shows all of them. Keeps the
 # approvals page, re-fetched every second, small however large the arguments are.
 ARGS_SHOWN_CHARS = 4000
+# The audit events of an approved job a worker refused for a signature that does not verify.
+FORGED_EVENTS = frozenset({"signature-invalid", POLICY_INVALID})
 
 
 @dataclass(frozen=True)
@@ -200,14 +209,13 @@ class Approvals:
 
 def job_approvals(session: Session, jobs_: list[Job], seal: RowSeal) -> dict[int, Approvals]:
     """The approvals of each pending job in `jobs_`, by id."""
-    given = approvals.approvals_for(session=session, job_ids=[j.id or 0 for j in jobs_])
+    rows = approvals.approvals_for(session=session, job_ids=[j.id or 0 for j in jobs_])
     deciders = set(operators.deciders(session=session, seal=seal))
     out: dict[int, Approvals] = {}
     for job in jobs_:
         eligible = len(deciders - ({job.asked_by_operator} if not job.self_approval else set()))
         out[job.id or 0] = Approvals(
-            standing=Standing(job=job, given=tuple(given.get(job.id or 0, ()))),
-            eligible=eligible,
+            standing=standing_of(job, rows.get(job.id or 0, []), seal), eligible=eligible
         )
     return out
 
@@ -270,7 +278,7 @@ def _card(
     else:
         text, clipped = _pretty(head), False
     spec = registry.runnable("agent" if job.kind == "agent" else "tool", job.name)
-    network = str(spec.network) if spec is not None else None
+    network = spec.network.shown() if spec is not None else None
     shown = (
         None
         if preview is None
@@ -390,7 +398,7 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
         duration=duration,
         approved_by=approved_by,
         approvals=policy,
-        forged=next((e.detail for e in events if e.event == "signature-invalid"), None),
+        forged=next((e.detail for e in events if e.event in FORGED_EVENTS), None),
         spent=next((e.detail for e in events if e.event in REFUSAL_EVENTS), None),
         edited_into=edited.id if edited is not None else None,
         preview=None if preview is None else preview_view(preview, preview.output),

@@ -120,7 +120,10 @@ def search(registry: Registry, query: str) -> list[SearchHit]:
 
 def _tool_hit(spec: ToolSpec) -> SearchHit:
     return SearchHit(
-        kind=spec.kind, name=spec.name, description=spec.description, network=str(spec.network)
+        kind=spec.kind,
+        name=spec.name,
+        description=spec.description,
+        network=spec.network.shown(),
     )
 
 

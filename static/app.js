@@ -47,6 +47,15 @@
     }
   });
 
+  // Enter in the batch form's reason field means Deny selected, not the form's first button
+  // (Approve selected).
+  document.addEventListener("keydown", function (event) {
+    var input = event.target;
+    if (event.key !== "Enter" || !input || input.id !== "batch-reason") { return; }
+    var deny = input.form && input.form.querySelector("button[data-no-stepup]");
+    if (deny) { event.preventDefault(); deny.click(); }
+  });
+
   document.addEventListener("DOMContentLoaded", function () { check(); setUpNotifications(); });
   document.addEventListener("htmx:afterSettle", check);
 })();

@@ -8,16 +8,19 @@ from datetime import timedelta
 
 from sqlmodel import select
 
+from webplatform.canonical import args_digest
 from webplatform.config import Settings
+from webplatform.jobs import calls
 from webplatform.platform import Platform
 from webplatform.store import AuditEvent, Operator, OperatorSession, session_scope, utcnow
 from webplatform.store.agents import find_agent, token_hash
 from webplatform.store.meta import delete_meta, set_meta
-from webplatform.store.models import AgentToken, Passkey
+from webplatform.store.models import AgentToken, Job, JobApproval, Passkey, Surface
 from webplatform.store.operators import authenticate
 from webplatform.store.passkeys import has_passkey
 from webplatform.store.passwords import hash_password
 from webplatform.trust import authority
+from webplatform.trust.decidability import Standing, read_standing
 
 PASSWORD = "correct horse battery"
 TOKEN = "aat_" + "t" * 43
@@ -83,4 +86,56 @@ def test_rows_from_before_the_upgrade_are_signed_once_and_never_again(
     (settings.home / authority.ADOPTED_FILE).unlink()
     authority.adopt_unsigned(platform, seal)
     assert _counts(platform)[3] is False
+    platform.engine.dispose()
+
+
+def _old_job(platform: Platform) -> int:
+    """A job waiting for its second approval, as an aat from before migration 0016 left it:
+    neither its policy nor its first approval signed."""
+    args = {"to": "x@example.org", "subject": "old", "body": "b"}
+    call = calls.Call(
+        kind="tool",
+        name="outbox",
+        action="send-message",
+        args=args,
+        digest=args_digest(kind="tool", name="outbox", action="send-message", args=args),
+        irreversible=True,
+        surface=Surface.mcp_stdio,
+        approvals_required=2,
+    )
+    with session_scope(platform.engine) as session:
+        job = calls.create_job(session=session, call=call, start=calls.Waiting(ttl_s=900))
+        session.add(JobApproval(job_id=job.id or 0, operator="ada", digest=job.args_digest))
+        return job.id or 0
+
+
+def _standing(platform: Platform, job_id: int) -> Standing:
+    seal = authority.seal_for(platform)
+    with session_scope(platform.engine, write=False) as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        return read_standing(session, job, seal)
+
+
+def test_approvals_and_policies_from_before_0016_are_signed_once(settings: Settings) -> None:
+    platform = Platform(settings)
+    job_id = _old_job(platform)
+    standing = _standing(platform, job_id)  # the first process with the key adopts them
+    assert standing.given == ("ada",) and standing.tampered is None
+    with session_scope(platform.engine, write=False) as session:
+        events = session.exec(
+            select(AuditEvent).where(AuditEvent.event == authority.ADOPTED_EVENT)
+        ).all()
+    assert [e.detail for e in events][-1] == (
+        f"signed the policies of jobs {job_id} and 1 approval(s) from before they were "
+        f"signed: approval of job {job_id} by ada"
+    )
+    assert (settings.home / authority.APPROVALS_ADOPTED_FILE).exists()
+
+    # Afterwards nothing is adopted again, even with the database's marker deleted.
+    with session_scope(platform.engine) as session:
+        session.add(JobApproval(job_id=job_id, operator="bob", digest=standing.job.args_digest))
+        delete_meta(session=session, key=authority.APPROVALS_ADOPTED_KEY)
+    authority.adopt_unsigned_approvals(platform, authority.seal_for(platform))
+    assert _standing(platform, job_id).given == ("ada",)
     platform.engine.dispose()

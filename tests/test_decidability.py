@@ -174,7 +174,9 @@ def _queued(session: Session, *, required: int = 1, self_approval: bool = True) 
         self_approval=self_approval,
         asked_by_operator="alice",
     )
-    return calls.create_job(session=session, call=call, start=calls.Waiting(ttl_s=900))
+    return calls.create_job(
+        session=session, call=call, start=calls.Waiting(ttl_s=900, seal=SIGNER.row_seal())
+    )
 
 
 def _with_operators(engine: Engine) -> None:

@@ -60,7 +60,7 @@ def _new(
         client="opencode",
     )
     starts: dict[JobState, calls.Start] = {
-        S.pending_approval: calls.Waiting(ttl_s=ttl_s),
+        S.pending_approval: calls.Waiting(ttl_s=ttl_s, seal=SIGNER.row_seal()),
         S.approved: calls.Approved(decided_by="alice", signer=SIGNER),
         S.running: calls.Running(worker_id="w0", lease_s=30),
     }

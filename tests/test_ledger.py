@@ -74,7 +74,9 @@ def _approved(platform: Platform, subject: str, **extra: Any) -> Job:
             surface=Surface.mcp_stdio,
             client="agent",
         )
-        return calls.create_job(session=session, call=call, start=calls.Waiting(ttl_s=900))
+        return calls.create_job(
+            session=session, call=call, start=calls.Waiting(ttl_s=900, seal=seal_for(platform))
+        )
 
     job = transact(platform.engine, create)
     decisions.approve(
@@ -222,7 +224,9 @@ def _approved_later(platform: Platform, subject: str) -> Job:
             irreversible=True,
             surface=Surface.mcp_stdio,
         )
-        return calls.create_job(session=session, call=call, start=calls.Waiting(ttl_s=900))
+        return calls.create_job(
+            session=session, call=call, start=calls.Waiting(ttl_s=900, seal=seal_for(platform))
+        )
 
     return transact(platform.engine, create)
 

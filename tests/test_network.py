@@ -229,6 +229,21 @@ def test_the_jobs_error_says_the_manifest_allows_no_such_connection(tmp_path: Pa
 
 
 @WARMLY
+def test_declared_ports_leave_udp_open_as_the_pages_say(
+    tmp_path: Path, home: Path, warmly: bool
+) -> None:
+    """What is not enforced, measured: a tool that declares a TCP port shares the host's
+    network, and Landlock has no rules for UDP, so its datagrams reach any port of the host
+    (DNS needs that). The card, the registry page and `capabilities` say `UDP not restricted`."""
+    with listening(socket.AF_INET, ("127.0.0.1", 0), socket.SOCK_DGRAM) as listener:
+        tool = net_tool(tmp_path, "{connect: [443]}")
+        result = attempt(tool, "udp", listener.port, warmly=warmly, home=home)
+        assert result.outcome == "succeeded", result.error
+        assert listener.reached()
+    assert tool.network.shown() == "connect 443 (UDP not restricted)"
+
+
+@WARMLY
 def test_connect_allows_exactly_the_declared_ports(
     tmp_path: Path, home: Path, warmly: bool
 ) -> None:

@@ -63,7 +63,9 @@ def _pending(platform: Platform, subject: str = "hello", **extra: Any) -> Job:
             surface=Surface.mcp_stdio,
             client="agent",
         )
-        return calls.create_job(session=session, call=call, start=calls.Waiting(ttl_s=900))
+        return calls.create_job(
+            session=session, call=call, start=calls.Waiting(ttl_s=900, seal=seal_for(platform))
+        )
 
     return transact(platform.engine, create)
 
@@ -155,7 +157,12 @@ def test_an_approval_signed_by_another_key_never_runs(platform: Platform) -> Non
     transact(
         platform.engine,
         lambda s: jobs.approve(
-            session=s, job_id=job.id or 0, operator="olga", digest=job.args_digest, signer=stranger
+            session=s,
+            job_id=job.id or 0,
+            operator="olga",
+            digest=job.args_digest,
+            signer=stranger,
+            context=jobs.Context(seal=seal_for(platform)),  # the job's policy is the home's
         ),
     )
     assert _job(platform, job.id).decision_signature

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -31,5 +32,21 @@ def test_the_in_process_bridge_loads_no_other_command_nor_the_chat_surface() -> 
         "dashboard",
         "apprise",
         "alembic",  # only when the database is behind the migrations
+        "cedarpy",  # the rules engine, only once there are rules
     }
     assert not loaded & unneeded
+
+
+def test_the_bridge_turns_the_cyclic_collector_back_on_once_built() -> None:
+    # `aat` turns the collector off while `aat mcp` imports; left off, a long session
+    # would never free a reference cycle.
+    from webplatform.mcp.transports.stdio import settle_heap
+
+    gc.disable()
+    try:
+        settle_heap()
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.enable()

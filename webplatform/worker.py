@@ -3,7 +3,9 @@
 A claim moves the job to `running` with a lease that the worker renews while the subprocess
 runs. A worker that dies stops renewing; any worker's housekeeping then marks the job `lost`,
 and nothing ever runs it again. Before the subprocess starts, the worker checks the
-approval's signature (`webplatform.trust.signing`), records the decision in this host's ledger of
+approval's signature (`webplatform.trust.signing`) and the job's own policy (its signed policy
+columns, and with several approvals each approver's signed row: `webplatform.trust.
+decidability.start_problem`), records the decision in this host's ledger of
 started decisions (`webplatform.trust.ledger`, which refuses one it has seen or one too old), and
 re-checks the stored arguments against the digest the operator approved. `start_claimed` is
 that one door: every run of an approved job passes it.
@@ -37,11 +39,14 @@ from webplatform.platform import Platform
 from webplatform.process import runner
 from webplatform.registry import resolve_secrets
 from webplatform.registry.model import Registry
+from webplatform.store.approvals import approvals_of
 from webplatform.store.audit import AuditEntry, record_event
-from webplatform.store.models import TOKEN_PROOF, Job, JobState
+from webplatform.store.models import TOKEN_PROOF, Job, JobApproval, JobState
 from webplatform.store.notify import StopEvent
+from webplatform.store.seals import RowSeal
 from webplatform.store.transitions import call_detail
 from webplatform.trust import rulebook, signing
+from webplatform.trust.decidability import POLICY_INVALID, start_problem
 from webplatform.trust.ledger import DecisionLedger, ledger_for, max_age_s
 
 log = logging.getLogger(__name__)
@@ -110,6 +115,9 @@ class Worker:
             return
         decision = signing.decision_of(job, "approved")
         assert decision is not None  # a verified signature covers a whole decision
+        if (unruly := self._policy_problem(job, decision, verifier)) is not None:
+            self._refuse(job, event=POLICY_INVALID, problem=unruly)
+            return
         spent = self.ledger.admit(
             decision, worker_id=self.worker_id, max_age_s=max_age_s(self.settings)
         )
@@ -120,6 +128,18 @@ class Worker:
             self._refuse(job, event="rule-invalid", problem=ruled)
             return
         self._execute(job)
+
+    def _policy_problem(
+        self, job: Job, decision: signing.Decision, verifier: signing.DecisionVerifier
+    ) -> str | None:
+        """Why `job`'s policy forbids starting it on `decision` (see `start_problem`)."""
+        seal = RowSeal(private=None, public=verifier.keys)
+        rows: list[JobApproval] = []
+        if job.approvals_required > 1:
+            rows = self.platform.transact(
+                lambda s: approvals_of(session=s, job_id=job.id or 0), write=False
+            )
+        return start_problem(job, decision.operators, rows, seal)
 
     def _rule_problem(self, job: Job) -> str | None:
         """Why the rule that allowed `job` no longer lets it start (SPEC §16), or None once

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fastapi import APIRouter
-from sqlmodel import col, select
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.responses import Response
@@ -26,7 +25,8 @@ from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
 from webplatform.jobs.decisions import Outcome
 from webplatform.platform import Platform
-from webplatform.store.models import Job, JobState
+from webplatform.store import queries
+from webplatform.store.models import JobState
 from webplatform.trust.stepup import StepUpMismatch
 
 router = APIRouter()
@@ -55,13 +55,6 @@ def chosen_of(form: FormData) -> list[tuple[int, str]]:
     if len(chosen) > MAX_BATCH:
         raise NotChosen(f"at most {MAX_BATCH} calls at once: select fewer")
     return list(chosen.items())
-
-
-def _answer(view: View, outcomes: list[Outcome]) -> Response:
-    """The notice, one line per job; 200 when any was decided, else 409."""
-    lines = [line_for(view.platform, outcome) for outcome in outcomes]
-    decided = any(outcome.job is not None for outcome in outcomes)
-    return render_queue(view, lines=lines, block="notice", status_code=200 if decided else 409)
 
 
 def line_for(platform: Platform, outcome: Outcome) -> tuple[bool, str]:
@@ -95,18 +88,23 @@ def _why(platform: Platform, job_id: int, exc: Exception | None) -> str:
 
 def _edited_into(platform: Platform, job_id: int) -> int | None:
     """The job an edit of `job_id` made, if it was edited."""
-    return platform.transact(
-        lambda s: s.exec(select(Job.id).where(col(Job.edited_from) == job_id)).first(),
-        write=False,
-    )
+    edited = platform.transact(lambda s: queries.edited_into(session=s, job_id=job_id), write=False)
+    return edited.id if edited is not None else None
 
 
 async def _run(view: View, decide: Callable[[], list[Outcome]]) -> Response:
+    """Decide, then answer with the notice, one line per job: 200 when any was decided,
+    409 when none was, 403 when the step-up was refused (then none was tried)."""
+
+    def lines() -> list[tuple[bool, str]]:
+        return [line_for(view.platform, outcome) for outcome in decide()]
+
     try:
-        outcomes = await run_in_threadpool(decide)
+        said = await run_in_threadpool(lines)
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
         return render_queue(view, error=str(exc), block="notice", status_code=403)
-    return _answer(view, outcomes)
+    status_code = 200 if any(decided for decided, _ in said) else 409
+    return render_queue(view, lines=said, block="notice", status_code=status_code)
 
 
 @router.post("/approvals/approve")

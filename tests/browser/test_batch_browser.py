@@ -126,7 +126,7 @@ def test_a_batch_of_three_approved_with_one_passkey_touch(with_key: Key, server:
     page.goto(f"{base}/approvals")
     _tick(page, denied)
     page.fill("#batch-reason", "not these")
-    page.get_by_role("button", name="Deny selected").click()
+    page.press("#batch-reason", "Enter")  # Deny selected, not the form's first button
     expect(page.locator("#notice ul.batch-outcome li")).to_have_text(
         [f"job {i}: denied" for i in denied]
     )
@@ -165,3 +165,29 @@ def _sign_count(key: Key) -> int:
     answer = key.cdp.send("WebAuthn.getCredentials", {"authenticatorId": key.authenticator})
     (credential,) = answer["credentials"]
     return int(credential["signCount"])
+
+
+def test_the_batch_bar_and_the_boxes_fit_a_phone(chromium: Browser, server: Server) -> None:
+    width = 390
+    context = chromium.new_context(
+        viewport={"width": width, "height": 844}, is_mobile=True, has_touch=True
+    )
+    page = context.new_page()
+    page.goto(f"{server.url}/login")
+    page.fill("input[name=username]", OPERATOR)
+    page.fill("input[name=password]", PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{server.url}/")
+    job_id = queue_directly(server, "on a phone")
+    page.goto(f"{server.url}/approvals")
+    page.locator(f"#pick-{job_id}").wait_for()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for name in ("Approve selected", "Deny selected"):
+        box = page.get_by_role("button", name=name).bounding_box()
+        assert box is not None and box["height"] >= 44, name
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, name
+    tick = page.locator(f"label[for=pick-{job_id}]").bounding_box()
+    assert tick is not None and tick["height"] >= 44 and tick["x"] + tick["width"] <= width
+    page.locator(f"label[for=pick-{job_id}]").tap()
+    expect(page.locator(f"#pick-{job_id}")).to_be_checked()
+    context.close()

@@ -28,6 +28,7 @@ from webplatform.registry import RegistryLoader
 from webplatform.store.engine import session_scope
 from webplatform.store.models import AuditEvent, Job, JobApproval, JobState, utcnow
 from webplatform.trust import signing
+from webplatform.trust.stepup import batch_digest
 from webplatform.worker import Worker
 
 HTMX = {**ORIGIN, "HX-Request": "true"}
@@ -313,3 +314,26 @@ def test_a_batch_counts_as_this_operators_one_approval_of_each(
             select(AuditEvent).where(col(AuditEvent.event) == "step-up-refused")
         ).all()
     assert refused == []
+
+
+def test_a_viewer_gets_no_boxes_and_a_forged_batch_decides_nothing(
+    platform: Platform, client_as: Callable[[str], TestClient]
+) -> None:
+    add_operator(platform, "vic", "viewer")
+    vic = client_as("vic")
+    ids = _queue(platform, 2)
+    page = vic.get("/approvals").text
+    assert 'name="job"' not in page and '<form id="batch"' not in page
+    form = _form(vic, platform, ids, password=PASSWORD, reason="no")
+    assert vic.post("/approvals/approve", data=form, headers=HTMX).status_code == 403
+    assert vic.post("/approvals/deny", data=form, headers=HTMX).status_code == 403
+    assert all(_job(platform, i).state is JobState.pending_approval for i in ids)
+
+
+def test_the_batch_digest_names_the_operator_and_the_set_in_any_order() -> None:
+    pairs = [(3, "c" * 64), (1, "a" * 64)]
+    digest = batch_digest(operator="ada", chosen=pairs)
+    assert digest == batch_digest(operator="ada", chosen=list(reversed(pairs)))
+    assert digest != batch_digest(operator="bob", chosen=pairs)
+    assert digest != batch_digest(operator="ada", chosen=pairs[:1])
+    assert digest != batch_digest(operator="ada", chosen=[(3, "c" * 64), (1, "b" * 64)])

@@ -241,3 +241,4 @@ async def test_a_tools_network_reach_is_in_its_schema(
     async with connect(plat, era) as client:
         answer = body(await client.call_tool("capabilities", {"name": "fetcher"}))
     assert answer["network"] == "connect 443, 5432"
+    assert answer["network_note"] == "UDP not restricted"

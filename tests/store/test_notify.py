@@ -33,7 +33,9 @@ from webplatform.worker import Worker
 SEND = {"to": "ops@example.org", "subject": "wake up", "body": "hi"}
 
 
-def _pending(session: Session) -> int:
+def _pending(session: Session, settings: Settings | None = None) -> int:
+    """A waiting call; with `settings`, its policy signed with that home's key (approvable)."""
+    seal = signing.signer_for(settings.home).row_seal() if settings is not None else None
     call = calls.Call(
         kind="tool",
         name="outbox",
@@ -43,7 +45,7 @@ def _pending(session: Session) -> int:
         irreversible=True,
         surface=Surface.mcp_stdio,
     )
-    job = calls.create_job(session=session, call=call, start=calls.Waiting())
+    job = calls.create_job(session=session, call=call, start=calls.Waiting(seal=seal))
     return job.id or 0
 
 
@@ -72,7 +74,7 @@ def test_a_committed_move_wakes_a_listener_and_a_rolled_back_one_does_not(
         started = time.monotonic()
         assert wakeups.wait(0.5, stop) is False
         assert time.monotonic() - started >= 0.4
-        job_id = transact(engine, _pending)
+        job_id = transact(engine, lambda s: _pending(s, settings))
         approver = threading.Timer(0.2, _approve, args=(engine, job_id, settings))
         approver.start()  # while the listener waits
         try:
@@ -124,7 +126,7 @@ def test_an_idle_worker_on_postgresql_runs_an_approval_at_once(pg_settings: Sett
     thread = threading.Thread(
         target=worker.run_forever, args=(stop,), kwargs={"poll_s": 30, "listen_poll_s": 30}
     )
-    job_id = transact(engine, _pending)
+    job_id = transact(engine, lambda s: _pending(s, pg_settings))
     thread.start()
     try:
         time.sleep(1.0)  # idle and waiting by now
@@ -181,7 +183,7 @@ def test_an_idle_worker_on_sqlite_is_woken_by_another_process_committing(
         run=runner.run,
         housekeeping=False,
     )
-    job_id = transact(engine, _pending)
+    job_id = transact(engine, lambda s: _pending(s, settings))
     signing.signer_for(settings.home)  # the key exists before either side reads it
     stop = StopEvent()
     thread = threading.Thread(

@@ -32,6 +32,8 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
     engine = make_engine(settings)
     with engine.begin() as conn:
         conn.execute(text("DROP INDEX ix_job_irreversible_updated_at"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN policy_signature"))  # 0016's
+        conn.execute(text("ALTER TABLE operator DROP COLUMN signed_at"))  # 0017's
         conn.execute(text("DROP TABLE agent_token"))
         for table in ("oauth_client", "oauth_grant", "oauth_refresh_token"):  # 0014's
             conn.execute(text(f"DROP TABLE {table}"))
@@ -104,6 +106,9 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
             conn.execute(text(f"DROP TABLE {table}"))
         for column in ("expires_at", "resource"):
             conn.execute(text(f"ALTER TABLE agent_token DROP COLUMN {column}"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN policy_signature"))  # 0016's
+        conn.execute(text("ALTER TABLE operator DROP COLUMN signed_at"))  # 0017's
+        conn.execute(text("ALTER TABLE job_approval DROP COLUMN signature"))
         conn.execute(text("ALTER TABLE job DROP COLUMN allowed_by_rule"))  # 0015's
         conn.execute(text("DROP TABLE rule"))  # 0013's
         conn.execute(text("ALTER TABLE passkey DROP COLUMN rp_id"))  # 0012's

@@ -123,7 +123,9 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
         print(f"aat operator {ns.op}: give the operator's NAME", file=sys.stderr)
         return EXIT_USAGE
     if ns.op == "remove":
-        removed = platform.transact(lambda s: operators.remove_operator(session=s, name=ns.name))
+        removed = platform.transact(
+            lambda s: operators.remove_operator(session=s, name=ns.name, seal=seal)
+        )
         if not removed:
             print(f"no operator {ns.name!r}; `aat operator list` shows them", file=sys.stderr)
             return EXIT_FAILED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import threading
@@ -45,6 +46,7 @@ def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
     if ns.url or get_settings().mcp_url:
         from webplatform.cli.remote import mcp_url
 
+        gc.enable()  # off while `aat mcp` imports (webplatform.cli); this relay serves on
         return mcp_url(url=ns.url, registry=ns.registry, db=ns.db, surface=ns.surface)
     from webplatform.mcp.transports.stdio import run_stdio
 

@@ -13,6 +13,7 @@ from webplatform.canonical import args_digest, canonical_json
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import Job, JobState, Surface, utcnow
 from webplatform.store.notify import notify_job
+from webplatform.store.seals import RowSeal, seal_policy
 from webplatform.store.transitions import DigestMismatch, IllegalMove, call_detail
 from webplatform.trust.signing import DecisionSigner, decision_of
 
@@ -54,10 +55,15 @@ class Call:
 
 @dataclass(frozen=True)
 class Waiting:
-    """Start in `pending_approval`, waiting for an operator; expire after `ttl_s` (None: never)."""
+    """Start in `pending_approval`, waiting for an operator; expire after `ttl_s` (None: never).
+
+    `seal` signs the job's policy columns (`webplatform.store.seals.policy_message`); a job
+    recorded without one can be denied but never approved.
+    """
 
     state: ClassVar[JobState] = JobState.pending_approval
     ttl_s: float | None = None
+    seal: RowSeal | None = None
 
 
 @dataclass(frozen=True)
@@ -120,18 +126,30 @@ def create_job(*, session: Session, call: Call, start: Start) -> Job:
     inserted = connection.execute(_INSERT_JOB, values).inserted_primary_key
     assert inserted is not None  # an INSERT of one row
     job = Job(id=inserted[0], **values)
-    if isinstance(start, Approved):
-        # The signature covers the job id, known only now.
-        decision = decision_of(job, "approved")
-        assert decision is not None  # decided_by and decided_at are set by _started
-        job.decision_signature = start.signer.sign(decision)
-        connection.execute(
-            update(Job).where(col(Job.id) == job.id),
-            {"decision_signature": job.decision_signature},
-        )
+    signed = _signatures(job, start)
+    if signed:  # the signatures cover the job id, known only now
+        connection.execute(update(Job).where(col(Job.id) == job.id), signed)
     _audit_creation(session, job, call, start)
     notify_job(session, job.id or 0, start.state)
     return job
+
+
+def _signatures(job: Job, start: Start) -> dict[str, str]:
+    """The signatures a new job carries, set on `job` too: its policy's, when it waits for an
+    approval or starts with one (`webplatform.store.seals.policy_message`), and the decision's
+    when it starts approved."""
+    if isinstance(start, Running):
+        return {}  # a reversible call, run at once: nobody decides it
+    seal = start.signer.row_seal() if isinstance(start, Approved) else start.seal
+    if seal is None:
+        return {}
+    job.policy_signature = seal_policy(seal, job)
+    signed = {"policy_signature": job.policy_signature}
+    if isinstance(start, Approved):
+        decision = decision_of(job, "approved")
+        assert decision is not None  # decided_by and decided_at are set by _started
+        job.decision_signature = signed["decision_signature"] = start.signer.sign(decision)
+    return signed
 
 
 def _check(call: Call, start: Start) -> None:

@@ -141,7 +141,8 @@ def approve_edited(
         if preview is not None:
             after.append(recording.pending_preview(preview[1]))
         how = recording.Recording(
-            start=calls.Waiting(ttl_s=platform.settings.approval_ttl_s), after=tuple(after)
+            start=calls.Waiting(ttl_s=platform.settings.approval_ttl_s, seal=context.seal),
+            after=tuple(after),
         )
         edited = recording.create(session, _edited_call(edit, original, address), how)
         return fetch_job(session, edited.id or 0)

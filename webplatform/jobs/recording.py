@@ -23,6 +23,7 @@ from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.store.agents import agent_owner
 from webplatform.store.models import Job
 from webplatform.trust import signing
+from webplatform.trust.authority import seal_for
 from webplatform.trust.policy import policy_for
 from webplatform.trust.signing import DecisionSigner
 from webplatform.trust.stepup import StepUp
@@ -110,10 +111,11 @@ def queue_call(
 def _queued(platform: Platform, actor: Actor, step_up: StepUp | None, at_once: bool) -> Recording:
     """How a queued call starts: approved at once by the run form's operator who gave
     `step_up`, or waiting, with their approval (when they gave one) counted as the first."""
-    waiting = calls.Waiting(ttl_s=platform.settings.approval_ttl_s)
+    # Its policy is signed as it is recorded: a database writer who lowers it (two approvals
+    # to one, self-approval back on) makes a job nobody can approve.
+    waiting = calls.Waiting(ttl_s=platform.settings.approval_ttl_s, seal=seal_for(platform))
     if step_up is None or not actor.operator:
         return Recording(start=waiting)
-    # Only an operator's run signs anything: the key is not touched for an agent's call.
     signer = signing.signer_for(platform.settings.home)
     if at_once:
         # The dashboard operator's run is their approval: signed like one from the queue.

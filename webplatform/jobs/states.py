@@ -158,7 +158,7 @@ def judge(
 ) -> tuple[Standing, Verdict]:
     """The decision point's verdict (`webplatform.trust.decidability`) on `operator`
     deciding `job` now, and the job's standing it was judged on, as `session` reads them."""
-    standing = read_standing(session, job)
+    standing = read_standing(session, job, context.seal)
     decider = read_decider(session, operator, context.seal)
     return standing, verdict_on(standing, decider, intent=intent, now=context.now or utcnow())
 
@@ -211,7 +211,8 @@ def approve(
     AlreadyApproved).
     """
     now = context.now or utcnow()
-    context = replace(context, now=now, seal=context.seal or signer.row_seal())
+    seal = context.seal or signer.row_seal()
+    context = replace(context, now=now, seal=seal)
     # Approvals of one job queue behind each other here, so of two operators giving the last
     # two approvals at once both are counted and exactly one moves the job on.
     lock_chain(session)
@@ -234,6 +235,7 @@ def approve(
             step_up=context.step_up,
             address=context.address,
         ),
+        seal=seal,
     )
     return _counted(session, job, (*standing.given, operator), signer, context)
 

@@ -17,8 +17,9 @@ from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import Answer, Status
 from webplatform.platform import Actor, Platform
 from webplatform.store import queries
-from webplatform.store.approvals import approvals_of
+from webplatform.store.approvals import approvals_of, verified
 from webplatform.store.models import UNFINISHED_STATES, Job, JobState, RuleRow, Surface
+from webplatform.trust.authority import seal_for
 
 STDERR_TAIL_CHARS = 2000
 # The MCP bridge and `aat run` re-read a waiting job this often; approvals land within it.
@@ -109,6 +110,8 @@ def job_answer(*, platform: Platform, job_id: int, requester: Actor | None = Non
     belong to whoever asked (its agent token; without one, its client on its surface).
     """
 
+    seal = seal_for(platform)  # outside the read: its first use may adopt rows (a write)
+
     def read(session: Session) -> Answer:
         if requester is not None and not _asked_by(session, job_id, requester):
             return no_such_job(job_id)
@@ -123,7 +126,9 @@ def job_answer(*, platform: Platform, job_id: int, requester: Actor | None = Non
             warning = NOBODY_TO_APPROVE
         given = 0
         if job.state == JobState.pending_approval.value:
-            given = len(approvals_of(session=session, job_id=job.id))
+            # Only signed approvals count: a row inserted by SQL is no operator's approval.
+            rows = approvals_of(session=session, job_id=job.id)
+            given = len(verified(rows, seal=seal, job_id=job.id, digest=job.args_digest))
         answer = answer_for(job, settings=platform.settings, warning=warning, approvals_given=given)
         if answer.allowed_by is not None and (rule := session.get(RuleRow, job.allowed_by_rule)):
             expires = rule.expires_at.isoformat() if rule.expires_at else None

@@ -235,9 +235,15 @@ def _full(spec: ToolSpec) -> dict[str, Any]:
         "description": spec.description,
         "version": spec.version,
         **_ready(spec),
-        "network": str(spec.network),
+        **_network(spec),
         "actions": actions,
     }
+
+
+def _network(spec: ToolSpec) -> dict[str, str]:
+    """What the tool may reach (SPEC §17), and what that leaves open (`UDP not restricted`)."""
+    reach = spec.network
+    return {"network": str(reach)} | ({"network_note": reach.note} if reach.note else {})
 
 
 def _full_or_index(spec: ToolSpec, *, max_bytes: int) -> dict[str, Any]:
@@ -250,7 +256,7 @@ def _full_or_index(spec: ToolSpec, *, max_bytes: int) -> dict[str, Any]:
         "name": spec.name,
         "description": spec.description,
         **_ready(spec),
-        "network": str(spec.network),
+        **_network(spec),
         "degraded": True,
         "actions": [a.name for a in spec.actions],
         "note": (

@@ -118,6 +118,17 @@ class NetworkReach:
         ]
         return "; ".join(parts) or "none"
 
+    @property
+    def note(self) -> str | None:
+        """What declared ports leave open besides them, or None. Such a tool shares the host's
+        network and Landlock has rules for TCP only, so its UDP (DNS among it) goes anywhere;
+        `none` keeps it in a network of its own, and `any` says so already."""
+        return "UDP not restricted" if (self.connect or self.bind) and not self.any else None
+
+    def shown(self) -> str:
+        """How pages show it: `str(self)` and the `note`, if any."""
+        return f"{self} ({self.note})" if self.note else str(self)
+
 
 @dataclass(frozen=True)
 class ToolSpec:

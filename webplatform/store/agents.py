@@ -22,7 +22,7 @@ from sqlmodel import Session, col, func, select
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import AgentToken, AgentTokenPublic, OAuthGrant, utcnow
 from webplatform.store.operators import find_operator
-from webplatform.store.seals import RowSeal, row_holds, sign_row
+from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 TOKEN_PREFIX = "aat_"
@@ -90,6 +90,7 @@ def revoke_agent(*, session: Session, name: str, seal: RowSeal, actor: str = "cl
     row = session.exec(select(AgentToken).where(AgentToken.name == name)).first()
     if row is None or row.revoked_at is not None:
         return False
+    revoke_row(seal, row)  # the active row, put back by SQL, counts as absent
     row.revoked_at = utcnow()
     # Signed as revoked: setting `revoked_at` back to NULL by SQL breaks the signature.
     sign_row(seal, row)
@@ -109,6 +110,7 @@ def rotate_agent_token(
     if row is None or row.revoked_at is not None or not row_holds(seal, row):
         return None
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    revoke_row(seal, row)  # the old token's row, put back by SQL, counts as absent
     row.token_hash = token_hash(token)
     row.expires_at = expires_at
     row.resource = resource

@@ -202,6 +202,10 @@ class Job(JobBase, table=True):
     # The rule that allowed it without asking (SPEC §16); named in its signed decision, and
     # checked again by the worker before it starts.
     allowed_by_rule: int | None = None
+    # aat's signature, made when the row is recorded, over the columns that decide how the
+    # job is treated (its call, its policy, who asked, its window: `webplatform.store.seals.
+    # policy_message`); the decision point and the worker refuse a job where it does not verify.
+    policy_signature: str | None = Field(default=None, sa_type=String(200))
 
 
 class JobApproval(SQLModel, table=True):
@@ -218,6 +222,9 @@ class JobApproval(SQLModel, table=True):
     step_up: str | None = Field(default=None, sa_type=String(200))
     address: str | None = Field(default=None, sa_type=String(200))
     at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    # aat's signature over job, operator, digest and time: a row inserted by SQL (a second
+    # "approval" nobody gave) counts as absent.
+    signature: str | None = Field(default=None, sa_type=String(200))
 
 
 class JobPreview(SQLModel, table=True):
@@ -298,6 +305,9 @@ class Operator(SQLModel, table=True):
     # aat's signature over name, role and hash (webplatform.store.seals): a row without a
     # valid one counts as absent, so an INSERT by SQL makes no operator.
     signature: str | None = Field(default=None, sa_type=String(200))
+    # When a role change was last signed (signed too): a role set back to an earlier value is
+    # then new content, never the earlier row that aat listed as revoked.
+    signed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class OperatorPublic(SQLModel):

@@ -23,6 +23,7 @@ import os
 import select
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,17 +51,40 @@ MARKER_SUFFIX = "-moved"
 # Committed job moves in this process, for waiters that have no LISTEN channel.
 _local_moves = threading.Condition()
 _local_count = 0
+# Called on each of those moves (under `_local_moves`), for waiters on an event loop.
+_on_move: list[Callable[[], None]] = []
+
+
+def on_move(callback: Callable[[], None]) -> Callable[[], None]:
+    """Call `callback` after every job move this process commits or is rung for (a SQLite
+    doorbell), from the thread that saw it; it must return at once (hand the news to an
+    event loop, say). Returns the function that stops the calls."""
+    with _local_moves:
+        _on_move.append(callback)
+
+    def stop() -> None:
+        with _local_moves, contextlib.suppress(ValueError):
+            _on_move.remove(callback)
+
+    return stop
+
+
+def _count_move() -> None:
+    """One more move seen: wake the threads waiting and tell the callbacks."""
+    global _local_count
+    with _local_moves:
+        _local_count += 1
+        _local_moves.notify_all()
+        for callback in _on_move:
+            callback()
 
 
 @event.listens_for(OrmSession, "after_commit")
 def _announce_locally(session: OrmSession) -> None:
-    global _local_count
     marker = session.info.pop(_MOVED, None)
     if marker is None:
         return
-    with _local_moves:
-        _local_count += 1
-        _local_moves.notify_all()
+    _count_move()
     if marker:
         _touch(marker)  # after the commit, so a woken process reads the move
 
@@ -97,10 +121,7 @@ def _forget_rolled_back(session: OrmSession) -> None:
 
 def _ring() -> None:
     """Count a move some process committed (seen in the database's files) and wake waiters."""
-    global _local_count
-    with _local_moves:
-        _local_count += 1
-        _local_moves.notify_all()
+    _count_move()
 
 
 class StopEvent(threading.Event):

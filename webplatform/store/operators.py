@@ -17,7 +17,7 @@ from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.meta import get_meta, set_meta
 from webplatform.store.models import Operator, OperatorPublic, OperatorSession, Passkey, utcnow
 from webplatform.store.passwords import hash_password, needs_rehash, verify_password
-from webplatform.store.seals import RowSeal, row_holds, sign_row
+from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 MIN_PASSWORD_LENGTH = 8
@@ -156,12 +156,18 @@ def ever_had_operators(*, session: Session) -> bool:
     return count_operators(session=session) > 0
 
 
-def remove_operator(*, session: Session, name: str, actor: str = "cli") -> bool:
+def remove_operator(
+    *, session: Session, name: str, actor: str = "cli", seal: RowSeal | None = None
+) -> bool:
     """Delete operator `name`, their passkeys, and log out all their sessions; False if there
-    was none."""
+    was none. With `seal`, their rows are remembered as revoked (`seals.revoke_row`): put
+    back by SQL, they are absent."""
     operator = session.exec(select(Operator).where(Operator.name == name)).first()
     if operator is None:
         return False
+    if seal is not None:
+        for row in [operator, *session.exec(select(Passkey).where(Passkey.operator == name))]:
+            revoke_row(seal, row)
     session.delete(operator)
     session.exec(delete(OperatorSession).where(col(OperatorSession.operator) == name))
     session.exec(delete(Passkey).where(col(Passkey.operator) == name))
@@ -181,7 +187,8 @@ def set_role(*, session: Session, name: str, role: str, seal: RowSeal, actor: st
         others = [r for r in _admins(session, seal) if r != name]
         if not others:
             raise OperatorError(f"{name} is the last admin: make another operator admin first")
-    before, row.role = row.role, role
+    revoke_row(seal, row)  # the earlier role, put back by SQL, counts as absent
+    before, row.role, row.signed_at = row.role, role, utcnow()
     sign_row(seal, row)
     session.add(row)
     session.flush()
@@ -203,6 +210,7 @@ def set_password(*, session: Session, name: str, password: str, seal: RowSeal, a
     row = find_operator(session=session, name=name, seal=seal)
     if row is None:
         raise OperatorError(f"no operator {name!r}: `aat operator list` shows them")
+    revoke_row(seal, row)  # the old hash, put back by SQL, logs no one in
     row.password_hash = hash_password(password)
     sign_row(seal, row)
     session.add(row)

@@ -16,7 +16,7 @@ from sqlmodel import Session, col, delete, select
 
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import Passkey, WebauthnChallenge, utcnow
-from webplatform.store.seals import RowSeal, row_holds, sign_row
+from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
 
 MAX_LABEL = 100
 
@@ -98,11 +98,16 @@ def add_passkey(*, session: Session, new: NewPasskey, seal: RowSeal) -> Passkey:
     return passkey
 
 
-def remove_passkey(*, session: Session, operator: str, passkey_id: int) -> bool:
-    """Delete one of the operator's passkeys; False if they have none with this id."""
+def remove_passkey(
+    *, session: Session, operator: str, passkey_id: int, seal: RowSeal | None = None
+) -> bool:
+    """Delete one of the operator's passkeys; False if they have none with this id. With
+    `seal`, the row is remembered as revoked (`seals.revoke_row`): put back, it is absent."""
     passkey = session.get(Passkey, passkey_id)
     if passkey is None or passkey.operator != operator:
         return False
+    if seal is not None:
+        revoke_row(seal, passkey)
     session.delete(passkey)
     record_event(
         session, AuditEntry(actor=operator, event="passkey-removed", detail=f"passkey {passkey_id}")

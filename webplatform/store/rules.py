@@ -12,7 +12,7 @@ from sqlmodel import Session, col, or_, select
 
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import RuleRow, utcnow
-from webplatform.store.seals import RowSeal, row_holds, sign_row
+from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,15 @@ def find_rule(*, session: Session, rule_id: int, seal: RowSeal) -> RuleRow | Non
     return row if row is not None and row_holds(seal, row) else None
 
 
+def in_force(row: RuleRow, now: datetime) -> bool:
+    """Whether `row` (its signature checked) is in force at `now`: as `rules_in_force` reads."""
+    return (
+        row.revoked_at is None
+        and (row.expires_at is None or row.expires_at > now)
+        and (row.max_runs is None or row.runs < row.max_runs)
+    )
+
+
 def rules_in_force(*, session: Session, seal: RowSeal, now: datetime) -> list[RuleRow]:
     """Signed rules, not revoked, not expired, with budget left; oldest first."""
     stmt = (
@@ -71,6 +80,7 @@ def revoke_rule(*, session: Session, rule_id: int, by: str, seal: RowSeal) -> Ru
     row = find_rule(session=session, rule_id=rule_id, seal=seal)
     if row is None or row.revoked_at is not None:
         return None
+    revoke_row(seal, row)  # the rule in force, put back by SQL, counts as absent
     row.revoked_at, row.revoked_by = utcnow(), by
     sign_row(seal, row)
     session.add(row)

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -33,6 +33,8 @@ from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import (
     AgentToken,
     AuditEvent,
+    Job,
+    JobApproval,
     OAuthGrant,
     OAuthRefreshToken,
     Operator,
@@ -42,26 +44,54 @@ from webplatform.store.models import (
 )
 
 FORGED_EVENT = "authority-row-invalid"
+# How many verified (row body, signature) pairs a seal remembers before it starts afresh.
+VERIFIED_KEPT = 4096
 SignedRow = (
-    Operator | Passkey | AgentToken | OperatorSession | OAuthGrant | OAuthRefreshToken | RuleRow
+    Operator
+    | Passkey
+    | AgentToken
+    | OperatorSession
+    | OAuthGrant
+    | OAuthRefreshToken
+    | RuleRow
+    | JobApproval
 )
+
+
+UNSIGNED = "its signature does not verify (added or changed outside aat)"
+REVOKED = "aat revoked, removed or replaced it before (put back outside aat)"
 
 
 @dataclass(frozen=True)
 class Forged:
-    """A row whose signature does not verify: what it is, and a fingerprint of its content."""
+    """A row that counts as absent: what it is, a fingerprint of its content, and why (its
+    signature does not verify, or it is a signed row aat had revoked)."""
 
     kind: str
     key: str
     fingerprint: str
+    why: str = UNSIGNED
 
     @property
     def detail(self) -> str:
         """The audit line: which row, and that it counts as absent."""
-        return (
-            f"{self.kind} {self.key}: its signature does not verify (added or changed outside "
-            f"aat), so it counts as absent [row {self.fingerprint}]"
-        )
+        row = f"[row {self.fingerprint}]"
+        return f"{self.kind} {self.key}: {self.why}, so it counts as absent {row}"
+
+
+class Revocations(Protocol):
+    """Signed rows aat revoked, removed or replaced, kept outside the database (the
+    fingerprints of their signed content: `webplatform.trust.revocations`). A database writer
+    who puts such a row back (a revoked token active again, a removed passkey, an old password
+    hash) puts back content whose fingerprint is here, so the row counts as absent."""
+
+    def __contains__(self, fingerprint: object) -> bool:
+        """True when a row with this content was revoked."""
+        ...
+
+    def add(self, fingerprint: str) -> None:
+        """Remember, for good, that a row with this content was revoked."""
+        ...
 
 
 class RowSeal:
@@ -69,13 +99,20 @@ class RowSeal:
     process has seen but not yet written to the audit trail."""
 
     def __init__(
-        self, *, private: Ed25519PrivateKey | None, public: Sequence[Ed25519PublicKey]
+        self,
+        *,
+        private: Ed25519PrivateKey | None,
+        public: Sequence[Ed25519PublicKey],
+        revoked: Revocations | None = None,
     ) -> None:
         self._private = private
         self._public = list(public)
+        # Without a list (a worker's public keys, tests) nothing counts as revoked.
+        self.revoked = revoked
         self._lock = threading.Lock()
         self._pending: dict[str, Forged] = {}
         self._reported: set[str] = set()
+        self._verified: set[bytes] = set()
 
     def sign(self, message: bytes) -> str:
         """The signature over `message`, base64 text to store on the row."""
@@ -84,7 +121,19 @@ class RowSeal:
         return base64.b64encode(self._private.sign(message)).decode("ascii")
 
     def holds(self, message: bytes, signature: str | None) -> bool:
-        """True when `signature` is one of the trusted keys' over exactly `message`."""
+        """True when `signature` is one of the trusted keys' over exactly `message`.
+
+        A pair that verified is remembered by its SHA-256, and found again instead of checked
+        again: the same bytes under the same keys verify the same way. The rules in force are
+        read every second (the approvals page, every call's match), a hundred of them a
+        hundred Ed25519 checks each time otherwise. A changed row is new bytes: checked.
+        """
+        pair = hashlib.sha256(
+            len(message).to_bytes(8, "big") + message + (signature or "").encode("utf-8")
+        ).digest()
+        with self._lock:
+            if pair in self._verified:
+                return True
         try:
             raw = base64.b64decode(signature or "", validate=True)
         except (ValueError, binascii.Error):
@@ -92,6 +141,10 @@ class RowSeal:
         for key in self._public:
             with contextlib.suppress(InvalidSignature):
                 key.verify(raw, message)
+                with self._lock:
+                    if len(self._verified) >= VERIFIED_KEPT:
+                        self._verified.clear()
+                    self._verified.add(pair)
                 return True
         return False
 
@@ -137,7 +190,10 @@ def _fields(
 
 
 def _operator(row: Operator) -> tuple[str, str, dict[str, Any]]:
-    return "operator", row.name, _fields(row, "name role password_hash")
+    body = _fields(row, "name role password_hash")
+    if row.signed_at is not None:  # left out otherwise: rows signed before keep verifying
+        body["signed_at"] = _when(row.signed_at)
+    return "operator", row.name, body
 
 
 def _passkey(row: Passkey) -> tuple[str, str, dict[str, Any]]:
@@ -184,6 +240,18 @@ def _rule(row: RuleRow) -> tuple[str, str, dict[str, Any]]:
     return "rule", str(row.id), body
 
 
+def _approval(row: JobApproval) -> tuple[str, str, dict[str, Any]]:
+    # One operator's approval of one exact call at one time: a copy onto another job, another
+    # digest or another operator does not verify.
+    body = _fields(row, "job_id operator digest", times="at")
+    return "approval", f"of job {row.job_id} by {row.operator}", body
+
+
+def approval_name(row: JobApproval) -> str:
+    """How the audit trail names an approval row."""
+    return f"approval {_approval(row)[1]}"
+
+
 # Each kind signs under its own prefix, so no signature over one kind of row (or over a
 # decision, `aat decision v1`) is ever valid for another.
 _KINDS: dict[type, tuple[bytes, Callable[[Any], tuple[str, str, dict[str, Any]]]]] = {
@@ -194,7 +262,9 @@ _KINDS: dict[type, tuple[bytes, Callable[[Any], tuple[str, str, dict[str, Any]]]
     OAuthGrant: (b"aat sign-in grant v1\n", _grant),
     OAuthRefreshToken: (b"aat refresh token v1\n", _refresh),
     RuleRow: (b"aat rule v1\n", _rule),
+    JobApproval: (b"aat job approval v1\n", _approval),
 }
+_POLICY = b"aat job policy v1\n"
 
 
 def message(row: SignedRow) -> bytes:
@@ -208,15 +278,78 @@ def sign_row(seal: RowSeal, row: SignedRow) -> None:
     row.signature = seal.sign(message(row))
 
 
+def content_fingerprint(row: SignedRow) -> str:
+    """The sha256 of the bytes a row's signature covers: what a revocation records."""
+    return hashlib.sha256(message(row)).hexdigest()
+
+
+def revoke_row(seal: RowSeal, row: SignedRow) -> None:
+    """Remember outside the database that `row`, as it is now, no longer holds: call it
+    before revoking, removing or replacing a signed row, so that putting it back by SQL
+    puts back a row that counts as absent."""
+    if seal.revoked is not None:
+        seal.revoked.add(content_fingerprint(row))
+
+
 def row_holds(seal: RowSeal, row: SignedRow) -> bool:
-    """True when the row's signature verifies; otherwise the row is noted as forged."""
+    """True when the row's signature verifies and aat never revoked it; otherwise the row is
+    noted as forged."""
     body = message(row)
-    if seal.holds(body, row.signature):
+    signed = seal.holds(body, row.signature)
+    revoked = signed and seal.revoked is not None and content_fingerprint(row) in seal.revoked
+    if signed and not revoked:
         return True
     kind, key, _body = _KINDS[type(row)][1](row)
     digest = hashlib.sha256(body + (row.signature or "").encode("ascii", "replace")).hexdigest()
-    seal.note(Forged(kind=kind, key=key, fingerprint=digest[:16]))
+    seal.note(Forged(kind, key, digest[:16], REVOKED if revoked else UNSIGNED))
     return False
+
+
+def policy_message(job: Job) -> bytes:
+    """The bytes a job's `policy_signature` covers: every column that decides how the job is
+    treated, fixed when it is recorded (the call and its digest, irreversible, the approvals it
+    needs, self-approval and who asked, the requester and what vouched for it, its window, the
+    rule that allowed it). A database writer who lowers any of them (approvals 2 to 1,
+    self-approval back on, the asker or the window changed) breaks the signature.
+
+    Why signed when the job is recorded, and not only in the decision the approver signs:
+    the approver's dashboard reads these columns from the database, so a value lowered
+    before the approval would be signed as if it were the truth; only the process that
+    recorded the call knew the action's policy and who asked (the asker comes from a signed
+    agent token row, which the dashboard cannot recover from a changed `requested_by`).
+    Every process that records a job already holds the key (it reads the signed rules on
+    every call), so this asks for no key where none was used before. The decision point
+    refuses to approve a job whose policy does not verify, and the worker checks it again,
+    with the keys it checks decisions with, before it starts one."""
+    body = _fields(
+        job,
+        "id kind name action args_digest irreversible approvals_required self_approval "
+        "asked_by_operator requested_by requester_proof client allowed_by_rule edited_from",
+        times="created_at",
+    )
+    body["surface"] = str(job.surface)
+    body["expires_at"] = _when(job.expires_at) if job.expires_at else None
+    return _POLICY + canonical_json(body).encode("utf-8")
+
+
+def seal_policy(seal: RowSeal, job: Job) -> str:
+    """The signature over `job`'s policy columns (`policy_message`), for `policy_signature`."""
+    return seal.sign(policy_message(job))
+
+
+def policy_problem(seal: RowSeal, job: Job) -> str | None:
+    """None when `job`'s policy columns are as aat recorded them; otherwise the one line that
+    says so (and the job is noted for the audit trail, once)."""
+    body = policy_message(job)
+    if seal.holds(body, job.policy_signature):
+        return None
+    signature = (job.policy_signature or "").encode("ascii", "replace")
+    fingerprint = hashlib.sha256(body + signature).hexdigest()[:16]
+    seal.note(Forged(kind="policy", key=f"of job {job.id}", fingerprint=fingerprint))
+    return (
+        f"job {job.id}'s approval policy (approvals needed, self-approval, who asked, its "
+        "window) was changed outside aat: its signature does not verify"
+    )
 
 
 def record_forged(*, session: Session, forged: list[Forged]) -> None:

@@ -3,10 +3,12 @@
 - `gate`: the reversibility gate; which calls need an operator at all.
 - `policy`: an irreversible action's approval policy (N distinct operators, self-approval).
 - `decidability`: the one decision point: may this operator decide this job now, and what
-  is still needed (state, expiry, role, self-approval, approvals given).
+  is still needed (state, expiry, signed policy, role, self-approval, signed approvals
+  given), and the worker's check of the same before it starts a job.
 - `stepup`: the proof (password or passkey) an operator gives to decide.
 - `signing`: an approval is an Ed25519 signature over the job's digest, not a row.
 - `ledger`: one signed approval starts one run.
+- `revocations`: signed rows aat revoked, listed outside the database so none comes back.
 - `authority`: the seal on the rows that say who may decide, checked by every process.
 - `changes`: changing who may decide (roles, passwords, agent tokens), from the dashboard only.
 - `rules`, `rulebook`: rules that decide calls in advance (YAML or Cedar, matched by Cedar),

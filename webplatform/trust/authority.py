@@ -21,15 +21,27 @@ from webplatform.store import agents, operators, seals
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.meta import get_meta, set_meta
-from webplatform.store.models import AgentToken, Operator, OperatorSession, Passkey
+from webplatform.store.models import (
+    AgentToken,
+    Job,
+    JobApproval,
+    JobState,
+    Operator,
+    OperatorSession,
+    Passkey,
+)
 from webplatform.store.seals import RowSeal
 from webplatform.trust import signing
+from webplatform.trust.revocations import revocations_for
 
 # In AAT_HOME: written once the rows found at the upgrade were signed. Never removed by aat,
 # and outside the database, so deleting a database row cannot make aat adopt rows again.
 ADOPTED_FILE = "authority-adopted"
 ADOPTED_KEY = "authority.adopted_at"
 ADOPTED_EVENT = "authority-adopted"
+# The same, for the co-approvals and job policies signed since migration 0016.
+APPROVALS_ADOPTED_FILE = "approvals-adopted"
+APPROVALS_ADOPTED_KEY = "approvals.adopted_at"
 # Also in AAT_HOME, also never removed: once an operator existed, first-run setup stays
 # closed, and once an agent token was minted, /mcp wants one, even if a database writer
 # deletes every operator (and the database's own markers) or every token row.
@@ -53,8 +65,10 @@ def seal_for(platform: Platform) -> RowSeal:
                 for line in settings.decision_public_key.split(",")
                 if line.strip()
             ]
-            seal = signing.signer_for(settings.home).row_seal(trusted)
+            revoked = revocations_for(settings.home)
+            seal = signing.signer_for(settings.home).row_seal(trusted, revoked)
             adopt_unsigned(platform, seal)
+            adopt_unsigned_approvals(platform, seal)
             _seals[cache_key] = seal
         return seal
 
@@ -143,3 +157,42 @@ def _name(row: Operator | Passkey | AgentToken) -> str:
     if isinstance(row, Passkey):
         return f"passkey {row.id} of {row.operator}"
     return f"{'operator' if isinstance(row, Operator) else 'agent'} {row.name}"
+
+
+def adopt_unsigned_approvals(platform: Platform, seal: RowSeal) -> None:
+    """Sign the approval rows and the policies of jobs still waiting or approved that have no
+    signature (made before migration 0016), exactly once for this `AAT_HOME` and database,
+    audited; as `adopt_unsigned`, a marker file and a database marker keep it from ever
+    running again, so a row inserted or a signature cleared by SQL afterwards stays unsigned."""
+    marker = platform.settings.home / APPROVALS_ADOPTED_FILE
+    if marker.exists():
+        return
+    now = datetime.now(UTC).isoformat()
+    platform.transact(lambda s: _adopt_approvals(s, seal, now))
+    keyfiles.write(marker, (now + "\n").encode("ascii"), mode=0o600, replace=False)
+
+
+def _adopt_approvals(session: Session, seal: RowSeal, now: str) -> None:
+    lock_chain(session)
+    if get_meta(session=session, key=APPROVALS_ADOPTED_KEY) is not None:
+        return
+    waiting = (JobState.pending_approval, JobState.approved)
+    jobs = session.exec(
+        select(Job).where(col(Job.state).in_(waiting), col(Job.policy_signature).is_(None))
+    ).all()
+    for job in jobs:
+        job.policy_signature = seals.seal_policy(seal, job)
+        session.add(job)
+    rows = session.exec(select(JobApproval).where(col(JobApproval.signature).is_(None))).all()
+    for row in rows:
+        seals.sign_row(seal, row)
+        session.add(row)
+    session.flush()
+    set_meta(session=session, key=APPROVALS_ADOPTED_KEY, value=now)
+    if jobs or rows:
+        detail = (
+            f"signed the policies of jobs {', '.join(str(j.id) for j in jobs) or 'none'} and "
+            f"{len(rows)} approval(s) from before they were signed: "
+            + (", ".join(seals.approval_name(r) for r in rows) or "none")
+        )
+        record_event(session, AuditEntry(actor="system", event=ADOPTED_EVENT, detail=detail))

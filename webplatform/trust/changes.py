@@ -63,6 +63,9 @@ def mint_agent(
 def remove_passkey(*, platform: Platform, step_up: StepUp, by: str, passkey_id: int) -> bool:
     """Remove one of `by`'s passkeys; False if they have none with this id."""
     check_change(step_up, by=by, change=Change.passkey_remove, target={"passkey": str(passkey_id)})
+    seal = seal_for(platform)
     return platform.transact(
-        lambda s: passkey_store.remove_passkey(session=s, operator=by, passkey_id=passkey_id)
+        lambda s: passkey_store.remove_passkey(
+            session=s, operator=by, passkey_id=passkey_id, seal=seal
+        )
     )

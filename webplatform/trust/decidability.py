@@ -8,7 +8,8 @@ the refusal cannot disagree. The caller turns a refusal into its error or its li
 card; `webplatform.jobs.states` also records an expiry before refusing.
 
 The checks, in order (the first that fails is the verdict): the job still waits for a
-decision; its approval window is open; the decider's operator row verifies; their role
+decision; its approval window is open; its policy columns are as aat recorded them (an
+approval only); the decider's operator row verifies; their role
 decides; they did not ask for it when the action forbids self-approval; they did not
 approve it already. Rules decided in advance (SPEC §16) plug in as one more check here.
 """
@@ -21,11 +22,15 @@ from enum import StrEnum
 
 from sqlmodel import Session
 
-from webplatform.store.approvals import approvals_of
-from webplatform.store.models import Job, JobState
+from webplatform.store.approvals import approvals_of, verified
+from webplatform.store.models import Job, JobApproval, JobState
 from webplatform.store.operators import DECIDING_ROLES, OperatorError, decider_role
-from webplatform.store.seals import RowSeal
+from webplatform.store.seals import RowSeal, policy_problem
 from webplatform.store.transitions import ApprovalExpired, stale_error
+
+# The audit event of an approved job a worker refused because its policy columns or its
+# approvals do not verify (`start_problem`).
+POLICY_INVALID = "policy-invalid"
 
 
 class Intent(StrEnum):
@@ -49,6 +54,7 @@ class Refusal(StrEnum):
     viewer = "viewer"
     self_approval = "self_approval"
     already_given = "already_given"
+    tampered = "tampered"
 
 
 @dataclass(frozen=True)
@@ -65,10 +71,13 @@ class Decider:
 
 @dataclass(frozen=True)
 class Standing:
-    """Where a job stands: the row (state, window, policy, asker) and who approved it so far."""
+    """Where a job stands: the row (state, window, policy, asker), who approved it so far (from
+    signed approval rows only), and why its policy columns cannot be trusted (None: they are
+    as aat recorded them). Build it with `standing_of` from what the database holds."""
 
     job: Job
     given: tuple[str, ...] = ()
+    tampered: str | None = None
 
     @property
     def still_needed(self) -> int:
@@ -105,6 +114,9 @@ def judge(standing: Standing, decider: Decider, *, intent: Intent, now: datetime
         return _refused(
             needed, Refusal.expired, line, "Its approval window closed: it will not run."
         )
+    if intent is not Intent.deny and standing.tampered is not None:
+        card = "This call's approval policy was changed outside aat: it cannot be approved."
+        return _refused(needed, Refusal.tampered, standing.tampered, card)
     if decider.forged is not None:
         return _refused(needed, Refusal.forged, decider.forged, decider.forged)
     if decider.listed and decider.role not in DECIDING_ROLES:
@@ -149,10 +161,19 @@ def _refused(needed: int, refusal: Refusal, reason: str, on_card: str) -> Verdic
     )
 
 
-def read_standing(session: Session, job: Job) -> Standing:
-    """`job`'s standing as the database has it now: who approved it so far."""
-    given = approvals_of(session=session, job_id=job.id or 0)
-    return Standing(job=job, given=tuple(a.operator for a in given))
+def standing_of(job: Job, rows: list[JobApproval], seal: RowSeal | None) -> Standing:
+    """`job`'s standing from its approval `rows`: only rows that verify with `seal` count, and
+    the job's policy columns must verify too. Without a seal nothing can be checked: no
+    approval counts and the job may not be approved (a denial needs neither)."""
+    if seal is None:
+        return Standing(job=job, tampered=f"job {job.id}: no key here to check its policy")
+    given = verified(rows, seal=seal, job_id=job.id or 0, digest=job.args_digest)
+    return Standing(job=job, given=tuple(given), tampered=policy_problem(seal, job))
+
+
+def read_standing(session: Session, job: Job, seal: RowSeal | None) -> Standing:
+    """`job`'s standing as the database has it now (see `standing_of`)."""
+    return standing_of(job, approvals_of(session=session, job_id=job.id or 0), seal)
 
 
 def read_decider(session: Session, name: str, seal: RowSeal | None) -> Decider:
@@ -165,3 +186,32 @@ def read_decider(session: Session, name: str, seal: RowSeal | None) -> Decider:
     except OperatorError as exc:
         return Decider(name=name, role=None, forged=str(exc))
     return Decider(name=name, role=role, listed=role is not None)
+
+
+def start_problem(
+    job: Job, operators: tuple[str, ...], rows: list[JobApproval], seal: RowSeal
+) -> str | None:
+    """Why an approved `job` may not start under its own policy, or None: the worker asks this
+    after the decision's signature (naming `operators`) verified. The policy columns must
+    verify with `seal`, the decision must name as many distinct operators as the policy needs
+    (and not the asker when self-approval is off), and with several approvals each operator
+    named must have a signed approval row among `rows`: a decision signed over an approval
+    row inserted by SQL (by a dashboard from before approvals were signed) starts nothing."""
+    if (tampered := policy_problem(seal, job)) is not None:
+        return tampered
+    named = set(operators)
+    if len(named) < job.approvals_required:
+        return (
+            f"job {job.id} needs {job.approvals_required} approvals from different operators "
+            f"and its decision names {len(named)}"
+        )
+    if not job.self_approval and job.asked_by_operator in named:
+        return f"job {job.id} was approved by {job.asked_by_operator}, who asked for it"
+    if job.approvals_required > 1:
+        given = set(verified(rows, seal=seal, job_id=job.id or 0, digest=job.args_digest))
+        if missing := sorted(named - given):
+            return (
+                f"job {job.id} has no signed approval by {', '.join(missing)} (an approval "
+                "row added or changed outside aat)"
+            )
+    return None

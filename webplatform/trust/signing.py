@@ -25,7 +25,7 @@ from webplatform import keyfiles
 from webplatform.canonical import canonical_json
 from webplatform.config import Settings
 from webplatform.store.models import Job
-from webplatform.store.seals import RowSeal
+from webplatform.store.seals import Revocations, RowSeal
 
 PRIVATE_KEY_FILE = "decision-key.pem"
 PUBLIC_KEY_FILE = "decision-key.pub"
@@ -136,10 +136,14 @@ class DecisionSigner:
         """The signature over `decision`, base64 text to store on the job."""
         return base64.b64encode(self._key.sign(decision.message())).decode("ascii")
 
-    def row_seal(self, also_trusted: list[Ed25519PublicKey] | None = None) -> RowSeal:
+    def row_seal(
+        self, also_trusted: list[Ed25519PublicKey] | None = None, revoked: Revocations | None = None
+    ) -> RowSeal:
         """The same key as it signs authority rows (`webplatform.store.seals`); rows signed by
-        `also_trusted` keys (other dashboards' `AAT_DECISION_PUBLIC_KEY`) verify too."""
-        return RowSeal(private=self._key, public=[self.public_key(), *(also_trusted or [])])
+        `also_trusted` keys (other dashboards' `AAT_DECISION_PUBLIC_KEY`) verify too, and rows
+        listed in `revoked` do not."""
+        trusted = [self.public_key(), *(also_trusted or [])]
+        return RowSeal(private=self._key, public=trusted, revoked=revoked)
 
 
 class DecisionVerifier:
