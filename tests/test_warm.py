@@ -96,6 +96,15 @@ def test_a_warm_call_observes_exactly_what_a_plain_call_does(home: Path) -> None
     assert warm_ == plain == warm_again == plain_again
 
 
+def test_a_warm_call_imports_nothing_its_interpreter_could_have_imported(home: Path) -> None:
+    # The standard library imports some modules only as it works (argparse's
+    # textwrap, gettext's locale; runpy's pkgutil to run the entrypoint): a warm interpreter
+    # imports those too, so its calls do not each pay for them.
+    plain = observed(run("observe", "imports", warmly=False, home=home))
+    assert {"textwrap", "locale"} <= set(plain["imported"])
+    assert observed(run("observe", "imports", warmly=True, home=home))["imported"] == []
+
+
 def test_argv_and_non_ascii_arguments_arrive_the_same(home: Path) -> None:
     args = {"text": "Žofie --x", "data": {"a": [1, "ž"]}, "count": 3, "flag": True}
     plain, warm_ = both("echo", "echo", home=home, args=args)
