@@ -10,6 +10,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI
@@ -17,7 +18,7 @@ from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from dashboard import auth
+from dashboard import auth, similar
 from dashboard.assets import STATIC_DIR
 from dashboard.data import operator_role, pending_count
 from dashboard.errors import install_error_pages
@@ -139,6 +140,8 @@ def _set_state(app: FastAPI, platform: Platform, settings: Settings) -> None:
     )
     # Every page warns while the operator lets tools run unconfined (SPEC §14, §17).
     app.state.pages.env.globals["unconfined"] = settings.unconfined
+    # The card's Approve and allow similar form, when a rule can be made of its call (SPEC §16).
+    app.state.pages.env.globals["allow_similar"] = partial(similar.card_form, platform)
     app.state.login_limiter = auth.LoginLimiter()
 
 

@@ -380,6 +380,8 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
     ):
         # Every approving operator (several when the action needs them).
         approved_by = job.decided_by or approved_by
+    if job.allowed_by_rule is not None:
+        approved_by = None  # no one approved this call: the page says which rule allowed it
     return JobDetail(
         job=job,
         events=events,

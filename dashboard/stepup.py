@@ -10,7 +10,7 @@ cannot guess it; either proof counts only for an operator whose row aat signed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -23,8 +23,12 @@ from webplatform.store import passkeys as passkey_store
 from webplatform.store.models import Passkey, utcnow
 from webplatform.store.passkeys import ChallengeFor
 from webplatform.trust.authority import report_forged, seal_for
-from webplatform.trust.stepup import Change, StepUp, StepUpMethod, change_digest
+from webplatform.trust.stepup import Change, StepUp, StepUpMethod, batch_digest, change_digest
 
+BATCH_NEEDED = (
+    "approving the selected calls needs a fresh proof that you are here: type your password "
+    "beside Approve selected (or use your passkey), then try again"
+)
 NEEDED = (
     "approving needs a fresh proof that you are here: type your password in the card "
     "(or use your passkey), then Approve again"
@@ -39,7 +43,10 @@ CHANGE_NAMES = {
     Change.agent_sign_in: "letting an agent sign in",
     Change.rule_add: "making a rule",
     Change.rule_revoke: "revoking a rule",
+    Change.approve_allow: "approving and allowing similar calls",
 }
+# The purpose of a passkey challenge that approves several calls at once.
+BATCH_PURPOSE = "approve-batch"
 # The card warns about a passkey added this recently: it may be an attacker's.
 RECENT_PASSKEY = timedelta(days=1)
 
@@ -76,6 +83,17 @@ def for_change(operator: str, change: Change, target: Mapping[str, str]) -> Boun
         what=f"change ({change.value})",
         needed=f"{CHANGE_NAMES[change]} needs your current password (or one of your "
         "passkeys): type it and try again",
+    )
+
+
+def for_batch(operator: str, chosen: Sequence[tuple[int, str]]) -> Bound:
+    """What a proof approving the calls of `chosen` (job id, digest) at once must be bound
+    to: exactly that set (`batch_digest`), for no single job."""
+    return Bound(
+        purpose=BATCH_PURPOSE,
+        digest=batch_digest(operator=operator, chosen=chosen),
+        what=f"approval of {len(chosen)} calls at once",
+        needed=BATCH_NEEDED,
     )
 
 

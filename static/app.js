@@ -1,5 +1,5 @@
-// aat dashboard: the tab title shows the pending count, and a browser notification
-// announces a new approval request. Loaded as a file (the CSP forbids inline script).
+// aat dashboard: the tab title shows the pending count, a browser notification announces a
+// new approval request, and the batch form's password is cleared once sent. Loaded as a file (the CSP forbids inline script).
 (function () {
   "use strict";
   var lastNewest = null;
@@ -37,6 +37,15 @@
       Notification.requestPermission().then(function () { button.hidden = true; });
     });
   }
+
+  // Approve selected: the password typed for one batch is not left for the next.
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var form = event.detail && event.detail.elt;
+    if (form && form.id === "batch") {
+      var password = form.querySelector('input[name="password"]');
+      if (password) { password.value = ""; }
+    }
+  });
 
   document.addEventListener("DOMContentLoaded", function () { check(); setUpNotifications(); });
   document.addEventListener("htmx:afterSettle", check);

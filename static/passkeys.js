@@ -1,10 +1,13 @@
 // aat dashboard: passkeys (WebAuthn). Registers them on the account page, and confirms with
-// one: submitting an Approve (or Confirm and run) form, or a form that changes who may
-// decide (data-stepup-purpose="change"), with an empty password field, when the operator
-// has a passkey, first asks the server for a challenge bound to that call's digest (or to
-// that one change), gets the browser's assertion over it, and sends that in the form's
-// `passkey` field. Registering a passkey needs the password, or such an assertion first.
-// Loaded as a file (the CSP forbids inline script).
+// one: submitting an Approve (or Confirm and run) form, Approve selected
+// (data-stepup-purpose="approve-batch"), the edit form (data-stepup-url: the server computes
+// the edited call's digest from the form), or a form that changes who may decide
+// (data-stepup-purpose="change"), with an empty password field, when the operator has a
+// passkey, first asks the server for a challenge bound to that call's digest (or to that set
+// of calls, or to that one change), gets the browser's assertion over it, and sends that in
+// the form's `passkey` field (`_passkey` where data-field-prefix="_"). Registering a passkey
+// needs the password, or such an assertion first. Loaded as a file (the CSP forbids inline
+// script).
 (function () {
   "use strict";
 
@@ -54,13 +57,45 @@
       });
       return { purpose: purpose, change: form.getAttribute("data-change"), target: target };
     }
+    if (purpose === "approve-batch") {
+      var jobs = [];
+      Array.prototype.forEach.call(form.elements, function (el) {
+        if (el.name === "job" && el.checked && form.elements["digest_" + el.value]) {
+          jobs.push([parseInt(el.value, 10), form.elements["digest_" + el.value].value]);
+        }
+      });
+      return { purpose: purpose, jobs: jobs };
+    }
     var jobId = form.getAttribute("data-job-id");
     return { purpose: purpose, digest: form.getAttribute("data-digest"), job_id: jobId ? parseInt(jobId, 10) : null };
   }
 
+  // The challenge's options: from the form's own step-up URL, which reads the form as the
+  // server will (the edit form: its digest exists only once its values are read), or from
+  // the shared endpoint, told what the form confirms.
+  function optionsFor(form) {
+    var url = form.getAttribute("data-stepup-url");
+    if (!url) { return postJSON(document.body.getAttribute("data-stepup-options"), boundTo(form)); }
+    return fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRF-Token": csrf() },
+      body: new URLSearchParams(new FormData(form))
+    }).then(function (response) {
+      return response.json().then(function (data) {
+        if (!response.ok) { throw new Error(data.error || ("the server answered " + response.status)); }
+        return data;
+      });
+    });
+  }
+
+  function field(form, name) {
+    return form.querySelector('input[name="' + (form.getAttribute("data-field-prefix") || "") + name + '"]');
+  }
+
   // The browser's passkey assertion over a challenge bound to what `form` confirms.
   function assertFor(form) {
-    return postJSON(document.body.getAttribute("data-stepup-options"), boundTo(form)).then(function (options) {
+    return optionsFor(form).then(function (options) {
       return navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options) });
     });
   }
@@ -70,16 +105,20 @@
     var form = event.target;
     if (!(form instanceof HTMLFormElement) || form.getAttribute("data-passkey") !== "yes") { return; }
     if (form.id === "add-passkey") { return; }
-    var password = form.querySelector('input[name="password"]');
-    var passkey = form.querySelector('input[name="passkey"]');
+    // Deny selected needs no step-up, as a single Deny.
+    if (event.submitter && event.submitter.hasAttribute("data-no-stepup")) { return; }
+    var password = field(form, "password");
+    var passkey = field(form, "passkey");
     if (!passkey || passkey.value || (password && password.value) || !supported()) { return; }
+    // Nothing ticked: let the server say so.
+    if (form.getAttribute("data-stepup-purpose") === "approve-batch" && !boundTo(form).jobs.length) { return; }
     event.preventDefault();
     event.stopImmediatePropagation();
     assertFor(form).then(function (credential) {
       // The live queue may have re-rendered the card meanwhile: submit the current one.
       var current = (form.id && document.getElementById(form.id)) || form;
-      current.querySelector('input[name="passkey"]').value = JSON.stringify(credential.toJSON());
-      current.requestSubmit(current.querySelector('button[type="submit"]'));
+      field(current, "passkey").value = JSON.stringify(credential.toJSON());
+      current.requestSubmit(current.querySelector('button[type="submit"]:not([data-no-stepup])'));
     }).catch(function (error) {
       showError("passkey: " + error.message + " (type your password instead)");
     });

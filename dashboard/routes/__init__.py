@@ -6,6 +6,7 @@ from dashboard.routes import (
     account,
     agents,
     approvals,
+    batch,
     connect,
     edit,
     exports,
@@ -16,6 +17,7 @@ from dashboard.routes import (
     registry,
     rules,
     run,
+    similar,
     stepup,
 )
 
@@ -29,8 +31,10 @@ ROUTERS: tuple[APIRouter, ...] = (
     edit.router,
     jobs.router,
     approvals.router,
+    batch.router,
     agents.router,
     rules.router,
+    similar.router,
     connect.router,
     account.router,
     stepup.router,

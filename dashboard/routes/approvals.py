@@ -29,9 +29,11 @@ def render_queue(
     error: str | None = None,
     status_code: int = 200,
     block: str = "live",
+    lines: list[tuple[bool, str]] | None = None,
 ) -> Response:
     """The approvals page, or one block of it for htmx (`live`: the polled queue;
-    `notice`: the outcome of a decision), with an optional message.
+    `notice`: the outcome of a decision), with an optional message (and, after deciding
+    several at once, `lines`: one (decided?, text) per job).
 
     The page and order come from the query string (`page`, `order=newest`), so the polled
     block keeps showing the page the operator chose.
@@ -60,6 +62,7 @@ def render_queue(
             **stepup.passkey_context(platform, operator),
             "message": message,
             "error": error,
+            "batch_lines": lines or [],
             "rules_in_force": rules,
         },
         block=block,

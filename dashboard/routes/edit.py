@@ -2,9 +2,11 @@
 
 The form is the action's own (one input per argument, named after it, prefilled with the
 call's values) and is validated like any call; submitting it needs the same step-up as
-Approve, bound to the edited arguments' digest. Only a typed password is taken here: a
-passkey assertion is bound to a digest the server issued its challenge for, and the edited
-digest exists only once the form is submitted.
+Approve, bound to the edited arguments' digest: the operator's password, or a passkey
+assertion over a challenge issued for that digest. The edited digest exists only once the
+form's values are read, so static/passkeys.js first posts the form to `edit_step_up`, which
+reads it exactly as the submission will be read and binds the challenge to the digest it
+makes; the submission then recomputes the digest and the assertion must match it.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Form, HTTPException
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from dashboard import data, stepup, views
-from dashboard.deps import AddressDep, CheckerDep, DeciderDep, View, ViewDep
+from dashboard import data, passkeys, stepup, views
+from dashboard.deps import AddressDep, CheckerDep, DeciderDep, RelyingPartyDep, View, ViewDep
 from dashboard.render import is_htmx
 from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
@@ -68,6 +70,7 @@ def render_edit(
             "action": act,
             "fields": views.form_fields(act, raw if raw is not None else current),
             "why_not": detail.approvals.blocked_for(operator, getattr(request.state, "role", None)),
+            **stepup.passkey_context(platform, operator),
             "error": error,
         },
         status_code=status_code,
@@ -109,8 +112,10 @@ async def edit_submit(
     operator: DeciderDep,
     address: AddressDep,
     job_id: int,
-    # Named `_password` in the form: an argument may be called `password`, none `_password`.
+    # Named `_password` (`_passkey`) in the form: an argument may be called `password`, none
+    # `_password`.
     password: Annotated[str, Form(alias="_password")] = "",
+    passkey: Annotated[str, Form(alias="_passkey")] = "",
 ) -> Response:
     """Validate the edited arguments, check the step-up, then deny the original and create
     the edited job with this operator's approval, in one transaction."""
@@ -123,7 +128,7 @@ async def edit_submit(
         step_up = stepup.verify(
             checker,
             operator=operator,
-            proof=stepup.Proof(password=password),
+            proof=stepup.Proof(password=password, passkey=passkey),
             bound=stepup.Bound(purpose="approve", digest=edit.digest, job_id=job_id),
             address=address,
         )
@@ -143,6 +148,39 @@ async def edit_submit(
     return RedirectResponse(target, status_code=303)
 
 
+@router.post("/jobs/{job_id}/edit/stepup")
+async def edit_step_up(
+    view: ViewDep, operator: DeciderDep, rp: RelyingPartyDep, job_id: int
+) -> Response:
+    """Passkey options (JSON) whose challenge can approve only the call this form's values
+    make of job `job_id` (its digest computed here, as the submission will compute it)."""
+    try:
+        _job, act = edits.editable(platform=view.platform, job_id=job_id)
+        raw = views.raw_form_values(act, await _form(view), prefix="")
+        edit = _edit_of(view.platform, job_id, act, raw)
+    except Refusal as refusal:
+        error = refusal.answer.error or f"job {job_id} cannot be edited: reload the page"
+        return JSONResponse({"error": error}, status_code=400)
+    try:
+        options = await run_in_threadpool(
+            passkeys.assertion_options,
+            platform=view.platform,
+            rp=rp,
+            operator=operator,
+            purpose="approve",
+            digest=edit.digest,
+            job_id=job_id,
+        )
+    except passkeys.PasskeyError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    return Response(options, media_type="application/json")
+
+
+async def _form(view: View) -> dict[str, str]:
+    """The submitted form's text fields."""
+    return {k: v for k, v in (await view.request.form()).items() if isinstance(v, str)}
+
+
 async def _read_edit(
     view: View, operator: str, job_id: int
 ) -> tuple[dict[str, str], edits.Edit] | Response:
@@ -152,8 +190,7 @@ async def _read_edit(
         _job, act = edits.editable(platform=view.platform, job_id=job_id)
     except Refusal as refusal:
         return _not_editable(view, job_id, refusal.answer)
-    form = {k: v for k, v in (await view.request.form()).items() if isinstance(v, str)}
-    raw = views.raw_form_values(act, form, prefix="")
+    raw = views.raw_form_values(act, await _form(view), prefix="")
     try:
         return raw, _edit_of(view.platform, job_id, act, raw)
     except Refusal as refusal:

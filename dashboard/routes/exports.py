@@ -30,6 +30,7 @@ COLUMNS = (
     "requested_by",
     "requester_proof",
     "decided_by",
+    "allowed_by_rule",
     "started_at",
     "finished_at",
     "exit_code",

@@ -18,8 +18,9 @@ from dashboard import stepup
 from dashboard.deps import AddressDep, AdminDep, CheckerDep, View, ViewDep
 from dashboard.forms import ProofForm, RulesForm
 from webplatform.jobs import ruling
+from webplatform.platform import Platform
 from webplatform.trust import rulebook
-from webplatform.trust.rules import RuleError
+from webplatform.trust.rules import Rule, RuleError
 from webplatform.trust.stepup import Change, StepUpMismatch
 
 router = APIRouter()
@@ -58,6 +59,15 @@ def _text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def keep_rules(platform: Platform, rules: list[Rule], *, by: str) -> list[int]:
+    """Keep `rules` (checked by `rulebook.parse`), made by admin `by` after their step-up,
+    and have this process read the rules afresh; their ids. The Rules page and the card's
+    Approve and allow similar both make rules through here."""
+    ids = rulebook.add(platform, rules, by=by)
+    ruling.forget(platform)
+    return ids
+
+
 @router.post("/rules")
 def add_rules(
     view: ViewDep,
@@ -81,8 +91,7 @@ def add_rules(
         return render_rules(view, error=str(exc), text=form.text, status_code=422)
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
         return render_rules(view, error=str(exc), text=form.text, status_code=403)
-    ids = rulebook.add(view.platform, rules, by=admin)
-    ruling.forget(view.platform)
+    ids = keep_rules(view.platform, rules, by=admin)
     made = ", ".join(str(i) for i in ids)
     return render_rules(view, message=f"Made rule(s) {made}.")
 

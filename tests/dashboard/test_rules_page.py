@@ -3,14 +3,21 @@ each in its YAML and Cedar forms with its runs, and revokes it; others cannot.""
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from collections.abc import Callable
 
 from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf
 from fastapi.testclient import TestClient
 
-from webplatform.platform import Platform
+from webplatform.jobs import ruling
+from webplatform.jobs.services import Consent, RunCall, request_run
+from webplatform.platform import Actor, Platform
+from webplatform.store.models import Surface
 from webplatform.trust import rulebook
+
+SENT = {"to": "ops@example.org", "subject": "weekly", "body": "hi"}
 
 RULES = """- effect: allow
   tool: outbox
@@ -34,7 +41,7 @@ def test_an_admin_makes_sees_and_revokes_rules(platform: Platform, alice: TestCl
     assert "No rules" in alice.get("/rules").text
     status, html = _make(alice, RULES)
     assert status == 200 and "Made rule(s) 1, 2." in html
-    row = re.search(r'<tr data-rule-id="1">.*?</tr>', html, re.S)
+    row = re.search(r'<tr data-rule-id="1"[^>]*>.*?</tr>', html, re.S)
     assert row is not None
     assert "allow" in row.group(0) and "0 of 3" in row.group(0)
     assert "*@example.org" in row.group(0) and "permit(principal" in row.group(0)
@@ -80,3 +87,26 @@ def test_only_admins_see_the_rules_page(
     assert bob.get("/rules").status_code == 403
     refused = bob.post("/rules", data={"text": RULES, "password": PASSWORD}, headers=ORIGIN)
     assert refused.status_code == 403 and rulebook.listing(platform) == []
+
+
+def test_a_call_a_rule_allowed_names_the_rule_on_its_page_history_and_exports(
+    platform: Platform, alice: TestClient
+) -> None:
+    assert _make(alice, RULES)[0] == 200
+    ruling.forget(platform)
+    answer = request_run(
+        platform=platform,
+        call=RunCall(kind="tool", name="outbox", action="send-message", args=SENT),
+        actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
+        consent=Consent.QUEUE,
+    )
+    job = answer.job
+    assert answer.allowed_by is not None and answer.allowed_by["rule"] == 1
+    page = alice.get(f"/jobs/{job}").text
+    allowed = re.search(r'<dd class="allowed-by" data-rule="1">.*?</dd>', page, re.S)
+    assert allowed is not None and "no one was asked" in allowed.group(0)
+    assert "<dt>approved by</dt>" not in page  # the rule's maker did not approve this call
+    row = re.search(rf'<a href="[^"]*/jobs/{job}">.*?</tr>', alice.get("/jobs").text, re.S)
+    assert row is not None and 'data-rule="1">by rule 1' in row.group(0)
+    exported = list(csv.DictReader(io.StringIO(alice.get("/jobs.csv").text)))
+    assert next(r for r in exported if r["id"] == str(job))["allowed_by_rule"] == "1"

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 def strict_tools_list(tmp_path: Path, *target: str, era: str = "legacy") -> list[str]:
     """Run `--strict --method tools/list`; assert a clean exit; return the listed names."""
-    # A loaded 2-core machine can take longer than the Inspector's default 15 s to start a stdio bridge.
+    # A loaded 2-core machine can take over the Inspector's default 15 s to start a stdio bridge.
     args = ["--cli", "--strict", "--protocol-era", era, "--connect-timeout", "60000",
             "--method", "tools/list", *target]  # fmt: skip
     env = {**os.environ, "AAT_HOME": str(tmp_path / "home"), "MCP_CATALOG_PATH": str(

@@ -7,8 +7,9 @@ agent-facing tool and no CLI command can approve anything.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from webplatform.jobs import states as jobs
@@ -21,7 +22,7 @@ from webplatform.registry.model import RunnableKind as RunnableKindLiteral
 from webplatform.store.models import Job
 from webplatform.trust import signing
 from webplatform.trust.authority import report_forged, seal_for
-from webplatform.trust.stepup import StepUp, check_step_up
+from webplatform.trust.stepup import StepUp, StepUpMismatch, check_step_up, each_in_batch
 
 
 def approve(
@@ -57,6 +58,72 @@ def deny(
     return _signed_decision(
         platform, jobs.deny, context, job_id=job_id, operator=operator, reason=reason
     )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one job of several decided at once: the job as decided, or the
+    refusal that left it as it was."""
+
+    job_id: int
+    job: Job | None = None
+    refused: Exception | None = None
+
+
+def approve_batch(
+    *,
+    platform: Platform,
+    operator: str,
+    chosen: Sequence[tuple[int, str]],
+    address: str | None,
+    step_up: StepUp,
+) -> list[Outcome]:
+    """Approve each (job id, digest) of `chosen` with one step-up, which must be this
+    operator's proof for exactly that set (`StepUpMismatch`, nothing approved, otherwise).
+
+    Each job goes through `approve` on its own, in its own transaction, signed on its own
+    digest, as if approved alone: a job that changed, expired, was decided meanwhile or may
+    not be approved by this operator is refused alone (its `Outcome.refused`).
+    """
+    each = each_in_batch(step_up, operator=operator, chosen=chosen)
+
+    def one(job_id: int, digest: str) -> Job:
+        return approve(
+            platform=platform,
+            job_id=job_id,
+            operator=operator,
+            digest=digest,
+            address=address,
+            step_up=each[job_id],
+        )
+
+    return [_outcome(job_id, partial(one, job_id, digest)) for job_id, digest in chosen]
+
+
+def deny_batch(
+    *,
+    platform: Platform,
+    operator: str,
+    job_ids: Sequence[int],
+    reason: str | None,
+    address: str | None,
+) -> list[Outcome]:
+    """Deny each job of `job_ids` with the same reason, each through `deny` on its own (a
+    denial needs no step-up, alone or not); a job that no longer waits is refused alone."""
+
+    def one(job_id: int) -> Job:
+        return deny(
+            platform=platform, job_id=job_id, operator=operator, reason=reason, address=address
+        )
+
+    return [_outcome(job_id, partial(one, job_id)) for job_id in job_ids]
+
+
+def _outcome(job_id: int, decide: Callable[[], Job]) -> Outcome:
+    try:
+        return Outcome(job_id=job_id, job=decide())
+    except (jobs.JobError, StepUpMismatch) as exc:
+        return Outcome(job_id=job_id, refused=exc)
 
 
 def _signed_decision(
@@ -101,4 +168,12 @@ def rerun(*, platform: Platform, job_id: int, actor: Actor) -> Answer:
     )
 
 
-__all__ = ["approve", "deny", "rerun", "job_answer"]
+__all__ = [
+    "Outcome",
+    "approve",
+    "approve_batch",
+    "deny",
+    "deny_batch",
+    "rerun",
+    "job_answer",
+]

@@ -277,7 +277,7 @@ class JobPreview(SQLModel, table=True):
 JOB_SUMMARY_COLUMNS: tuple[str, ...] = (
     *("id", "kind", "name", "action", "irreversible", "state", "surface", "client"),
     *("requested_by", "requester_proof", "created_at", "updated_at", "decided_by"),
-    *("started_at", "finished_at", "exit_code", "agent_reason"),
+    *("allowed_by_rule", "started_at", "finished_at", "exit_code", "agent_reason"),
 )
 # The approvals page's history of decisions: the summary, and how each call was decided.
 JOB_DECISION_COLUMNS: tuple[str, ...] = (

@@ -17,8 +17,8 @@ from making one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from webplatform.canonical import canonical_json, sha256_hex
@@ -42,12 +42,17 @@ class StepUp:
     method: StepUpMethod
     # The passkey's row id, for the audit trail (None for a password).
     passkey_id: int | None = None
+    # How many calls one proof approved together (None: this call alone; SPEC §16).
+    batch: int | None = None
 
     def describe(self) -> str:
         """What the audit trail records: the method and which passkey, never a secret."""
-        if self.method is StepUpMethod.passkey:
-            return f"step-up: passkey {self.passkey_id}"
-        return "step-up: password"
+        said = (
+            f"step-up: passkey {self.passkey_id}"
+            if self.method is StepUpMethod.passkey
+            else "step-up: password"
+        )
+        return said + (f", one for {self.batch} calls" if self.batch else "")
 
 
 class Change(StrEnum):
@@ -70,6 +75,9 @@ class Change(StrEnum):
     rule_add = "rule-add"
     # An admin revokes a rule (target: its id).
     rule_revoke = "rule-revoke"
+    # An admin approves one queued call and makes an allow rule from it, in one step (target:
+    # the job, its digest and the rule text's digest; `approve_allow_target`; SPEC §16).
+    approve_allow = "approve-allow"
 
 
 def change_digest(*, operator: str, change: Change, target: Mapping[str, str]) -> str:
@@ -77,6 +85,25 @@ def change_digest(*, operator: str, change: Change, target: Mapping[str, str]) -
     JSON of who changes what, so a proof for one change confirms no other."""
     body = {"change": change.value, "by": operator, "target": dict(target)}
     return sha256_hex(canonical_json(body))
+
+
+def batch_digest(*, operator: str, chosen: Sequence[tuple[int, str]]) -> str:
+    """The digest a step-up approving several queued calls at once is bound to: sha256 over
+    canonical JSON of who approves which jobs, each at the digest the page showed, so a proof
+    for one set (or for one call) approves no other set."""
+    pairs = sorted([job_id, digest] for job_id, digest in chosen)
+    body = {"approve": pairs, "by": operator}
+    return sha256_hex(canonical_json(body))
+
+
+def each_in_batch(
+    step_up: StepUp, *, operator: str, chosen: Sequence[tuple[int, str]]
+) -> dict[int, StepUp]:
+    """The proof for each call of `chosen`, taken from `operator`'s one proof for exactly
+    that set (raises `StepUpMismatch` for a proof made for any other set or call): each then
+    approves its own job at its own digest, as a single approval would."""
+    check_step_up(step_up, operator=operator, digest=batch_digest(operator=operator, chosen=chosen))
+    return {job_id: replace(step_up, digest=digest, batch=len(chosen)) for job_id, digest in chosen}
 
 
 class StepUpMismatch(PermissionError):
@@ -91,3 +118,22 @@ def check_step_up(step_up: StepUp, *, operator: str, digest: str) -> None:
         raise StepUpMismatch(
             "the step-up proof was made for another call (digest differs): approve again"
         )
+
+
+def approve_allow_target(*, job_id: int, digest: str, text: str) -> dict[str, str]:
+    """What one proof for approving job `job_id` (the call with `digest`) and making the rule
+    `text` together is bound to: all three, so it confirms neither alone, nor any other pair
+    (another job, or another rule)."""
+    return {"job": str(job_id), "digest": digest, "rule": sha256_hex(text)}
+
+
+def approval_share(step_up: StepUp, *, target: Mapping[str, str]) -> StepUp:
+    """The approval part of a proof bound to approving a call and making a rule together
+    (`target`, from `approve_allow_target`): the same proof, for that call's digest alone.
+    Raise `StepUpMismatch` unless `step_up` was bound to exactly `target`."""
+    bound = change_digest(operator=step_up.operator, change=Change.approve_allow, target=target)
+    if step_up.digest != bound:
+        raise StepUpMismatch(
+            "the step-up proof was made for another call or rule: choose again and confirm"
+        )
+    return replace(step_up, digest=target["digest"])

@@ -1,0 +1,166 @@
+"""Deciding several queued calls at once (SPEC §16): **Approve selected** and **Deny selected**.
+
+The cards' checkboxes (`name=job`, the job id) and hidden digests (`digest_<id>`, as the card
+showed them) belong to the batch form (`form="batch"`). Approving takes one step-up, bound to
+exactly that set of (job id, digest) pairs (`webplatform.trust.stepup.batch_digest`), so a
+passkey confirmation for one set approves no other; each job is then approved on its own, at
+its own digest, through the same path as a single Approve. Denying takes no step-up, as a
+single Deny does. A job that changed, expired or was decided meanwhile is refused alone, with
+its own line in the notice, while the others go through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import APIRouter
+from sqlmodel import col, select
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.responses import Response
+
+from dashboard import stepup
+from dashboard.deps import AddressDep, CheckerDep, DeciderDep, View, ViewDep
+from dashboard.routes.approvals import render_queue
+from webplatform.jobs import decisions
+from webplatform.jobs import states as jobs
+from webplatform.jobs.decisions import Outcome
+from webplatform.platform import Platform
+from webplatform.store.models import Job, JobState
+from webplatform.trust.stepup import StepUpMismatch
+
+router = APIRouter()
+NONE_CHOSEN = "no call was selected: tick the box of each call to decide, then try again"
+# At most this many calls in one batch (a page of the queue holds fewer).
+MAX_BATCH = 100
+
+
+class NotChosen(ValueError):
+    """The form chose no call, or chose them in a way no page would (the message says)."""
+
+
+def chosen_of(form: FormData) -> list[tuple[int, str]]:
+    """The (job id, digest) pairs the form chose, in the page's order, each once; raises
+    NotChosen when there are none, too many, or a box came without its card's digest."""
+    chosen: dict[int, str] = {}
+    for value in form.getlist("job"):
+        if not isinstance(value, str) or not value.isdigit():
+            raise NotChosen(f"{value!r} is not a job id: reload the approvals page")
+        digest = form.get(f"digest_{value}")
+        if not isinstance(digest, str) or not digest.strip():
+            raise NotChosen(f"job {value} came without the digest its card showed: reload the page")
+        chosen.setdefault(int(value), digest.strip())
+    if not chosen:
+        raise NotChosen(NONE_CHOSEN)
+    if len(chosen) > MAX_BATCH:
+        raise NotChosen(f"at most {MAX_BATCH} calls at once: select fewer")
+    return list(chosen.items())
+
+
+def _answer(view: View, outcomes: list[Outcome]) -> Response:
+    """The notice, one line per job; 200 when any was decided, else 409."""
+    lines = [line_for(view.platform, outcome) for outcome in outcomes]
+    decided = any(outcome.job is not None for outcome in outcomes)
+    return render_queue(view, lines=lines, block="notice", status_code=200 if decided else 409)
+
+
+def line_for(platform: Platform, outcome: Outcome) -> tuple[bool, str]:
+    """(decided?, the notice's line for this job): what happened, or why it was refused."""
+    job_id, job, exc = outcome.job_id, outcome.job, outcome.refused
+    if job is not None:
+        if job.state is JobState.pending_approval:
+            return True, f"job {job_id}: your approval is recorded; it waits for more approvals"
+        return True, f"job {job_id}: {job.state.value}"
+    return False, f"job {job_id}: {_why(platform, job_id, exc)}"
+
+
+def _why(platform: Platform, job_id: int, exc: Exception | None) -> str:
+    """Why job `job_id` was left as it was, in a few words."""
+    if isinstance(exc, jobs.DigestMismatch):
+        return "changed since the page showed it, not decided: review it again"
+    if isinstance(exc, jobs.ApprovalExpired) or (
+        isinstance(exc, jobs.StaleState) and exc.actual is JobState.expired
+    ):
+        return "expired, not approved"
+    if isinstance(exc, jobs.JobNotFound):
+        return "no such job"
+    if isinstance(exc, jobs.StaleState):
+        edited = _edited_into(platform, job_id)
+        if edited is not None:
+            return f"edited by {exc.decided_by} into job {edited}, not decided: review that one"
+        by = f" by {exc.decided_by}" if exc.decided_by else ""
+        return f"already {exc.actual.value}{by}, not decided"
+    return f"not decided: {exc}"
+
+
+def _edited_into(platform: Platform, job_id: int) -> int | None:
+    """The job an edit of `job_id` made, if it was edited."""
+    return platform.transact(
+        lambda s: s.exec(select(Job.id).where(col(Job.edited_from) == job_id)).first(),
+        write=False,
+    )
+
+
+async def _run(view: View, decide: Callable[[], list[Outcome]]) -> Response:
+    try:
+        outcomes = await run_in_threadpool(decide)
+    except (stepup.StepUpRefused, StepUpMismatch) as exc:
+        return render_queue(view, error=str(exc), block="notice", status_code=403)
+    return _answer(view, outcomes)
+
+
+@router.post("/approvals/approve")
+async def approve_selected(
+    view: ViewDep, checker: CheckerDep, operator: DeciderDep, address: AddressDep
+) -> Response:
+    """Approve the selected calls with one step-up bound to exactly that set."""
+    form = await view.request.form()
+    try:
+        chosen = chosen_of(form)
+    except NotChosen as exc:
+        return render_queue(view, error=str(exc), block="notice", status_code=422)
+    proof = stepup.Proof(password=_text(form, "password"), passkey=_text(form, "passkey"))
+
+    def decide() -> list[Outcome]:
+        step_up = stepup.verify(
+            checker,
+            operator=operator,
+            proof=proof,
+            bound=stepup.for_batch(operator, chosen),
+            address=address,
+        )
+        return decisions.approve_batch(
+            platform=view.platform,
+            operator=operator,
+            chosen=chosen,
+            address=address,
+            step_up=step_up,
+        )
+
+    return await _run(view, decide)
+
+
+@router.post("/approvals/deny")
+async def deny_selected(view: ViewDep, operator: DeciderDep, address: AddressDep) -> Response:
+    """Deny the selected calls with the one reason given (no step-up, as a single Deny)."""
+    form = await view.request.form()
+    try:
+        chosen = chosen_of(form)
+    except NotChosen as exc:
+        return render_queue(view, error=str(exc), block="notice", status_code=422)
+
+    def decide() -> list[Outcome]:
+        return decisions.deny_batch(
+            platform=view.platform,
+            operator=operator,
+            job_ids=[job_id for job_id, _ in chosen],
+            reason=_text(form, "reason"),
+            address=address,
+        )
+
+    return await _run(view, decide)
+
+
+def _text(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value if isinstance(value, str) else ""
