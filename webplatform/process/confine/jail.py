@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from webplatform.process.confine import landlock, namespaces
+from webplatform.process.confine import landlock, namespaces, sweep
 from webplatform.process.confine.fence import Fence, NotStarted, workspaces_for
 from webplatform.process.confine.landlock import Net
 from webplatform.registry.model import ToolSpec
@@ -160,7 +159,7 @@ class Jail:
         if self._ruleset is not None:
             os.close(self._ruleset)
             self._ruleset = None
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        sweep.remove_later(self.scratch)  # the call's answer need not wait for it
 
 
 def available(fence: Fence) -> bool:
