@@ -18,8 +18,8 @@ from pathlib import Path
 
 import anyio
 
-from bench.clients import aat_mcp, body, minimal_mcp
-from bench.common import EXAMPLES, Report, median_ms, ms, temp_home
+from bench.clients import aat_mcp, body, minimal_mcp, server_pid
+from bench.common import EXAMPLES, Report, cpu_s, median_ms, ms, temp_home
 from webplatform.process import launch, runner
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import ToolSpec
@@ -110,12 +110,20 @@ async def measure(report: Report) -> None:
             for _ in range(WARMUP):
                 for side in sides.values():
                     await side()
+            servers = {
+                "aat": server_pid("webplatform mcp", home),
+                "aat_plain": server_pid("webplatform mcp", plain_home),
+                "minimal": server_pid("bench.minimal_server"),
+            }
+            cpu_before = {name: cpu_s(pid) for name, pid in servers.items()}
             samples: dict[str, list[float]] = {n: [] for n in sides}
             names = list(sides)
             for i in range(ROUNDS):
                 order = names[i % len(names) :] + names[: i % len(names)]
                 for name in order:
                     samples[name].append(await sides[name]())
+            # Each server is idle between its own calls: its CPU over the rounds is theirs.
+            cpu = {n: (cpu_s(pid) - cpu_before[n]) / ROUNDS * 1000 for n, pid in servers.items()}
     d, a, m = (median_ms(samples[n]) for n in ("direct", "aat", "minimal"))
     w, p = median_ms(samples["warm"]), median_ms(samples["plain"])
     ap = median_ms(samples["aat_plain"])
@@ -160,6 +168,7 @@ async def measure(report: Report) -> None:
         target="<= 1.10",
         met=ap / m <= 1.10,
     )
+    _cpu_rows(report, cpu)
     report.notes.append(
         f"B1: {ROUNDS} calls per side after {WARMUP} warm-up rounds, order rotated each round; "
         f"medians: direct {ms(d)}, minimal MCPServer {ms(m)}, aat mcp warm {ms(a)}, aat mcp "
@@ -167,6 +176,13 @@ async def measure(report: Report) -> None:
         "same script with `warm: false`: aat's share of an ordinary call (job row and audit "
         "event before the spawn, confinement, the finish after it)."
     )
+
+
+def _cpu_rows(report: Report, cpu: dict[str, float]) -> None:
+    """The servers' CPU per call (ms): what a call costs the machine besides the tool."""
+    minimal = f"minimal MCPServer {cpu['minimal']:.1f} ms"
+    report.add("aat mcp warm: server CPU per call", f"{cpu['aat']:.1f} ms", baseline=minimal)
+    report.add("aat mcp plain: server CPU per call", f"{cpu['aat_plain']:.1f} ms", baseline=minimal)
 
 
 def run(report: Report) -> None:

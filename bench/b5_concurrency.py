@@ -14,8 +14,8 @@ import anyio.to_thread
 from mcp import Client
 
 from bench.b1_overhead import direct_command, plain_registry, spawn_direct
-from bench.clients import aat_mcp, body
-from bench.common import Report, temp_home
+from bench.clients import aat_mcp, body, server_pid
+from bench.common import Report, cpu_s, temp_home
 
 TITLE = "400 hello-world calls, 8 concurrent: one bridge vs direct spawns"
 CALLS, CONCURRENCY, ROUNDS = 400, 8, 3
@@ -65,11 +65,19 @@ async def measure(report: Report) -> None:
             await bridged()  # warm
             await plain()
             sides = {"direct": direct, "bridge": bridged, "plain": plain}
+            servers = {
+                "bridge": server_pid("webplatform mcp", home),
+                "plain": server_pid("webplatform mcp", plain_home),
+            }
             times: dict[str, list[float]] = {name: [] for name in sides}
+            cpu: dict[str, list[float]] = {name: [] for name in servers}
             names = list(sides)
             for i in range(ROUNDS):
                 for side in names[i % 3 :] + names[: i % 3]:
+                    before = cpu_s(servers[side]) if side in servers else 0.0
                     times[side].append(await in_parallel(sides[side]))
+                    if side in servers:
+                        cpu[side].append((cpu_s(servers[side]) - before) / CALLS * 1000)
     dm, bm, pm = (sorted(times[n])[len(times[n]) // 2] for n in ("direct", "bridge", "plain"))
     report.add(
         "errors through the bridges",
@@ -92,6 +100,12 @@ async def measure(report: Report) -> None:
         target="<= 1.2",
         met=pm / dm <= 1.2,
     )
+    for side, what in (("bridge", "warm"), ("plain", "plain")):
+        report.add(
+            f"bridge ({what} tool): its CPU per call, {CONCURRENCY} in flight",
+            f"{sorted(cpu[side])[ROUNDS // 2]:.1f} ms",
+            baseline=f"rounds {[round(x, 1) for x in cpu[side]]} ms",
+        )
     report.notes.append(
         f"B5: {ROUNDS} rounds per side, rotating; wall times (s): "
         f"direct {[round(x, 2) for x in times['direct']]}, "

@@ -66,3 +66,13 @@ def child_pids(marker: str) -> list[int]:
         if ppid == mine and marker in cmdline:
             found.append(int(entry.name))
     return found
+
+
+def server_pid(marker: str, home: Path | None = None) -> int:
+    """The pid of this process's child server whose command line contains `marker` (and,
+    given `home`, whose AAT_HOME is `home`)."""
+    for pid in child_pids(marker):
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        if home is None or f"AAT_HOME={home}".encode() in environ:
+            return pid
+    raise LookupError(f"no child server {marker!r} for {home}")

@@ -150,6 +150,12 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user and system, all threads) a process has used so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def tree_rss_mb(pid: int) -> float:
     """RSS of a process plus its children (for a launcher that execs a child)."""
     total = rss_mb(pid)

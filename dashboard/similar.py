@@ -170,6 +170,9 @@ def _exact(value: Any) -> Any:
     return value
 
 
+EXPIRED = "job {job} expired before it was approved: it will not run, and no rule was made"
+
+
 class NotSimilar(ValueError):
     """Why nothing was approved and no rule made, in one line; `status` is the HTTP status."""
 
@@ -194,6 +197,8 @@ def prepare(platform: Platform, job_id: int, digest: str, form: Mapping[str, Any
     job = platform.transact(lambda s: jobs.get_job(session=s, job_id=job_id), write=False)
     if job is None:
         raise NotSimilar(f"no job {job_id}: it never existed or was pruned", 404)
+    if job.state is JobState.expired:
+        raise NotSimilar(EXPIRED.format(job=job_id))
     if job.state is not JobState.pending_approval:
         raise NotSimilar(
             f"job {job_id} is {job.state.value}, no longer waiting: nothing was approved "

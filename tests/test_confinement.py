@@ -17,7 +17,7 @@ from webplatform.jobs.answers import Answer, Status
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.process import confine
-from webplatform.process.confine import landlock
+from webplatform.process.confine import landlock, sweep
 from webplatform.store.models import Surface
 
 TESTS = Path(__file__).resolve().parent
@@ -119,6 +119,7 @@ def test_a_tool_writes_its_tmpdir_and_a_workspace(platform: Platform, tmp_path: 
     assert answer.result["tmp"] == "scratch" and answer.result["workspace"] == "workspace"
     assert target.read_text() == "workspace"
     scratch = Path(answer.result["tmpdir"])
+    assert sweep.settle(timeout_s=10)  # removed once the call is done, off its answer's path
     assert scratch != Path("/tmp") and not scratch.exists()  # fresh per job, removed afterwards
 
 

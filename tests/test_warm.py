@@ -19,6 +19,7 @@ import pytest
 from test_runner import TOOLS, load_tool, wait_dead
 
 from webplatform.process import confine, runner, spawner, warm
+from webplatform.process.confine import sweep
 from webplatform.process.outcome import RunResult
 
 TESTS = TOOLS.parent
@@ -94,6 +95,15 @@ def test_a_warm_call_observes_exactly_what_a_plain_call_does(home: Path) -> None
             seen.pop(key)
     plain, warm_, warm_again, plain_again = answers
     assert warm_ == plain == warm_again == plain_again
+
+
+def test_a_warm_call_imports_nothing_its_interpreter_could_have_imported(home: Path) -> None:
+    # The standard library imports some modules only as it works (argparse's
+    # textwrap, gettext's locale; runpy's pkgutil to run the entrypoint): a warm interpreter
+    # imports those too, so its calls do not each pay for them.
+    plain = observed(run("observe", "imports", warmly=False, home=home))
+    assert {"textwrap", "locale"} <= set(plain["imported"])
+    assert observed(run("observe", "imports", warmly=True, home=home))["imported"] == []
 
 
 def test_argv_and_non_ascii_arguments_arrive_the_same(home: Path) -> None:
@@ -199,7 +209,8 @@ def test_a_warm_tool_writes_its_scratch_and_nothing_else(home: Path, tmp_path: P
     plain, warm_ = both("escape", "scratch", home=home, args=args, caller_cwd=work)
     assert (warm_.result or {})["workspace"] == "workspace", warm_.error
     assert {**(warm_.result or {}), "tmpdir": ""} == {**(plain.result or {}), "tmpdir": ""}
-    assert not Path((warm_.result or {})["tmpdir"]).exists()  # removed with the call
+    assert sweep.settle(timeout_s=10)  # removed once the call is done, off its answer's path
+    assert not Path((warm_.result or {})["tmpdir"]).exists()
 
 
 # --- what a warm tool can do to its warm interpreter ---------------------------------------------

@@ -143,5 +143,5 @@ def _not_approved(job_id: int, exc: Exception) -> str:
         isinstance(exc, jobs.StaleState) and exc.actual is JobState.expired
     )
     if expired:
-        return f"job {job_id} expired before it was approved: it will not run, and no rule was made"
+        return similar.EXPIRED.format(job=job_id)
     return f"{exc}; no rule was made"

@@ -51,6 +51,8 @@ def test_approve_and_allow_similar_lets_the_next_identical_call_run(
     expect(form.locator("select[name=match_subject]")).to_have_value("any")
     shot = SCREENSHOT if os.environ.get("AAT_UPDATE_SCREENSHOTS") == "1" else tmp_path / "s.png"
     # The page, clipped to the card: the queue's refresh may swap the card element meanwhile.
+    # Scrolled to the top first, so the pinned batch bar sits above the queue, not over the card.
+    page.evaluate("window.scrollTo(0, 0)")
     box = None
     for _ in range(20):  # None while a refresh swaps the card
         if (box := card.bounding_box()) is not None:

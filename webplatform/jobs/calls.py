@@ -11,7 +11,7 @@ from sqlmodel import Session, col, update
 
 from webplatform.canonical import args_digest, canonical_json
 from webplatform.store.audit import AuditEntry, record_event
-from webplatform.store.models import Job, JobState, Surface, utcnow
+from webplatform.store.models import Job, JobState, Surface, loaded_job, utcnow
 from webplatform.store.notify import notify_job
 from webplatform.store.seals import RowSeal, seal_policy
 from webplatform.store.transitions import DigestMismatch, IllegalMove, call_detail
@@ -125,7 +125,7 @@ def create_job(*, session: Session, call: Call, start: Start) -> Job:
     connection = session.connection()
     inserted = connection.execute(_INSERT_JOB, values).inserted_primary_key
     assert inserted is not None  # an INSERT of one row
-    job = Job(id=inserted[0], **values)
+    job = loaded_job({**values, "id": inserted[0]})
     signed = _signatures(job, start)
     if signed:  # the signatures cover the job id, known only now
         connection.execute(update(Job).where(col(Job.id) == job.id), signed)

@@ -12,6 +12,7 @@ as aat (SPEC §19).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -48,13 +49,29 @@ def expand(raw: str, *, home: Path) -> Path:
 
 def overlaps(a: Path, b: Path) -> bool:
     """True when one path is the other or lies inside it."""
-    return a == b or a.is_relative_to(b) or b.is_relative_to(a)
+    if not (a.is_absolute() and b.is_absolute()):
+        return a == b or a.is_relative_to(b) or b.is_relative_to(a)
+    x, y = str(a), str(b)
+    return within(x, y) or within(y, x)
+
+
+def within(path: str, folder: str) -> bool:
+    """Whether the absolute `path` is `folder` or lies inside it, compared as text (both as
+    `str(Path)` writes them): the test `Path.is_relative_to` makes part by part, at a small
+    part of its cost (a call's workspace checks make dozens)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def interpreter_prefixes() -> list[Path]:
     """Where the running Python and its libraries live (read by tools, written by none)."""
+    return list(_interpreter_prefixes())
+
+
+@functools.cache
+def _interpreter_prefixes() -> tuple[Path, ...]:
+    # The running interpreter's: resolved once per process.
     found = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    return sorted({Path(p).resolve() for p in found})
+    return tuple(sorted({Path(p).resolve() for p in found}))
 
 
 def home_problem(path: Path, *, home: Path, what: str) -> str | None:

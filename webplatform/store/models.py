@@ -6,11 +6,14 @@ everything else passes these objects around.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import Enum, StrEnum
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect, Index, String, Text, UniqueConstraint
+from pydantic_core import PydanticUndefined
+from sqlalchemy import DateTime, Dialect, Index, String, Text, UniqueConstraint, inspect
+from sqlalchemy.orm import configure_mappers
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
@@ -206,6 +209,29 @@ class Job(JobBase, table=True):
     # job is treated (its call, its policy, who asked, its window: `webplatform.store.seals.
     # policy_message`); the decision point and the worker refuse a job where it does not verify.
     policy_signature: str | None = Field(default=None, sa_type=String(200))
+
+
+def loaded_job(values: Mapping[str, Any]) -> Job:
+    """A `Job` holding `values` (a whole row as the database returned it, or the columns of
+    one just inserted; the columns left out take their defaults), built as the ORM builds a
+    job it loads: into its attributes at once. `Job(**values)` also runs pydantic's setter
+    and SQLAlchemy's events per column, which cost more than the statement that wrote the
+    row (about 0.6 ms a job, twice on every call); these values are the database's, and
+    need neither."""
+    configure_mappers()  # at once when they are: the first session does it otherwise
+    job: Job = _JOB_MANAGER.new_instance()
+    state = job.__dict__
+    state.update(_JOB_DEFAULTS)
+    state.update(values)
+    return job
+
+
+_JOB_MANAGER = inspect(Job).class_manager
+_JOB_DEFAULTS: dict[str, Any] = {
+    name: field.default
+    for name, field in Job.model_fields.items()
+    if field.default is not PydanticUndefined and field.default_factory is None
+}
 
 
 class JobApproval(SQLModel, table=True):

@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select, update
 
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.audit_chain import lock_chain
-from webplatform.store.models import TERMINAL_STATES, Job, JobState, utcnow
+from webplatform.store.models import TERMINAL_STATES, Job, JobState, loaded_job, utcnow
 from webplatform.store.notify import notify_job
 
 S = JobState
@@ -173,7 +173,7 @@ def compare_and_set(session: Session, move: Move) -> Job:
     if identity_key(Job, job_id) in session.identity_map:
         job = fetch_job(session, job_id)  # the copy this transaction already holds, updated
     else:  # the row as the UPDATE left it, without a second read through the ORM
-        job = Job(**row._mapping)
+        job = loaded_job(dict(row._mapping))
     entry = AuditEntry(
         actor=move.actor,
         event=move.event or _EVENT_FOR.get(to, to.value),

@@ -1,5 +1,6 @@
 """Test fixture: what a call observes; the same answers are required warm and plain."""
 
+import argparse
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import threading
 import time
 
 VERSION = 1
+LOADED = set(sys.modules)  # what this call's interpreter held once this file's imports ran
 CALLS = globals().get("CALLS", 0) + 1  # 1 unless module globals survived an earlier call
 json.__dict__["_aat_calls"] = json.__dict__.get("_aat_calls", 0) + 1  # a pre-imported module
 
@@ -74,6 +76,16 @@ def leak():
     answer({"leaked": len(keep)})
 
 
+def imports():
+    # argparse imports more as it works (shutil, textwrap, gettext's locale): a warm
+    # interpreter has them already, so the call imports nothing.
+    parser = argparse.ArgumentParser(prog="observe", description="what a call imports")
+    parser.add_argument("--name", help="who")
+    parser.parse_args([])
+    parser.format_help()
+    answer({"imported": sorted(set(sys.modules) - LOADED)})
+
+
 def kill_parent():
     try:
         os.kill(os.getppid(), signal.SIGKILL)
@@ -101,6 +113,8 @@ elif action == "flood":
     sys.stdout.write("x" * 10_000_000)
 elif action == "leak":
     leak()
+elif action == "imports":
+    imports()
 elif action == "kill-parent":
     kill_parent()
 elif action == "nap":

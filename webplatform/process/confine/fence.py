@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pwd
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from pathlib import Path
 from sqlalchemy import make_url
 
 from webplatform.config import UNCONFINED_ALL, UNCONFINED_NAMESPACES, Settings
-from webplatform.registry.paths import INSTALLATION, interpreter_prefixes, overlaps
+from webplatform.registry.paths import INSTALLATION, interpreter_prefixes, overlaps, within
 
 
 class NotStarted(Exception):
@@ -65,10 +66,21 @@ class Fence:
     @property
     def secret_paths(self) -> list[Path]:
         """What no tool may read or write: AAT_HOME and the database file."""
-        found = [_real(self.home)]
-        if self.database is not None:
-            found.append(_real(self.database))
-        return found
+        return list(_secret_paths(self.home, self.database))
+
+
+@functools.lru_cache(maxsize=16)
+def _secret_paths(home: Path, database: Path | None) -> tuple[Path, ...]:
+    """AAT_HOME and the database file, resolved once per process: every call checks its
+    rules against them, and aat's own folders do not move while it runs (nothing a tool
+    may write holds them, see `workspace_problem`)."""
+    return (_real(home), *([] if database is None else [_real(database)]))
+
+
+@functools.lru_cache(maxsize=16)
+def _resolved(roots: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The registry folders, resolved once per process (as `_secret_paths`)."""
+    return tuple(_real(root) for root in roots)
 
 
 def _real(path: Path) -> Path:
@@ -138,9 +150,9 @@ def workspace_problem(fence: Fence, path: Path) -> str | None:
     for secret in fence.secret_paths:
         if overlaps(path, secret):
             return f"workspace {path} contains AAT_HOME or aat's database ({secret}); {_FIX}"
-    for root in fence.registry_roots:
-        if overlaps(path, _real(root)):
-            return f"workspace {path} overlaps the registry folder {_real(root)}; {_FIX}"
+    for root in _resolved(fence.registry_roots):
+        if overlaps(path, root):
+            return f"workspace {path} overlaps the registry folder {root}; {_FIX}"
     for installed in (INSTALLATION, *interpreter_prefixes()):
         if overlaps(path, installed):
             return f"workspace {path} overlaps aat's installation ({installed}); {_FIX}"
@@ -165,23 +177,32 @@ def _home_problem(path: Path) -> str | None:
 def _system_problem(path: Path) -> str | None:
     """A system folder, a folder holding one or a folder of many users, or a path in a
     system folder that is not a project in one of those (`/var/tmp/build` is fine)."""
+    # As text (see `within`): these comparisons cost more than the rest of a call's checks.
+    text = str(path)
     for system in SYSTEM_FOLDERS:
-        if system.is_relative_to(path):
+        if within(str(system), text):
             return f"workspace {path} is or holds the system folder {system}; {_FIX}"
     for holder in HOLDERS:
-        if holder.is_relative_to(path):
+        if within(str(holder), text):
             return f"workspace {path} is or holds {holder}, a folder of many users; {_FIX}"
-    if any(path.is_relative_to(holder) for holder in HOLDERS):
+    if any(within(text, str(holder)) for holder in HOLDERS):
         return None
     for system in SYSTEM_FOLDERS:
-        if path.is_relative_to(system):
+        if within(text, str(system)):
             return f"workspace {path} is in the system folder {system}; {_FIX}"
     return None
 
 
 def user_homes() -> list[Path]:
     """The home folder: HOME of aat's environment and the user's from the password database."""
+    return list(_user_homes(os.environ.get("HOME"), os.getuid()))
+
+
+@functools.lru_cache(maxsize=4)
+def _user_homes(home: str | None, uid: int) -> tuple[Path, ...]:
+    """`user_homes` for this HOME and user, looked up and resolved once per process."""
+    del home  # the cache's key: `expanduser` reads it from the environment
     found = [Path("~").expanduser()]
     with contextlib.suppress(KeyError):
-        found.append(Path(pwd.getpwuid(os.getuid()).pw_dir))
-    return list(dict.fromkeys(_real(h) for h in found))
+        found.append(Path(pwd.getpwuid(uid).pw_dir))
+    return tuple(dict.fromkeys(_real(h) for h in found))

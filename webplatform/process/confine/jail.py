@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from webplatform.process.confine import landlock, namespaces
+from webplatform.process.confine import landlock, namespaces, sweep
 from webplatform.process.confine.fence import Fence, NotStarted, workspaces_for
 from webplatform.process.confine.landlock import Net
 from webplatform.registry.model import ToolSpec
@@ -160,7 +159,7 @@ class Jail:
         if self._ruleset is not None:
             os.close(self._ruleset)
             self._ruleset = None
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        sweep.remove_later(self.scratch)  # the call's answer need not wait for it
 
 
 def available(fence: Fence) -> bool:
@@ -286,10 +285,10 @@ def _exposed(rules: dict[str, list[str]], fence: Fence) -> str | None:
     secrets = [(secret, str(secret)) for secret in fence.secret_paths]
     fixed = _fixed_rules()
     for rule in (*rules["read"], *rules["write"]):
-        path = fixed.get(rule) or Path(rule).resolve()
-        folder = str(path).rstrip("/") + "/"  # resolved paths: a prefix test is exact
+        path = fixed.get(rule) or os.path.realpath(rule)
+        folder = path.rstrip("/") + "/"  # resolved paths: a prefix test is exact
         for secret, text in secrets:
-            if text == str(path) or text.startswith(folder):
+            if text == path or text.startswith(folder):
                 return (
                     f"aat's own state ({secret}) lies inside {path}, which tools may read; "
                     "move AAT_HOME (and the database) to a folder of its own"
@@ -298,10 +297,10 @@ def _exposed(rules: dict[str, list[str]], fence: Fence) -> str | None:
 
 
 @functools.cache
-def _fixed_rules() -> dict[str, Path]:
+def _fixed_rules() -> dict[str, str]:
     """The rules every run has (system and interpreter paths), resolved once per process."""
     fixed = [*SYSTEM_READS, *DEVICE_WRITES, *(str(p) for p in interpreter_prefixes())]
-    return {rule: Path(rule).resolve() for rule in fixed}
+    return {rule: os.path.realpath(rule) for rule in fixed}
 
 
 @functools.cache

@@ -52,6 +52,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import runpy
 import selectors
 import signal
@@ -74,8 +75,19 @@ EXIT_NOT_CONFINED = landlock.EXIT_NOT_CONFINED
 Static = tuple[list[tuple[str, str, str]], int] | None
 
 
+# The standard library's own folder: its modules' lazy imports are warmed too (`preimport`).
+STDLIB = os.path.dirname(os.__file__) + os.sep
+# An import statement inside a function (or any indented block) of a module's source.
+_LAZY_IMPORT = re.compile(rb"^[ \t]+(?:import|from)[ \t]+([A-Za-z_][\w.]*)", re.M)
+# Standard modules whose import does something (opens a browser, prints, starts Tk).
+_NEVER_WARM = frozenset({"antigravity", "this", "__main__", "idlelib", "tkinter", "turtle"})
+
+
 def preimport(entry: str, folder: str) -> None:
-    """Import what `entry` imports, except modules found in the tool's own folder."""
+    """Import what `entry` imports, except modules found in the tool's own folder; then what
+    the standard library's modules among those import lazily, inside their functions (and
+    what `runpy` does to run the entrypoint), which each call's child would otherwise import
+    afresh: argparse's `shutil` on every parse, runpy's `pkgutil` on every run."""
     try:
         with open(entry, "rb") as f:
             tree = ast.parse(f.read())
@@ -88,21 +100,53 @@ def preimport(entry: str, folder: str) -> None:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.append(node.module)
     own = os.path.realpath(folder) + os.sep
-    for name in dict.fromkeys(names):
-        if name == "__future__":
-            continue
-        try:
-            spec = importlib.util.find_spec(name.split(".")[0])
-            origin = spec.origin if spec else None
-            if not origin or os.path.realpath(origin).startswith(own):
-                continue
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - a module that will not import is just not warm
-            continue
+    before = set(sys.modules)
+    _import_all(names, own)
+    loaded = [sys.modules[n] for n in set(sys.modules) - before] + [runpy]
+    _import_all(_lazy_imports(loaded), own, stdlib_only=True)
     for name, module in list(sys.modules.items()):  # pulled in indirectly from the folder
         path = getattr(module, "__file__", None)
         if path and os.path.realpath(path).startswith(own):
             del sys.modules[name]
+
+
+def _import_all(names: list[str], own: str, *, stdlib_only: bool = False) -> None:
+    """Import each of `names` not found in the tool's folder `own` (with `stdlib_only`, only
+    the standard library's); one that will not import is just not warm."""
+    for name in dict.fromkeys(names):
+        top = name.split(".")[0]
+        if top in ("__future__", *_NEVER_WARM) or name in sys.modules:
+            continue
+        try:
+            spec = importlib.util.find_spec(top)
+            origin = spec.origin if spec else None
+            if not origin or os.path.realpath(origin).startswith(own):
+                continue
+            if stdlib_only and not _in_stdlib(origin):
+                continue
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a module that will not import is just not warm
+            continue
+
+
+def _in_stdlib(path: str) -> bool:
+    return path.startswith(STDLIB) and "site-packages" not in path
+
+
+def _lazy_imports(modules: list[Any]) -> list[str]:
+    """The modules the standard library's `modules` import in indented blocks (functions,
+    mostly), read from their source text: one pass, not the imports of those in turn."""
+    found: list[str] = []
+    for module in modules:
+        path = getattr(module, "__file__", None)
+        if not path or not path.endswith(".py") or not _in_stdlib(path):
+            continue
+        try:
+            with open(path, "rb") as f:
+                found += [m.decode() for m in _LAZY_IMPORT.findall(f.read())]
+        except (OSError, UnicodeDecodeError):
+            continue
+    return found
 
 
 def serve(

@@ -76,7 +76,7 @@ def preview_message(args):
     lines = json.dumps(message, ensure_ascii=False, indent=2).splitlines()
     header = [
         "--- /dev/null",
-        f"+++ {outbox()}/(new message).json",
+        "+++ $AAT_HOME/outbox/(new message).json",
         f"@@ -0,0 +1,{len(lines)} @@",
     ]
     if args.delay_s:
