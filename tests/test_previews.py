@@ -63,11 +63,10 @@ def landed(platform: Platform, job_id: int, timeout_s: float = 20) -> JobPreview
 def test_a_hanging_preview_neither_delays_the_answer_nor_outlives_its_timeout(
     platform: Platform,
 ) -> None:
-    started = time.monotonic()
     answer = queue(platform, "send-hang")
-    took = time.monotonic() - started
     assert answer.status is Status.pending_approval and answer.job is not None
-    assert took < 1.5, f"queueing took {took:.2f} s: it waited for the preview"
+    # Answered while the preview still runs: had queueing waited for it, it would have ended
+    # (timed out) by now. A check of state, not of time, so a loaded machine cannot fail it.
     pending = row(platform, answer.job)
     assert pending is not None and pending.state == "pending" and pending.action == "hang"
     done = landed(platform, answer.job)
