@@ -187,6 +187,9 @@ MESSAGE = {"to": "bob@example.org", "subject": "Quarterly report", "body": "Numb
 def new_card(page: Page) -> tuple[Any, int]:
     """The newest card on the approvals page, once it shows, and its job id."""
     card = page.locator("article.card[data-job-id]").first
-    expect(card).to_be_visible(timeout=2500)  # the spec's "within 2 s", plus render slack
+    # The queue polls every second, so a card shows within about a second of its job being
+    # recorded; the wait also covers the MCP client's own start in its thread, which a loaded
+    # machine stretches past any tight bound. How soon it shows is B3's to measure.
+    expect(card).to_be_visible(timeout=15_000)
     job_id = int(card.get_attribute("data-job-id") or "0")
     return card, job_id
