@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 from mcp import Client
-from mcp_helpers import ERAS, aat_mcp_process, body, later, later_when, serve_mcp
+from mcp_helpers import ERAS, aat_mcp_process, body, later_when, serve_mcp
 from platforms import platform_with
 from test_native_waiting import (
     PERSON_S,
@@ -65,7 +65,8 @@ async def test_stdio_bridge_process_elicits_the_job_page(
     del worker
     params = aat_mcp_process(platform.settings, AAT_APPROVAL_WAIT_S="30")
     asked = Elicitations("accept")
-    later(1.5, lambda: approve_first_pending(platform))
+    # Once the dialog was asked for: a bridge process that starts slowly must still ask.
+    later_when(lambda: asked.asked, lambda: approve_first_pending(platform))
     async with Client(params, mode=mode, elicitation_callback=asked) as client:
         with anyio.fail_after(40):
             result = await client.call_tool("run_tool_confirmed", SEND)
