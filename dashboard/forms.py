@@ -6,7 +6,7 @@ parameter would.
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from dashboard.stepup import Proof
 
@@ -17,6 +17,18 @@ class ProofForm(BaseModel):
 
     password: str = ""
     passkey: str = ""
+
+    def proof(self) -> Proof:
+        """The step-up proof these fields carry."""
+        return Proof(password=self.password, passkey=self.passkey)
+
+
+class EditProofForm(BaseModel):
+    """The edit form's step-up, named `_password` and `_passkey` there: the edited call's
+    arguments share the form, and an argument may be called `password`, none `_password`."""
+
+    password: str = Field(default="", alias="_password")
+    passkey: str = Field(default="", alias="_passkey")
 
     def proof(self) -> Proof:
         """The step-up proof these fields carry."""

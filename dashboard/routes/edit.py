@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from dashboard import data, passkeys, stepup, views
 from dashboard.deps import AddressDep, CheckerDep, DeciderDep, RelyingPartyDep, View, ViewDep
+from dashboard.forms import EditProofForm
 from dashboard.render import is_htmx
 from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
@@ -112,10 +113,7 @@ async def edit_submit(
     operator: DeciderDep,
     address: AddressDep,
     job_id: int,
-    # Named `_password` (`_passkey`) in the form: an argument may be called `password`, none
-    # `_password`.
-    password: Annotated[str, Form(alias="_password")] = "",
-    passkey: Annotated[str, Form(alias="_passkey")] = "",
+    form: Annotated[EditProofForm, Form()],
 ) -> Response:
     """Validate the edited arguments, check the step-up, then deny the original and create
     the edited job with this operator's approval, in one transaction."""
@@ -128,7 +126,7 @@ async def edit_submit(
         step_up = stepup.verify(
             checker,
             operator=operator,
-            proof=stepup.Proof(password=password, passkey=passkey),
+            proof=form.proof(),
             bound=stepup.Bound(purpose="approve", digest=edit.digest, job_id=job_id),
             address=address,
         )
