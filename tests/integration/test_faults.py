@@ -216,6 +216,34 @@ def test_dashboard_restart_keeps_approvals_sessions_and_history(
     platform.engine.dispose()
 
 
+def unpreviewed_registry(tmp_path: Path) -> Path:
+    """A registry of one irreversible action without a preview. The writers race on the
+    database; a preview would add a confined subprocess per queued call (800 of them, most of
+    this test's CPU) and writes the test does not count."""
+    tool = tmp_path / "registry" / "tools" / "notes"
+    tool.mkdir(parents=True)
+    (tool / "main.py").write_text("print('{}')\n")
+    (tool / "tool.yaml").write_text(
+        textwrap.dedent(
+            """
+            name: notes
+            description: Test fixture - an irreversible action with no preview.
+            version: 0.1.0
+            runtime: python
+            entrypoint: main.py
+            actions:
+              - name: send
+                description: Send a note.
+                args:
+                  - {name: to, type: string, required: true}
+                  - {name: subject, type: string, required: true}
+                  - {name: body, type: string, required: true}
+            """
+        )
+    )
+    return tool.parent.parent
+
+
 WRITER = textwrap.dedent(
     """
     import json, sys, time
@@ -235,7 +263,7 @@ WRITER = textwrap.dedent(
     for i in range(count):
         answer = request_run(
             platform=platform,
-            call=RunCall(kind="tool", name="outbox", action="send-message",
+            call=RunCall(kind="tool", name="notes", action="send",
                          args={"to": "ops@example.org", "subject": f"{name}-{i}", "body": "x"}),
             actor=actor, consent=Consent.QUEUE,
         )
@@ -253,11 +281,11 @@ WRITER = textwrap.dedent(
 
 @pytest.mark.slow
 def test_concurrent_writers_on_one_sqlite_file_lose_nothing(tmp_path: Path, procs: Procs) -> None:
-    settings = Settings(home=tmp_path / "aat-home")
+    settings = Settings(home=tmp_path / "aat-home", registry=str(unpreviewed_registry(tmp_path)))
     platform = Platform(settings)  # migrated before the writers start
     go, per_process = tmp_path / "go", 200
     # Each writer leaves about half its calls waiting: more than the default per-requester cap.
-    env = aat_env(settings, max_pending=per_process)
+    env = aat_env(settings, max_pending=per_process, registry=settings.registry)
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, f"w{n}", str(per_process), str(go)],

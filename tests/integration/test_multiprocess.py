@@ -1,7 +1,7 @@
 """Several hosts' worth of processes on one PostgreSQL database: every job runs exactly once.
 
 Two `aat serve` (each with its embedded worker) and two `aat worker` processes share one
-database and one AAT_HOME; 500 approved `outbox send-message` jobs go in while they run.
+database and one AAT_HOME; 200 approved `outbox send-message` jobs go in while they run.
 Each must end `succeeded`, with exactly one message in the outbox and one claim in its
 audit trail, and the audit hash chain must verify afterwards. A session made on one
 dashboard is valid on the other.
@@ -30,12 +30,12 @@ from webplatform.platform import Actor, Platform
 from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope
 from webplatform.trust.authority import seal_for
 
-JOBS = 500
+JOBS = 200
 PASSWORD = "correct horse battery"
 
 
 @pytest.mark.slow
-def test_two_dashboards_and_two_workers_run_500_approved_jobs_exactly_once(
+def test_two_dashboards_and_two_workers_run_200_approved_jobs_exactly_once(
     pg_settings: Settings, procs: Procs
 ) -> None:
     platform = Platform(pg_settings)
