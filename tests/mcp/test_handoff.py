@@ -239,13 +239,20 @@ MODERN_META = {
 }
 
 
-def piped_requests(era: str) -> str:
+# The call that greets "Pipe", on each surface: the generic one's run_tool, the chat one's own tool.
+GREET = {
+    "generic": {"name": "run_tool", "arguments": {"tool": "hello-world", "args": {"name": "Pipe"}}},
+    "chat": {"name": "demo_hello-world_greet", "arguments": {"name": "Pipe"}},
+}
+
+
+def piped_requests(era: str, surface: str) -> str:
     """Two requests (and, on the legacy era, the initialized notice), as one would pipe them."""
 
     def request(id_: int, method: str, params: dict[str, Any]) -> str:
         return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
 
-    greet = {"name": "run_tool", "arguments": {"tool": "hello-world", "args": {"name": "Pipe"}}}
+    greet = GREET[surface]
     if era == "legacy":
         hello = {"protocolVersion": "2025-11-25", "capabilities": {},
                  "clientInfo": {"name": "piped", "version": "1"}}  # fmt: skip
@@ -264,15 +271,16 @@ def piped_requests(era: str) -> str:
 
 @pytest.mark.parametrize("mode", ERAS)
 @pytest.mark.parametrize("where", ["relayed", "in-process"])
+@pytest.mark.parametrize("surface", ["generic", "chat"])
 def test_piped_requests_are_all_answered_before_exit(
-    served: Path, tmp_path: Path, mode: str, where: str
+    served: Path, tmp_path: Path, mode: str, where: str, surface: str
 ) -> None:
     # `printf '...' | aat mcp` closes stdin right after the requests: the bridge used to exit
     # first and drop the tool call's answer.
     home = served if where == "relayed" else aat_home_beside(tmp_path)
     proc = subprocess.run(
-        [*AAT, "mcp"],
-        input=piped_requests(mode),
+        [*AAT, "mcp", "--surface", surface],
+        input=piped_requests(mode, surface),
         capture_output=True,
         text=True,
         env=home_env(home),
