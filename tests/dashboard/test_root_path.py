@@ -9,13 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from dash_helpers import BASE, ORIGIN, add_operator, queue_send
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.routing import NoMatchFound
 
+from dashboard import urls
 from dashboard.app import create_app
 from dashboard.setup import open_setup, setup_base_url
 from webplatform.config import Settings
@@ -237,3 +241,28 @@ def test_a_root_path_that_is_not_a_path_is_refused_in_one_line(bad: str) -> None
     with pytest.raises(ValidationError, match="AAT_ROOT_PATH must be a path like /aat"):
         Settings(root_path=bad)
     assert Settings(root_path="/aat/").root_path == "/aat"
+
+
+@pytest.mark.parametrize("root", ["", "/aat"])
+def test_each_named_route_links_as_starlette_would(app: Any, root: str) -> None:
+    """`urls.url_for` (an index by name) gives exactly `request.url_for(...).path`, for
+    every named route of the app, under a root path or none."""
+    router = app.router
+    scope = {"type": "http", "method": "GET", "path": f"{root}/", "root_path": root,
+             "headers": [(b"host", b"127.0.0.1:8000")], "query_string": b"",
+             "scheme": "http", "server": ("127.0.0.1", 8000), "router": router}  # fmt: skip
+    request = Request(scope)
+    named = [r for r in router.routes if isinstance(getattr(r, "name", None), str)]
+    assert len(named) > 30
+    for route in named:
+        params = dict.fromkeys(getattr(route, "param_convertors", {}), "7")
+        if route.name == "static":
+            params = {"path": "app.css"}
+        try:
+            expected = request.url_for(route.name, **params).path
+        except NoMatchFound:
+            continue  # a name Starlette itself cannot build with these parameters
+        assert urls.url_for(request, route.name, **params) == expected, route.name
+    assert urls.url_for(request, "job_page", job_id=3) == f"{root}/jobs/3"
+    with pytest.raises(NoMatchFound):
+        urls.url_for(request, "no_such_route")
