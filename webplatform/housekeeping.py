@@ -66,14 +66,17 @@ def run_passes(
     stop: threading.Event,
     one_pass: Callable[[bool], float | None],
     on_move: Callable[[], None] | None = None,
+    *,
+    only_approved: bool = False,
 ) -> None:
     """Run `one_pass(listening)` until `stop` is set, sleeping between passes the seconds it
-    returns (None: the next pass at once), woken early by any job move and then `on_move()`.
+    returns (None: the next pass at once), woken early by any job move (with `only_approved`,
+    by a move into `approved`) and then `on_move()`.
 
     `listening` says whether job moves wake this process at all (PostgreSQL's LISTEN/NOTIFY,
     SQLite's marker file); it is read before the pass, so a move during the pass counts.
     """
-    wakeups = JobNotifications(engine)
+    wakeups = JobNotifications(engine, only_approved=only_approved)
     try:
         while not stop.is_set():
             wait_s = one_pass(wakeups.listening)

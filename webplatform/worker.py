@@ -220,7 +220,10 @@ class Worker:
         def moved() -> None:
             self._housekeeping_due = float("-inf")  # a move may bring a deadline closer
 
-        run_passes(self.platform.engine, stop, one_pass, on_move=moved)
+        # Without duties of its own (`aat serve`'s worker), only an approval brings it work:
+        # the calls the server records and finishes wake it no more.
+        only_approved = not self.housekeeping
+        run_passes(self.platform.engine, stop, one_pass, on_move=moved, only_approved=only_approved)
         if self.housekeeping:
             self.housekeeper.forget()
         log.info("worker %s stopped", self.worker_id)

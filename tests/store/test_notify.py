@@ -268,3 +268,48 @@ def test_the_database_watch_ends_with_its_last_listener(tmp_path: Path) -> None:
         assert _watching_threads() == before
     finally:
         engine.dispose()
+
+
+def test_a_worker_without_duties_wakes_for_approvals_only(
+    engine: Engine, backend: str, settings: Settings
+) -> None:
+    """`aat serve`'s worker: the calls the server records, cancels and finishes do not wake
+    it (each would cost a claim transaction that finds nothing); an approval does, at once."""
+    worker = Worker(
+        platform=Platform(settings, engine=engine),
+        settings=settings,
+        load_registry=RegistryLoader([EXAMPLES_ROOT]).load,
+        run=runner.run,
+        housekeeping=False,
+    )
+    signing.signer_for(settings.home)
+    passes: list[float] = []
+    run_once = worker.run_once
+
+    def counted() -> bool:
+        passes.append(time.monotonic())
+        return run_once()
+
+    worker.run_once = counted  # type: ignore[method-assign]
+    stop = StopEvent()
+    thread = threading.Thread(
+        target=worker.run_forever, args=(stop,), kwargs={"poll_s": 3600, "listen_poll_s": 3600}
+    )
+    thread.start()
+    try:
+        wait_for(lambda: passes)
+        time.sleep(0.3)  # its first look is over: it sleeps now
+        looked = len(passes)
+        pending = [transact(engine, lambda s: _pending(s, settings)) for _ in range(4)]
+        transact(
+            engine, lambda s: jobs.cancel(session=s, job_id=pending[0], actor="olga", reason="x")
+        )
+        time.sleep(0.5)  # every signal of those moves has arrived
+        assert len(passes) == looked, "moves into other states woke it"
+        _approve(engine, pending[1], settings)
+        wait_for(lambda: _state(engine, pending[1]) == JobState.succeeded, timeout=30)
+        assert len(passes) > looked
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()

@@ -10,6 +10,11 @@ watches (inotify) and turns into the same wake-up for every process on the host.
 moves touch it: a heartbeat or a lease renewal wakes nobody. Where neither exists, waiters
 poll.
 
+A waiter may ask to be woken only by moves into `approved` (`only_approved`): the worker
+embedded in `aat serve`, whose only work is approved jobs, is then not woken by every call the
+server records and finishes. NOTIFY carries the state; on SQLite a move into `approved` also
+touches a second marker (`aat.db-approved`), which is what such a waiter's doorbell rings for.
+
 A waiter never misses a move committed between two of its waits: `JobNotifications` counts
 from where its last wait ended, and PostgreSQL keeps notifications queued on the connection.
 """
@@ -22,6 +27,7 @@ import logging
 import os
 import select
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,12 +51,17 @@ log = logging.getLogger(__name__)
 CHANNEL_SQL = "'aat_jobs_' || left(md5(current_schema()), 16)"
 _MOVED = "aat_job_moved"
 
-# What a SQLite database's marker file is called: the database file's name and this.
+# What a SQLite database's marker files are called: the database file's name and these
+# (every move; moves into `approved` as well).
 MARKER_SUFFIX = "-moved"
+APPROVED_SUFFIX = "-approved"
+_STATES = "aat_job_states"
 
-# Committed job moves in this process, for waiters that have no LISTEN channel.
+# Committed job moves in this process, for waiters that have no LISTEN channel: all of them,
+# and those into `approved` (a ring from the marker files counts as what it says).
 _local_moves = threading.Condition()
 _local_count = 0
+_approved_count = 0
 # Called on each of those moves (under `_local_moves`), for waiters on an event loop.
 _on_move: list[Callable[[], None]] = []
 
@@ -69,11 +80,13 @@ def on_move(callback: Callable[[], None]) -> Callable[[], None]:
     return stop
 
 
-def _count_move() -> None:
-    """One more move seen: wake the threads waiting and tell the callbacks."""
-    global _local_count
+def _count_move(*, approved: bool) -> None:
+    """One more move seen (`approved`: one into `approved` among them, or maybe): wake the
+    threads waiting and tell the callbacks."""
+    global _local_count, _approved_count
     with _local_moves:
         _local_count += 1
+        _approved_count += approved
         _local_moves.notify_all()
         for callback in _on_move:
             callback()
@@ -82,11 +95,15 @@ def _count_move() -> None:
 @event.listens_for(OrmSession, "after_commit")
 def _announce_locally(session: OrmSession) -> None:
     marker = session.info.pop(_MOVED, None)
+    states = session.info.pop(_STATES, ())
     if marker is None:
         return
-    _count_move()
+    approved = JobState.approved in states
+    _count_move(approved=approved)
     if marker:
         _touch(marker)  # after the commit, so a woken process reads the move
+        if approved:
+            _touch(marker[: -len(MARKER_SUFFIX)] + APPROVED_SUFFIX)
 
 
 @functools.cache
@@ -117,11 +134,12 @@ def _touch(path: str) -> None:
 @event.listens_for(OrmSession, "after_rollback")
 def _forget_rolled_back(session: OrmSession) -> None:
     session.info.pop(_MOVED, None)
+    session.info.pop(_STATES, None)
 
 
-def _ring() -> None:
+def _ring(*, approved: bool) -> None:
     """Count a move some process committed (seen in the database's files) and wake waiters."""
-    _count_move()
+    _count_move(approved=approved)
 
 
 class StopEvent(threading.Event):
@@ -206,29 +224,38 @@ def release_database(bell: Doorbell) -> None:
 
 def _doorbell(watch: inotify.Inotify, path: str) -> None:
     name = os.path.basename(path)
+    approved = name[: -len(MARKER_SUFFIX)] + APPROVED_SUFFIX
     while not watch.closed:
         events = watch.read()  # sleeps until the folder changes
-        # An overflowed queue may have dropped the marker's event: ring to be safe.
-        if any(e.name == name or e.mask & inotify.Q_OVERFLOW for e in events):
-            _ring()
+        # An overflowed queue may have dropped a marker's event: ring for both to be safe.
+        lost = any(e.mask & inotify.Q_OVERFLOW for e in events)
+        if lost or any(e.name == approved for e in events):
+            _ring(approved=True)
+        elif any(e.name == name for e in events):
+            _ring(approved=False)
         if any(event.mask & inotify.SELF_GONE for event in events):
             break  # the folder went away: waiters poll from now on
     watch.close()
     watch.read(0)
 
 
-def _wait_local(seen: int, timeout_s: float, stop: threading.Event) -> int:
-    """Block until the count of moves (committed here or rung) is no longer `seen`, `stop`
-    is set or `timeout_s` passes; the count then."""
+def _wait_local(seen: int, timeout_s: float, stop: threading.Event, *, only_approved: bool) -> int:
+    """Block until the count of moves (committed here or rung; with `only_approved`, of those
+    into `approved`) is no longer `seen`, `stop` is set or `timeout_s` passes; the count then."""
+
+    def count() -> int:
+        return _approved_count if only_approved else _local_count
+
     with _local_moves:
-        _local_moves.wait_for(lambda: _local_count != seen or stop.is_set(), timeout=timeout_s)
-        return _local_count
+        _local_moves.wait_for(lambda: count() != seen or stop.is_set(), timeout=timeout_s)
+        return count()
 
 
 def notify_job(session: Session, job_id: int, state: JobState) -> None:
     """Announce that job `job_id` is now in `state`, when the transaction commits."""
     bind = session.get_bind()
     session.info[_MOVED] = _marker_of(bind if isinstance(bind, Engine) else bind.engine)
+    session.info.setdefault(_STATES, set()).add(state)
     if bind.dialect.name != "postgresql":
         return
     session.connection().execute(
@@ -244,13 +271,15 @@ _listeners: weakref.WeakSet[JobNotifications] = weakref.WeakSet()
 class JobNotifications:
     """Waits until some job moves (PostgreSQL's NOTIFY, the SQLite marker file, a move in
     this process), or simply for the timeout where there is no such signal. A move since the
-    last wait returned (or since this was made) ends the next wait at once."""
+    last wait returned (or since this was made) ends the next wait at once. With
+    `only_approved`, only moves into `approved` count."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, only_approved: bool = False) -> None:
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
         self._engine = engine
         self._bell: Doorbell | None = None
-        self._seen = _local_count
+        self._only_approved = only_approved
+        self._seen = _approved_count if only_approved else _local_count
         self._wake_r = self._wake_w = -1
         self._pipe_lock = threading.Lock()  # the pipe is never written once closed
         if engine.dialect.name == "postgresql":
@@ -287,7 +316,8 @@ class JobNotifications:
     def wait(self, timeout_s: float, stop: threading.Event) -> bool:
         """Block until a job moves, `timeout_s` passes or `stop` is set; True if woken by a move."""
         if self._conn is None:
-            seen, self._seen = self._seen, _wait_local(self._seen, timeout_s, stop)
+            seen = self._seen
+            self._seen = _wait_local(seen, timeout_s, stop, only_approved=self._only_approved)
             return self._seen != seen
         import psycopg
 
@@ -304,19 +334,31 @@ class JobNotifications:
     ) -> bool:
         # psycopg's own wait wakes every 0.1 s to look for Ctrl-C: a poll on the socket and
         # this waiter's pipe (written by StopEvent) sleeps for the whole timeout instead.
-        for _ in conn.notifies(timeout=0, stop_after=1):
-            return True  # queued while the waiter was busy
-        if stop.is_set():
-            return False
-        poller = select.poll()
-        poller.register(conn.fileno(), select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
-        ready = {fd for fd, _ in poller.poll(max(0.0, timeout_s) * 1000)}
-        if self._wake_r in ready:
-            with contextlib.suppress(OSError):
-                os.read(self._wake_r, 512)
-        # Several queued moves cost a waiter only as many quick looks for work.
-        return any(True for _ in conn.notifies(timeout=0, stop_after=1))
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            if self._queued(conn):
+                return True  # queued while the waiter was busy, or just arrived
+            left = deadline - time.monotonic()
+            if stop.is_set() or left <= 0:
+                return False
+            poller = select.poll()
+            poller.register(conn.fileno(), select.POLLIN)
+            poller.register(self._wake_r, select.POLLIN)
+            ready = {fd for fd, _ in poller.poll(left * 1000)}
+            if self._wake_r in ready:
+                with contextlib.suppress(OSError):
+                    os.read(self._wake_r, 512)
+                return False
+            if not ready:
+                return False
+
+    def _queued(self, conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+        """Whether a move that counts arrived (several queued cost a waiter only as many quick
+        looks for work); with `only_approved`, those into other states are read and dropped."""
+        if not self._only_approved:
+            return any(True for _ in conn.notifies(timeout=0, stop_after=1))
+        # The payload is `job_id:state` (`notify_job`).
+        return any(n.payload.endswith(":approved") for n in conn.notifies(timeout=0))
 
     def interrupt(self) -> None:
         """End a LISTEN wait now (from any thread); it returns False."""
