@@ -193,3 +193,19 @@ def new_card(page: Page) -> tuple[Any, int]:
     expect(card).to_be_visible(timeout=15_000)
     job_id = int(card.get_attribute("data-job-id") or "0")
     return card, job_id
+
+
+def wait_for_refresh(page: Page, times: int = 1) -> None:
+    """Let the approval queue's poll swap its block `times` times. Focus leaves the queue
+    first: while a decision is being typed in it, the refresh waits (static/app.js)."""
+    for _ in range(times):
+        page.evaluate(
+            """() => {
+                if (document.activeElement) { document.activeElement.blur(); }
+                document.getElementById("approvals-live").dataset.before = "1";
+            }"""
+        )
+        page.wait_for_function(
+            '() => !(document.getElementById("approvals-live") || {dataset: {}}).dataset.before',
+            timeout=15_000,
+        )

@@ -17,6 +17,7 @@ from browser_helpers import (
     Server,
     add_to_store,
     queue_directly,
+    wait_for_refresh,
     wait_state,
 )
 from playwright.sync_api import Browser, Page, expect
@@ -46,7 +47,7 @@ def test_approve_and_allow_similar_lets_the_next_identical_call_run(
     form.locator("select[name=match_body]").select_option("any")
     form.locator("select[name=duration]").select_option("1h")
     form.locator("input[name=password]").fill(PASSWORD)
-    page.wait_for_timeout(1500)  # a poll or two refresh the queue: the form stays as filled
+    wait_for_refresh(page, times=2)  # two refreshes of the queue: the form stays as filled
     expect(page.locator(f"#allow-similar-{job_id}")).to_have_attribute("open", "")
     expect(form.locator("select[name=match_subject]")).to_have_value("any")
     shot = SCREENSHOT if os.environ.get("AAT_UPDATE_SCREENSHOTS") == "1" else tmp_path / "s.png"

@@ -20,6 +20,8 @@ from browser_helpers import (
     job_state,
     new_card,
     queue_directly,
+    wait_for_refresh,
+    wait_state,
 )
 from playwright.sync_api import Browser, Page, expect
 
@@ -59,9 +61,9 @@ def test_deny_with_a_reason_reaches_the_mcp_client(page: Page, server: Server):
     call = McpCall(server, MESSAGE)
     call.start()
     card, job_id = new_card(page)
-    page.wait_for_timeout(1200)  # let a poll or two swap the queue while typing
+    wait_for_refresh(page)
     card.get_by_role("textbox", name="Reason for denying").fill("not before the board meeting")
-    page.wait_for_timeout(1200)
+    wait_for_refresh(page, times=2)  # the typed reason is kept through the swaps
     expect(page.locator(f"#reason-{job_id}")).to_have_value("not before the board meeting")
     page.locator(f'[data-job-id="{job_id}"]').get_by_role("button", name="Deny", exact=True).click()
     answer = call.answer()
@@ -161,3 +163,22 @@ def test_a_refused_decision_answers_409_and_htmx_shows_why(page: Page, server: S
     expect(page.locator("#notice")).to_contain_text("review them again")
     assert page.url == f"{server.url}/approvals"  # swapped in place, no navigation
     expect(card).to_be_visible()  # still pending
+
+
+def test_a_press_held_over_the_queues_refresh_still_approves(page: Page, server: Server):
+    """A press and a release on two copies of a button are no click: while the operator
+    holds the press (or types in a card), the queue's refresh waits, then resumes."""
+    job_id = queue_directly(server)
+    card = page.locator(f'article.card[data-job-id="{job_id}"]')
+    expect(card).to_be_visible(timeout=15_000)
+    card.locator(".approve-form input[name=password]").fill(PASSWORD)
+    card.get_by_role("button", name="Approve", exact=True).hover()
+    page.evaluate('document.getElementById("approvals-live").dataset.before = "1"')
+    page.mouse.down()
+    page.wait_for_timeout(2500)  # two refreshes would have swapped the card by now
+    held = page.evaluate('document.getElementById("approvals-live").dataset.before')
+    page.mouse.up()
+    assert held == "1", "the queue was refreshed under the pressed button"
+    expect(page.locator(f'table.history tr[data-job-id="{job_id}"]')).to_contain_text("alice")
+    wait_for_refresh(page)  # and the refresh goes on once the decision is made
+    wait_state(page, server.url, job_id, "succeeded")

@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from browser_helpers import OPERATOR, PASSWORD, Server, job_state, queue_directly, wait_state
+from browser_helpers import (
+    OPERATOR,
+    PASSWORD,
+    Server,
+    job_state,
+    queue_directly,
+    wait_for_refresh,
+    wait_state,
+)
 from playwright.sync_api import Browser, CDPSession, Page, expect
 
 pytestmark = pytest.mark.browser
@@ -67,7 +74,7 @@ def _tick(page: Page, ids: list[int]) -> None:
     for job_id in ids:
         page.locator(f"#pick-{job_id}").check()
     # Two polls of the live block later, the ticks are still there.
-    time.sleep(2.2)
+    wait_for_refresh(page, times=2)
     for job_id in ids:
         expect(page.locator(f"#pick-{job_id}")).to_be_checked()
 
