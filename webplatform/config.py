@@ -104,9 +104,11 @@ class Settings(BaseSettings):
     # 0: the operator who asked for a run (or owns the agent token that asked) never
     # approves it, whatever the action says.
     self_approval: bool = True
-    # Agents that sign in through the browser (SPEC §18): how long an access token lives, and
-    # whether a Client ID Metadata Document may live on a loopback or private address.
+    # Agents that sign in through the browser (SPEC §18): how long an access token and a
+    # refresh token live, and whether a Client ID Metadata Document may live on a loopback or
+    # private address.
     oauth_token_ttl_s: PositiveInt = 3600
+    oauth_refresh_ttl_s: PositiveInt = 30 * 86400
     oauth_loopback_clients: bool = False
 
     @field_validator("unconfined", mode="before")

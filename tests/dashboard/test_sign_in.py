@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -23,6 +25,7 @@ import pytest
 from client_documents import REBINDING_HOST, DocumentServer, document_server
 from dash_helpers import BASE, PASSWORD, add_operator, csrf, log_in
 from fastapi.testclient import TestClient
+from mcp.server.auth.handlers import token as token_handler
 from sign_in_helpers import (
     INIT,
     MCP_HEADERS,
@@ -46,7 +49,7 @@ from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import agents, session_scope
 from webplatform.store.agents import add_agent, list_agents, revoke_agent
-from webplatform.store.models import OAuthClient, OAuthGrant, utcnow
+from webplatform.store.models import OAuthClient, OAuthGrant, OAuthRefreshToken, utcnow
 from webplatform.store.oauth import prune_expired
 from webplatform.trust.authority import seal_for
 from webplatform.trust.oauth_clients import ClientDocumentError, fetch_document
@@ -324,6 +327,28 @@ def test_access_tokens_expire(
         later = utcnow() + timedelta(seconds=3.2)
         monkeypatch.setattr(agents, "utcnow", lambda: later)
         assert mcp_status(client, tokens["access_token"]) == 401
+
+
+def test_refresh_tokens_last_as_long_as_the_setting_says(
+    settings: Settings, platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    short = settings.model_copy(update={"oauth_refresh_ttl_s": 600})
+    app = create_app(short, platform=Platform(short), embed_worker=False)
+    with TestClient(app, base_url=BASE, follow_redirects=False) as client:
+        add_operator(platform, "alice")
+        log_in(client, "alice")
+        info, tokens = signed_in(client)
+        with session_scope(platform.engine) as session:
+            [row] = session.exec(select(OAuthRefreshToken)).all()
+        left = row.expires_at - utcnow()
+        assert timedelta(seconds=590) < left <= timedelta(seconds=600)
+        rotated = refresh(client, info, tokens["refresh_token"])
+        assert rotated.status_code == 200, rotated.text
+        # The clock the SDK's token endpoint reads, moved past the 600 s.
+        later = time.time() + 601
+        monkeypatch.setattr(token_handler, "time", SimpleNamespace(time=lambda: later))
+        expired = refresh(client, info, rotated.json()["refresh_token"])
+        assert expired.status_code == 400 and expired.json()["error"] == "invalid_grant"
 
 
 def doc_for(docs: DocumentServer, **changes: Any) -> dict[str, Any]:

@@ -44,7 +44,6 @@ from webplatform.trust.oauth_clients import ClientDocumentError, ClientDocuments
 
 logger = logging.getLogger(__name__)
 REQUEST_TTL = timedelta(minutes=10)
-REFRESH_TTL = timedelta(days=30)
 T = TypeVar("T")
 REUSED = "refresh token used again after it was rotated: the agent is revoked, sign in again"
 
@@ -189,7 +188,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
                 session=session, name=code.agent, seal=seal, expires_at=expires, resource=resource
             )
             assert access is not None  # just made, active and signed
-            refresh = _first_refresh(code, client.client_id, resource)
+            refresh = _first_refresh(code, client.client_id, resource, self._refresh_ttl)
             token = store.add_refresh(session=session, template=refresh, seal=seal)
             audit.record_event(
                 session,
@@ -258,7 +257,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
                 client_id=client.client_id,
                 resource=resource,
                 scopes=" ".join(scopes),
-                expires_at=utcnow() + REFRESH_TTL,
+                expires_at=utcnow() + self._refresh_ttl,
             )
             return access, store.add_refresh(session=session, template=template, seal=seal)
 
@@ -306,6 +305,10 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
     def _ttl(self) -> timedelta:
         return timedelta(seconds=self.platform.settings.oauth_token_ttl_s)
 
+    @property
+    def _refresh_ttl(self) -> timedelta:
+        return timedelta(seconds=self.platform.settings.oauth_refresh_ttl_s)
+
     def _tokens(self, access: str, refresh: str, scopes: list[str]) -> OAuthToken:
         return OAuthToken(
             access_token=access,
@@ -334,12 +337,14 @@ def _code_of(row: OAuthGrant, code: str) -> AatCode:
     )
 
 
-def _first_refresh(code: AatCode, client_id: str, resource: str) -> OAuthRefreshToken:
+def _first_refresh(
+    code: AatCode, client_id: str, resource: str, ttl: timedelta
+) -> OAuthRefreshToken:
     return OAuthRefreshToken(
         token_hash="",
         agent=code.agent,
         client_id=client_id,
         resource=resource,
         scopes=" ".join(code.scopes),
-        expires_at=utcnow() + REFRESH_TTL,
+        expires_at=utcnow() + ttl,
     )
