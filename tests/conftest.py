@@ -77,6 +77,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("postgresql")
         if not any(item.get_closest_marker(name) for name in NOT_UNIT):
             item.add_marker("unit")
+    _heaviest_files_first(items)
+
+
+# How long a file's tests usually keep a worker busy, by their heaviest tier: xdist hands
+# out whole files in collection order, so a long file collected last would run alone at the
+# end while the other workers idle.
+_TIER_WEIGHT = {"browser": 0, "slow": 1, "integration": 2, "postgresql": 3}
+
+
+def _heaviest_files_first(items: list[pytest.Item]) -> None:
+    """Order the files by their heaviest tier (browser, slow, integration, PostgreSQL, unit),
+    keeping each file's tests together and in their own order."""
+    rank: dict[Path, int] = {}
+    for item in items:
+        weights = [w for name, w in _TIER_WEIGHT.items() if item.get_closest_marker(name)]
+        rank[item.path] = min(rank.get(item.path, len(_TIER_WEIGHT)), *weights, len(_TIER_WEIGHT))
+    first_seen = {path: n for n, path in enumerate(dict.fromkeys(item.path for item in items))}
+    items.sort(key=lambda item: (rank[item.path], first_seen[item.path]))
 
 
 @pytest.fixture(autouse=True)
