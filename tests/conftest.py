@@ -15,7 +15,7 @@ Tiers (markers; `make fast` runs `unit and not postgresql`, `make test` runs eve
 
 Rule for a new test: if it starts a process of ours or a client from tests/mcp/node, mark
 it `integration` (a `unit` test that does fails, saying so); if it takes more than a few
-seconds, `slow`. `make fast` must stay under a minute on two cores (`--durations=20` shows
+seconds, `slow`. `make fast` should stay near a minute on two cores (`--durations=20` shows
 what to move).
 
 Every test using `settings` or `engine` runs twice: on a fresh SQLite file under `tmp_path`,
