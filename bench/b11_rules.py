@@ -21,8 +21,6 @@ import os
 import statistics
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +31,11 @@ from bench.common import (
     Report,
     aat_argv,
     aat_env,
+    aat_serve,
     add_operator,
-    free_port,
     median_ms,
     ms,
     temp_home,
-    wait_http,
 )
 
 TITLE = "a call allowed by a rule vs the same reversible call, through aat mcp"
@@ -72,24 +69,6 @@ def add_rules(home: Path, text: str) -> list[int]:
         capture_output=True,
     )
     return [int(line) for line in done.stdout.split()]
-
-
-@contextmanager
-def serve(home: Path) -> Iterator[int]:
-    """A running `aat serve` on `home` (its embedded worker runs allowed calls); its pid."""
-    port = free_port()
-    proc = subprocess.Popen(
-        aat_argv("serve", "--port", str(port)),
-        env=aat_env(home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_http(f"http://127.0.0.1:{port}/healthz")
-        yield proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def cpu_s(pid: int) -> float:
@@ -134,8 +113,8 @@ def run(report: Report) -> None:
     with temp_home("b11") as home:
         add_operator(home, ADMIN, PASSWORD)  # the first operator is an admin
         (rule,) = add_rules(home, RULE)
-        with serve(home) as server:
-            samples = anyio.run(measure, home, rule, server)
+        with aat_serve(home) as served:
+            samples = anyio.run(measure, home, rule, served.pid)
     wall = {name: [took for took, _ in values] for name, values in samples.items()}
     cpu = {name: statistics.mean(c for _, c in values) * 1000 for name, values in samples.items()}
     allowed, reversible = median_ms(wall["allowed"]), median_ms(wall["reversible"])

@@ -13,8 +13,6 @@ import json
 import statistics
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,11 +22,10 @@ from bench.common import (
     Report,
     aat_argv,
     aat_env,
-    free_port,
+    aat_serve,
     ms,
     rss_mb,
     temp_home,
-    wait_http,
 )
 
 TITLE = "aat mcp: spawn to first answer, idle RSS"
@@ -96,24 +93,6 @@ def sample(argv: list[str], env: dict[str, str], cwd: Path, era: str) -> tuple[f
             proc.wait()
 
 
-@contextmanager
-def serve(home: Path) -> Iterator[str]:
-    """A running `aat serve` on `home`; yields its /mcp URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        aat_argv("serve", "--port", str(port)),
-        env=aat_env(home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_http(f"http://127.0.0.1:{port}/healthz")
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 @dataclass
 class Side:
     """One way of serving, as B9 measures it."""
@@ -175,7 +154,8 @@ def run(report: Report) -> None:
         env = aat_env(home)
         in_process = Side("in-process", aat_argv("mcp"), IN_PROCESS_MB, IN_PROCESS_MS)
         _measure(report, in_process, env, work)
-        with serve(home) as url:
+        with aat_serve(home) as served:
+            url = served.mcp_url
             relayed = Side("relayed", aat_argv("mcp"), RELAYED_MB, FIRST_ANSWER_MS)
             _measure(report, relayed, env, work)
             thin = Side("--url", aat_argv("mcp", "--url", url), URL_MB, FIRST_ANSWER_MS)

@@ -199,3 +199,33 @@ def wait_http(url: str, timeout_s: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{url} did not answer within {timeout_s} s")
         time.sleep(0.1)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A running `aat serve` of a benchmark: its process id and its port."""
+
+    pid: int
+    port: int
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+
+@contextlib.contextmanager
+def aat_serve(home: Path) -> Iterator[Serving]:
+    """`aat serve` on `home` and a free port, once it answers /healthz; stopped on exit."""
+    port = free_port()
+    proc = subprocess.Popen(
+        aat_argv("serve", "--port", str(port)),
+        env=aat_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/healthz")
+        yield Serving(pid=proc.pid, port=port)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
