@@ -14,6 +14,7 @@ import re
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -55,13 +56,24 @@ from webplatform.trust.authority import seal_for
 from webplatform.trust.oauth_clients import ClientDocumentError, fetch_document
 
 
-@pytest.fixture
-def site(settings: Settings, platform: Platform) -> Iterator[TestClient]:
-    """The dashboard with `/mcp` and the OAuth endpoints; operator alice (an admin) logged in."""
+@contextmanager
+def site_with(settings: Settings, platform: Platform, **changes: Any) -> Iterator[TestClient]:
+    """The dashboard with `/mcp` and the OAuth endpoints, its settings changed by `changes`;
+    operator alice (an admin) logged in."""
+    if changes:
+        settings = settings.model_copy(update=changes)
+        platform = Platform(settings, engine=platform.engine)
     app = create_app(settings, platform=platform, embed_worker=False)
     with TestClient(app, base_url=BASE, follow_redirects=False) as client:
         add_operator(platform, "alice")
         log_in(client, "alice")
+        yield client
+
+
+@pytest.fixture
+def site(settings: Settings, platform: Platform) -> Iterator[TestClient]:
+    """`site_with` the test's own settings."""
+    with site_with(settings, platform) as client:
         yield client
 
 
@@ -315,11 +327,7 @@ def test_a_revoked_agent_cannot_refresh(site: TestClient, platform: Platform) ->
 def test_access_tokens_expire(
     settings: Settings, platform: Platform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    short = settings.model_copy(update={"oauth_token_ttl_s": 3})
-    app = create_app(short, platform=Platform(short), embed_worker=False)
-    with TestClient(app, base_url=BASE, follow_redirects=False) as client:
-        add_operator(platform, "alice")
-        log_in(client, "alice")
+    with site_with(settings, platform, oauth_token_ttl_s=3) as client:
         _info, tokens = signed_in(client)
         assert tokens["expires_in"] == 3
         assert mcp_status(client, tokens["access_token"]) == 200
@@ -332,11 +340,7 @@ def test_access_tokens_expire(
 def test_refresh_tokens_last_as_long_as_the_setting_says(
     settings: Settings, platform: Platform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    short = settings.model_copy(update={"oauth_refresh_ttl_s": 600})
-    app = create_app(short, platform=Platform(short), embed_worker=False)
-    with TestClient(app, base_url=BASE, follow_redirects=False) as client:
-        add_operator(platform, "alice")
-        log_in(client, "alice")
+    with site_with(settings, platform, oauth_refresh_ttl_s=600) as client:
         info, tokens = signed_in(client)
         with session_scope(platform.engine) as session:
             [row] = session.exec(select(OAuthRefreshToken)).all()
