@@ -7,7 +7,11 @@ import io
 import json
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
+
+import pytest
 
 from webplatform.mcp.transports import upstream
 
@@ -71,3 +75,31 @@ def test_a_url_that_is_not_http_is_refused_in_one_line() -> None:
             assert "\n" not in str(exc) and "ending in /mcp" in str(exc)
         else:
             raise AssertionError(f"{url} was taken")
+
+
+def test_a_request_cancelled_before_its_post_left_is_never_sent() -> None:
+    """A cancel can reach the relay before the request's thread has opened its connection
+    (a loaded machine): the POST must then not go out, or the relay sits out the call."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            seen.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+        pool = upstream.Pool(upstream.Endpoint(url, ""))
+        cancelled = upstream.Exchange(pool)
+        cancelled.abort()  # before `open`: no connection to close yet
+        with pytest.raises(ConnectionAbortedError), cancelled.open("POST", {}, b"{}"):
+            pass
+        with upstream.Exchange(pool).open("POST", {}, b"{}") as answer:
+            assert answer.status == 200
+        server.shutdown()
+    assert seen == ["/mcp"]  # only the request that was not cancelled

@@ -160,6 +160,12 @@ class Exchange:
         self.conn = conn = self.pool.endpoint.connect()
         return self._request(conn, method, headers, body, timeout)
 
+    def _unless_aborted(self) -> None:
+        # Read after `self.conn` is set: an abort that came earlier found no connection to
+        # close, and is honoured here instead; a later one closes the connection itself.
+        if self.aborted:
+            raise ConnectionAbortedError("the request was cancelled before it was sent")
+
     def _request(
         self,
         conn: HTTPConnection,
@@ -169,6 +175,7 @@ class Exchange:
         timeout: float | None,
     ) -> HTTPResponse:
         assert conn.sock is not None
+        self._unless_aborted()
         conn.sock.settimeout(timeout)
         conn.request(method, self.pool.endpoint.target, body=body, headers=dict(headers))
         return conn.getresponse()
