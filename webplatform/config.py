@@ -110,6 +110,12 @@ class Settings(BaseSettings):
     oauth_token_ttl_s: PositiveInt = 3600
     oauth_refresh_ttl_s: PositiveInt = 30 * 86400
     oauth_loopback_clients: bool = False
+    # The most a tool's manifest may raise its `limits:` to (SPEC §20): processes and threads
+    # at once, memory and the size of one file or its scratch folder (MB), open files.
+    max_processes: PositiveInt = 1024
+    max_memory_mb: PositiveInt = 8192
+    max_file_mb: PositiveInt = 8192
+    max_open_files: PositiveInt = 65536
 
     @field_validator("unconfined", mode="before")
     @classmethod

@@ -15,6 +15,7 @@ from sqlmodel import Session
 
 from webplatform.config import Settings
 from webplatform.registry import RegistryLoader
+from webplatform.registry.limits import ceilings
 from webplatform.registry.model import Registry
 from webplatform.store.engine import make_engine, transact
 from webplatform.store.models import LOGIN_PROOF, TOKEN_PROOF, Surface
@@ -62,6 +63,7 @@ class Platform:
             settings.registry_roots,
             watch=settings.watch_registry,
             cache_dir=settings.home / "cache",
+            ceilings=ceilings(settings),
         )
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from
 from webplatform.registry import RegistryLoader
+from webplatform.registry.limits import ceilings
 
 if TYPE_CHECKING:
     from webplatform.platform import Platform
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 def cmd_check(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Validate every manifest under the registry roots."""
     settings = settings_from(ns)
-    registry = RegistryLoader(settings.registry_roots).load()
+    registry = RegistryLoader(settings.registry_roots, ceilings=ceilings(settings)).load()
     for kind, items in (("tool", registry.tools), ("agent", registry.agents)):
         for name, spec in sorted(items.items()):
             print(f"ok     {kind:5} {name} ({len(spec.actions)} actions)")

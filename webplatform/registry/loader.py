@@ -27,8 +27,16 @@ from webplatform.registry.cache import (
     file_key,
     stat_or_none,
 )
+from webplatform.registry.limits import over_ceiling
 from webplatform.registry.manifest import load_manifest
-from webplatform.registry.model import Kind, ManifestError, Registry, SkillSpec, ToolSpec
+from webplatform.registry.model import (
+    Kind,
+    ManifestError,
+    Registry,
+    SkillSpec,
+    ToolLimits,
+    ToolSpec,
+)
 from webplatform.registry.skills import load_skill
 from webplatform.registry.watch import release_watcher, shared_watcher
 
@@ -68,9 +76,16 @@ class RegistryLoader:
     """Loads `ROOT/{tools,agents,skills}/NAME/...` from each root, in order; thread-safe."""
 
     def __init__(
-        self, roots: Sequence[Path], *, watch: bool = False, cache_dir: Path | None = None
+        self,
+        roots: Sequence[Path],
+        *,
+        watch: bool = False,
+        cache_dir: Path | None = None,
+        ceilings: ToolLimits | None = None,
     ) -> None:
         self.roots: tuple[Path, ...] = tuple(Path(r) for r in roots)
+        # The `AAT_MAX_*` ceilings a tool's `limits:` must keep within (None: not checked).
+        self.ceilings = ceilings
         self._lock = threading.Lock()
         self._watcher = shared_watcher(self.roots) if watch else None
         self._scanned_generation = -1
@@ -258,6 +273,8 @@ class RegistryLoader:
                 errors.append(ManifestError(item.kind, spec.name, item.manifest, problem))
             elif isinstance(spec, SkillSpec):
                 skills[spec.name] = spec
+            elif self.ceilings and (problem := over_ceiling(spec.limits, self.ceilings)):
+                errors.append(ManifestError(item.kind, spec.name, item.manifest, problem))
             else:
                 runnables[spec.kind][spec.name] = spec
         return Registry(

@@ -10,6 +10,7 @@ from typing import Any
 
 from webplatform.registry.actions import ActionCheck
 from webplatform.registry.checks import Collector, Where, did_you_mean
+from webplatform.registry.limits import tool_limits
 from webplatform.registry.model import RUNTIMES, ManifestError, RunnableKind, Runtime, ToolSpec
 from webplatform.registry.network import network_reach
 from webplatform.registry.paths import expand, home_problem, write_problem
@@ -27,6 +28,7 @@ MANIFEST_KEYS = (
     "writes",
     "warm",
     "network",
+    "limits",
 )
 # Stands in for AAT_HOME while a manifest is checked: which folder it is depends on settings.
 _SOME_HOME = Path("/AAT_HOME")
@@ -90,6 +92,7 @@ class _ManifestCheck(ActionCheck):
         actions = self.actions(data, name or folder.name)
         warm = self.warm(data, runtime)
         network = network_reach(self, data)
+        limits = tool_limits(self, data)
         if self.errors or not (name and description and runtime and entrypoint):
             return None, ep_path
         spec = ToolSpec(
@@ -107,6 +110,7 @@ class _ManifestCheck(ActionCheck):
             writes,
             warm,
             network=network,
+            limits=limits,
         )
         return spec, ep_path
 

@@ -131,6 +131,25 @@ class NetworkReach:
 
 
 @dataclass(frozen=True)
+class ToolLimits:
+    """What one call of a tool may use (SPEC §20), from the manifest's `limits:`: processes
+    and threads at once, memory (MB), the size of one file it writes and of its scratch
+    folder altogether (MB), and open files. Each within its `AAT_MAX_*` ceiling."""
+
+    processes: int = 64
+    memory_mb: int = 512
+    file_mb: int = 256
+    open_files: int = 256
+
+    def __str__(self) -> str:
+        """How pages and answers show it: `64 processes, 512 MB memory, ...`."""
+        return (
+            f"{self.processes} processes, {self.memory_mb} MB memory, "
+            f"{self.file_mb} MB per file and scratch, {self.open_files} open files"
+        )
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     """A loaded, valid tool or agent manifest."""
 
@@ -151,6 +170,8 @@ class ToolSpec:
     warm: bool = False
     # `network:` (SPEC §17); none by default.
     network: NetworkReach = field(default_factory=NetworkReach)
+    # `limits:` (SPEC §20); the defaults unless the manifest lowers or raises them.
+    limits: ToolLimits = field(default_factory=ToolLimits)
 
     def action(self, name: str) -> ActionSpec | None:
         """The action called exactly `name`, or None."""
