@@ -87,7 +87,9 @@ def test_a_warm_call_observes_exactly_what_a_plain_call_does(home: Path) -> None
         assert seen["calls"] == seen["json_calls"] == 1  # nothing left from an earlier call
         assert seen["fds"] == ["0", "1", "2", "3"]  # 3 is the listing's own
         assert seen["threads"] == 1
-    assert len({seen["pid"] for seen in answers}) == len(answers)
+    # Each call is a process of its own, in a PID namespace of its own (SPEC §20): its pid
+    # may repeat from call to call, its scratch folder never does.
+    assert len({seen["tempfile"] for seen in answers}) == len(answers)
     assert len({seen["env"]["TMPDIR"] for seen in answers}) == len(answers)
     for seen in answers:
         seen["env"].pop("TMPDIR")
@@ -313,7 +315,6 @@ def test_two_calls_to_one_warm_tool_run_at_once(home: Path) -> None:
     for call in calls:
         call.join(20)
     first, second = (observed(r) for r in results)
-    assert first["pid"] != second["pid"]
     # Both were asleep at the same moment: neither waited for the other.
     assert max(first["started"], second["started"]) < min(first["ended"], second["ended"])
 

@@ -16,6 +16,7 @@ Where namespaces are missing, tools are refused unless the operator accepted Lan
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -31,7 +32,7 @@ from typing import Any
 from webplatform.process.confine import landlock, namespaces, sweep
 from webplatform.process.confine.fence import Fence, NotStarted, workspaces_for
 from webplatform.process.confine.landlock import Net
-from webplatform.registry.model import ToolSpec
+from webplatform.registry.model import ToolLimits, ToolSpec
 from webplatform.registry.paths import (
     expand,
     home_problem,
@@ -104,7 +105,8 @@ class Jail:
     `net` its TCP rules (`{"connect": [...], "bind": [...]}`; None: TCP left alone).
     `netns` is the network of the namespaces the tool runs in: `own` (no network but its
     loopback) or `host`; None when it runs without namespaces. `note` says why the caller's
-    folder is not among its workspaces (see `workspaces_for`). Use it as a context manager:
+    folder is not among its workspaces (see `workspaces_for`). `limits` is what the call may
+    use (SPEC §20), held by the call's child (see zygote.py). Use it as a context manager:
     leaving it removes the scratch folder (and the ruleset).
     """
 
@@ -115,6 +117,7 @@ class Jail:
     net: Net | None = None
     netns: str | None = None
     note: str | None = None
+    limits: ToolLimits = field(default_factory=ToolLimits)
     _ruleset: int | None = None
 
     def request(self) -> dict[str, Any]:
@@ -124,7 +127,14 @@ class Jail:
         if self.paths is not None:
             static = _static_paths()
             own = {key: [p for p in paths if p not in static] for key, paths in self.paths.items()}
-        return {"paths": self.paths, "own": own, "landlock": self.landlock, "net": self.net}
+        limits = {**dataclasses.asdict(self.limits), "scratch": str(self.scratch)}
+        return {
+            "paths": self.paths,
+            "own": own,
+            "landlock": self.landlock,
+            "net": self.net,
+            "limits": limits,
+        }
 
     def view(self, *reads: Path) -> dict[str, Any] | None:
         """The static view a zygote's namespaces hold for every call (None: no namespaces):
@@ -234,6 +244,7 @@ def lock(tool: ToolSpec, fence: Fence, caller_cwd: Path | None) -> Jail:
     # `network: none` runs in a network of its own; any other reach, in the host's.
     netns = None if problem else "own" if tool.network.none else "host"
     jail = Jail(scratch, env=env, landlock=confined, net=net, netns=netns, note=workspaces.note)
+    jail.limits = tool.limits
     if confined or netns:
         jail.paths = _paths(tool, scratch, writable, reads, writes)
         exposed = _exposed(jail.paths, fence)

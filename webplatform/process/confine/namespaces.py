@@ -36,12 +36,15 @@ import fcntl
 import json
 import os
 import platform
+import signal
 import socket
 import struct
 import sys
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 1 << 12, 1 << 14, 1 << 18
+CLONE_NEWPID = 0x20000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_MS_BIND, _MS_REC, _MS_PRIVATE = 1 << 12, 1 << 14, 1 << 18
 _MNT_DETACH = 2
 _AT_FDCWD, _AT_RECURSIVE, _AT_EMPTY_PATH = -100, 0x8000, 0x1000
 _MOUNT_ATTR_RDONLY = 1
@@ -49,7 +52,12 @@ _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _MOVE_MOUNT_F_EMPTY_PATH = 1, os.O_CLOEXEC
 # The generic numbers, the same on x86_64 and aarch64 (Linux 5.2 and 5.12).
 _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR = 428, 429, 442
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine(), -1)
-_PR_CAPBSET_DROP, _PR_SET_DUMPABLE = 24, 4
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(platform.machine(), -1)
+# The kernel hands out pids from 300 up once the counter has passed it (RESERVED_PIDS), and a
+# namespace's pid_max may not be set below 301: a call's namespace gets pids 300 to
+# 300 + its limit, that many and one more (see `_pid_cap`).
+_RESERVED_PIDS = 300
+_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_DUMPABLE = 1, 24, 4
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 # Where the host's tree stays inside the zygote's mount namespace (never in a tool's).
 HOST = "/.aat-host"
@@ -77,6 +85,7 @@ class _Lib:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long
         self.libc = libc
+        self.api = ctypes.pythonapi
 
     def check(self, result: int, what: str) -> None:
         if result < 0:
@@ -171,6 +180,33 @@ class _Lib:
         """Whether processes of this user may open this one's /proc files (fd, root, mem)."""
         self.check(self.libc.prctl(_PR_SET_DUMPABLE, int(value), 0, 0, 0), "PR_SET_DUMPABLE")
 
+    def fork_own_pids(self) -> int:
+        """`os.fork()` whose child is the first process (pid 1) of a PID namespace of its own.
+
+        `unshare(CLONE_NEWPID)` works once per process, so a zygote that forks many calls
+        clones each child into its namespace instead, with the interpreter's own fork
+        bookkeeping around it (what `os.fork` does); the zygote is single-threaded.
+        """
+        self.api.PyOS_BeforeFork()
+        pid = self.libc.syscall(
+            ctypes.c_long(_SYS_CLONE),
+            ctypes.c_ulong(CLONE_NEWPID | signal.SIGCHLD),
+            None,
+            None,
+            None,
+            None,
+        )
+        if pid == 0:
+            self.api.PyOS_AfterFork_Child()
+            return 0
+        self.api.PyOS_AfterFork_Parent()
+        self.check(pid, "clone")
+        return int(pid)
+
+    def die_with_parent(self) -> None:
+        """This process is killed when its parent dies (`PR_SET_PDEATHSIG`)."""
+        self.check(self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "PDEATHSIG")
+
     def drop_capabilities(self) -> None:
         """Clear this process's effective, permitted and inheritable capabilities."""
         header = struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
@@ -255,12 +291,15 @@ def _tools_namespace() -> int:
     return tools
 
 
-def narrow(views: Views, read: list[str], write: list[str]) -> None:
+def narrow(
+    views: Views, read: list[str], write: list[str], bounds: dict[str, object] | None = None
+) -> None:
     """In a call's child: a copy of the tools' mount namespace with the call's own paths in
-    it, and no privilege left.
+    it, bounded by `bounds`, and no privilege left.
 
     `read` and `write` are the call's resolved paths (those already in the static view are
-    skipped, as are those that do not exist). Raises OSError when the kernel refuses.
+    skipped, as are those that do not exist). `bounds` is `{"processes": N, "scratch": PATH,
+    "scratch_mb": M}` (see `bound`). Raises OSError when the kernel refuses.
     """
     c = _c()
     static, tools = views
@@ -279,8 +318,50 @@ def narrow(views: Views, read: list[str], write: list[str]) -> None:
         os.close(tree)
     for top in tops:  # as read-only as the static view's own folders
         c.read_only(top, recursive=False)
+    if bounds is not None:
+        bound(bounds)
     c.drop_capabilities()
     c.dumpable(True)
+
+
+def fork_own_pids() -> int:
+    """`os.fork()`, the child being pid 1 of a PID namespace of its own (see `_Lib`) that
+    ends when this process does (its channel would otherwise outlive it); raises OSError
+    when the kernel refuses."""
+    pid = _c().fork_own_pids()
+    if pid == 0:
+        with contextlib.suppress(OSError):  # (never refused: its own process, a known signal)
+            _c().die_with_parent()
+    return pid
+
+
+def bound(bounds: dict[str, object]) -> None:
+    """In a call's child, in its own mount namespace and still privileged there: its scratch
+    folder a tmpfs of `scratch_mb`; and, when it is pid 1 of a PID namespace of its own, a
+    fresh `/proc` that shows only that namespace's processes, which may number at most
+    `processes` and one more (the one more is how the child sees the limit was hit)."""
+    c = _c()
+    scratch, size = bounds.get("scratch"), bounds.get("scratch_mb")
+    if isinstance(scratch, str) and isinstance(size, int):
+        inodes = max(4096, size * 256)
+        options = f"mode=0700,size={size}m,nr_inodes={inodes}"
+        c.mount("tmpfs", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+    if os.getpid() != 1:
+        return
+    c.mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    processes = bounds.get("processes")
+    if isinstance(processes, int):
+        _pid_cap(processes)
+
+
+def _pid_cap(processes: int) -> None:
+    """Let this PID namespace hand out pids 300 to 300 + `processes` only (Linux 6.14+, where
+    pid_max is the namespace's own); elsewhere the child's count alone holds the limit."""
+    try:
+        _write("/proc/sys/kernel/pid_max", str(_RESERVED_PIDS + processes + 1))
+    except OSError:
+        return
+    _write("/proc/sys/kernel/ns_last_pid", str(_RESERVED_PIDS))
 
 
 Tree = tuple[str, bool, int]  # (view path, a folder?, a detached mount tree's descriptor)

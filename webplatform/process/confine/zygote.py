@@ -53,12 +53,14 @@ import importlib.util
 import json
 import os
 import re
+import resource
 import runpy
+import select
 import selectors
 import signal
 import socket
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from webplatform.process.confine import landlock, namespaces, spawn_protocol
@@ -150,12 +152,12 @@ def _lazy_imports(modules: list[Any]) -> list[str]:
 
 
 def serve(
-    control: socket.socket, refusal: str | None = None
+    control: socket.socket, refusal: str | None = None, *, own_pids: bool = False
 ) -> tuple[socket.socket, list[int]] | None:
     """Fork a child per call until the control socket closes; in a child, return its call.
 
     With a `refusal` (the namespaces could not be entered), each call is answered with it
-    and nothing is forked.
+    and nothing is forked. With `own_pids`, each child is pid 1 of a PID namespace of its own.
     """
     sel = selectors.DefaultSelector()
     sel.register(control, selectors.EVENT_READ, None)
@@ -173,7 +175,7 @@ def serve(
                 accepting = False
                 continue
             channel = socket.socket(fileno=fds[3])
-            pid = _fork(channel, refusal)
+            pid = _fork(channel, refusal, own_pids)
             if pid == 0:  # the child keeps nothing of the zygote's or of other calls
                 _leave(sel, control)
                 return channel, fds[:3]
@@ -201,12 +203,13 @@ def _receive(control: socket.socket) -> list[int] | None:
     return None
 
 
-def _fork(channel: socket.socket, refusal: str | None) -> int:
-    """`os.fork()`, or -1 with why not said on the call's channel."""
+def _fork(channel: socket.socket, refusal: str | None, own_pids: bool) -> int:
+    """`os.fork()` (with `own_pids`, into a PID namespace of its own), or -1 with why not
+    said on the call's channel."""
     try:
         if refusal is not None:
             raise OSError(0, refusal)
-        return os.fork()
+        return namespaces.fork_own_pids() if own_pids else os.fork()
     except OSError as exc:
         why = refusal or f"fork: {exc.strerror}"
         with contextlib.suppress(OSError):
@@ -245,6 +248,7 @@ def become(channel: socket.socket, stdio: list[int], static: Static) -> str:
     _take_on(channel, stdio)
     _close_all_but(channel, static)
     _confine(request, static)
+    _split(channel, request)
     _await_go(channel)
     channel.close()
     argv = request["argv"]
@@ -267,6 +271,7 @@ def execute(channel: socket.socket, stdio: list[int], static: Static) -> None:
     os.set_inheritable(channel.fileno(), False)
     _close_all_but(channel, static)
     _confine(request, static)
+    _split(channel, request)
     for name in ("SIGPIPE", "SIGXFSZ"):  # what the interpreter ignores, as Popen restores
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
@@ -281,12 +286,17 @@ def execute(channel: socket.socket, stdio: list[int], static: Static) -> None:
 
 
 def _take_on(channel: socket.socket, stdio: list[int]) -> None:
-    """Its own session and the call's stdio; then tell the runner its pid."""
+    """Its own session and the call's stdio; then tell the runner its pid (as the runner
+    sees it: the host's /proc is still this process's /proc)."""
     os.setsid()
     for target, fd in enumerate(stdio):
         os.dup2(fd, target)
         os.close(fd)
-    channel.sendall(spawn_protocol.line({"pid": os.getpid()}))
+    try:
+        pid = int(os.readlink("/proc/self"))
+    except (OSError, ValueError):
+        pid = os.getpid()
+    channel.sendall(spawn_protocol.line({"pid": pid}))
 
 
 def _close_all_but(channel: socket.socket, static: Static) -> None:
@@ -315,20 +325,129 @@ def _await_go(channel: socket.socket) -> None:
 
 
 def _confine(request: dict[str, Any], static: Static) -> None:
-    """The call's own view of the files (in namespaces), its working folder, its Landlock
-    rules; a child that cannot have them all exits 126, having run nothing of the tool."""
+    """The call's own view of the files (in namespaces, with its own /proc and scratch
+    space), its working folder and its limits; then, unless it is pid 1 of its namespace
+    (which confines the tool's process once forked, `_split`), its Landlock rules. A child
+    that cannot have them all exits 126, having run nothing of the tool."""
     none: dict[str, list[str]] = {"read": [], "write": []}
-    paths, own = request["paths"] or none, request["own"] or none
+    own = request["own"] or none
+    limits = request.get("limits") or {}
     try:
         if static is not None:
-            namespaces.narrow(static, list(own["read"]), list(own["write"]))
+            bounds = {**limits, "scratch_mb": limits.get("file_mb")}
+            namespaces.narrow(static, list(own["read"]), list(own["write"]), bounds)
         os.chdir(request["cwd"])
-        if request["landlock"]:
-            landlock.restrict(list(paths["read"]), list(paths["write"]), request["net"])
+        _set_limits(limits)
+        if os.getpid() != 1:
+            _restrict(request)
     except OSError as exc:
-        sys.stderr.write(f"aat: the tool was not run: confinement failed ({exc.strerror})\n")
-        sys.stderr.flush()
-        os._exit(EXIT_NOT_CONFINED)
+        _not_confined(exc)
+
+
+def _restrict(request: dict[str, Any]) -> None:
+    """Landlock's rules for the call (when it asks for them); raises OSError."""
+    paths = request["paths"] or {"read": [], "write": []}
+    if request["landlock"]:
+        landlock.restrict(list(paths["read"]), list(paths["write"]), request["net"])
+
+
+def _not_confined(exc: OSError) -> NoReturn:
+    sys.stderr.write(f"aat: the tool was not run: confinement failed ({exc.strerror})\n")
+    sys.stderr.flush()
+    os._exit(EXIT_NOT_CONFINED)
+
+
+# Each of a call's `limits` (SPEC §20) as the resource limits that hold it, and their unit.
+_RLIMITS = {
+    "memory_mb": (resource.RLIMIT_DATA, 1 << 20),
+    "file_mb": (resource.RLIMIT_FSIZE, 1 << 20),
+    "open_files": (resource.RLIMIT_NOFILE, 1),
+}
+
+
+def _set_limits(limits: dict[str, int]) -> None:
+    """The call's memory, file size and open files as resource limits, soft and hard, so the
+    tool cannot raise them. (Its processes are held by its PID namespace: `_split`.)"""
+    for key, (which, unit) in _RLIMITS.items():
+        value = limits.get(key)
+        if isinstance(value, int):
+            cap = value * unit
+            hard = resource.getrlimit(which)[1]
+            if hard != resource.RLIM_INFINITY:
+                cap = min(cap, hard)
+            resource.setrlimit(which, (cap, cap))
+
+
+# How often pid 1 of a call's namespace counts its processes.
+_COUNT_EVERY_S = 0.05
+
+
+def _split(channel: socket.socket, request: dict[str, Any]) -> None:
+    """As pid 1 of the call's own PID namespace: fork the process that becomes the tool,
+    which returns from here confined by Landlock, and stay behind as the namespace's init
+    (`_stand_by`). Not pid 1 (no namespaces): return at once."""
+    if os.getpid() != 1:
+        return
+    try:
+        tool = os.fork()
+    except OSError as exc:
+        _not_confined(exc)
+    if tool == 0:
+        os.setsid()  # the tool leads its own session and group, as without a namespace
+        try:
+            _restrict(request)
+        except OSError as exc:
+            _not_confined(exc)
+        return
+    processes = (request.get("limits") or {}).get("processes")
+    _stand_by(channel, tool, processes if isinstance(processes, int) else None)
+
+
+def _stand_by(channel: socket.socket, tool: int, processes: int | None) -> NoReturn:
+    """Pid 1 of a call's namespace: reap what its processes leave behind, and end the call
+    (every process in the namespace ends with pid 1) when the tool exits, reporting its
+    wait status, or when it holds more than `processes` processes and threads at once,
+    saying so. A pid 1 cannot end by a signal of its own, so it reports the tool's status
+    on the channel itself before the zygote reports its own."""
+    for fd in (0, 1, 2):
+        os.close(fd)
+    watch = os.pidfd_open(tool)
+    while True:
+        status = _reap(tool)
+        if status is not None:
+            _last_word(channel, {"status": status})
+        if processes is not None and _threads() > processes:
+            _last_word(channel, {"status": signal.SIGKILL, "limit": "processes"})
+        select.select([watch], [], [], _COUNT_EVERY_S)
+
+
+def _reap(tool: int) -> int | None:
+    """Reap every process that has ended; the tool's wait status once it has."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return 0
+        if pid == 0:
+            return None
+        if pid == tool:
+            return status
+
+
+def _threads() -> int:
+    """The processes and threads in this namespace but pid 1 (each holds a pid)."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit() and name != "1":
+            with contextlib.suppress(OSError):
+                count += len(os.listdir(f"/proc/{name}/task"))
+    return count
+
+
+def _last_word(channel: socket.socket, message: dict[str, Any]) -> NoReturn:
+    with contextlib.suppress(OSError):
+        channel.sendall(spawn_protocol.line(message))
+    os._exit(0)
 
 
 def _read_request(channel: socket.socket) -> dict[str, Any]:
@@ -356,8 +475,9 @@ def main() -> None:
     entry, control_fd = sys.argv[1], int(sys.argv[2])
     static, refusal = enter(json.loads(sys.argv[3]) if len(sys.argv) > 3 else None)
     control = socket.socket(fileno=control_fd)
+    own_pids = static is not None
     if entry == spawn_protocol.EXEC_MODE:
-        call = serve(control, refusal)
+        call = serve(control, refusal, own_pids=own_pids)
         if call is None:
             sys.exit(0)
         execute(*call, static)
@@ -369,7 +489,7 @@ def main() -> None:
         preimport(entry, folder)
     gc.collect()
     gc.freeze()  # children then share the pre-imported objects' pages longer
-    call = serve(control, refusal)
+    call = serve(control, refusal, own_pids=own_pids)
     if call is None:
         sys.exit(0)
     code = run(become(*call, static))
