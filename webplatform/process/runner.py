@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from webplatform.process import confine, spawner, warm
+from webplatform.process import confine, limits, spawner, warm
 from webplatform.process.confine import denials
 from webplatform.process.launch import build_argv, build_env
 from webplatform.process.outcome import RunResult, classify
@@ -141,17 +141,22 @@ def _explain_refusal(
 ) -> RunResult:
     """`result` with its error saying why, when the tool failed on its confinement: the path
     it was refused and how to allow it (`confine.denials`), else the connection its manifest
-    does not allow and how to declare one (SPEC §17)."""
+    does not allow and how to declare one (SPEC §17), else the limit it hit (SPEC §20)."""
     if result.outcome not in ("failed", "usage_error") or not result.error:
         return result
     extra = None
+    text = f"{result.stderr}\n{result.error}"
     if jail.paths is not None:
-        text, namespaces = f"{result.stderr}\n{result.error}", jail.netns is not None
-        extra = denials.hint(text, jail.paths, fence, namespaces=namespaces)
+        extra = denials.hint(text, jail.paths, fence, namespaces=jail.netns is not None)
     # A named path is the surer sign; the network's words are the fallback.
     if extra is None and result.outcome == "failed":
-        extra = confine.explain_network(tool.network, result.error)
-    return result if extra is None else replace(result, error=f"{result.error}; {extra}")
+        extra = confine.explain_network(tool.network, result.error, result.stderr)
+    if extra is None and result.outcome == "failed" and result.pid is not None:
+        scratch = jail.netns is not None
+        extra = limits.explain(tool.limits, text, result.exit_code, scratch=scratch)
+    if extra is None or extra in result.error:  # a stopped call names its limit already
+        return result
+    return replace(result, error=f"{result.error}; {extra}")
 
 
 def _run_jailed(launch: _Launch, hooks: _Hooks, go_ahead: spawner.GoAhead | None) -> RunResult:
@@ -183,6 +188,9 @@ def _spawned_result(result: RunResult, proc: spawner.SpawnedProcess, launch: _La
     executed or its zygote died during the call."""
     if proc.exec_error is not None:
         return _not_started(_cannot_start(launch.argv[0], proc.exec_error))
+    if proc.limit is not None and not proc.lost:
+        error = f"{limits.hit(proc.limit, launch.tool.limits)}, and was stopped"
+        return replace(result, outcome="failed", exit_code=None, result=None, error=error)
     if not proc.lost:
         return result
     error = (

@@ -118,6 +118,9 @@ class SpawnedProcess:
         self.lost = False
         # Set when an exec-mode call's program could not be executed (its OSError's text).
         self.exec_error: str | None = None
+        # Set when the call was stopped for holding more than its limit of processes: the
+        # name of that limit (`processes`), as the call's pid 1 reported it.
+        self.limit: str | None = None
         self._channel: socket.socket | None = channel
         self._buffer = bytearray(rest)
         self._take_lines()
@@ -168,6 +171,7 @@ class SpawnedProcess:
             if "exec_error" in message:
                 self.exec_error = str(message["exec_error"])
             if "status" in message:
+                self.limit = message.get("limit")
                 self.returncode = os.waitstatus_to_exitcode(int(message["status"]))
                 self._close(lost=False)
                 return
