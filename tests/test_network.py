@@ -264,6 +264,28 @@ def test_connect_allows_exactly_the_declared_ports(
 
 
 @WARMLY
+def test_a_refusal_printed_as_one_bare_line_still_gets_the_network_hint(
+    tmp_path: Path, home: Path, warmly: bool
+) -> None:
+    """A tool that prints only `PermissionError: [Errno 13] Permission denied` for a refused
+    connect (no traceback, no address) is told about `network:`; one refused a file is not."""
+    readable = "/dev/urandom"  # in every tool's view, not writable by any
+    with (
+        listening(socket.AF_INET, ("127.0.0.1", 0)) as declared,
+        listening(socket.AF_INET, ("127.0.0.1", 0)) as other,
+    ):
+        tool = net_tool(tmp_path, f"{{connect: [{declared.port}]}}")
+        denied = attempt(tool, "terse", other.port, warmly=warmly, home=home)
+        opened = attempt(tool, "terse-open", readable, warmly=warmly, home=home)
+        assert not other.reached()
+    assert denied.stderr == "PermissionError: [Errno 13] Permission denied\n"
+    allowed = f"its manifest allows only `network: {{connect: [{declared.port}]}}`"
+    refused(denied, "exit 1: PermissionError: [Errno 13] Permission denied; ", allowed)
+    refused(opened, f"exit 1: PermissionError: [Errno 13] Permission denied: '{readable}'")
+    assert "network" not in (opened.error or "")
+
+
+@WARMLY
 def test_bind_allows_listening_on_the_declared_port(
     tmp_path: Path, home: Path, warmly: bool
 ) -> None:

@@ -42,6 +42,16 @@ def udp(port):
         sock.sendto(b"from the tool", ("127.0.0.1", int(port)))
 
 
+def terse(reach):
+    """What many tools do: print the exception's one line, no traceback, no context."""
+    try:
+        reach()
+    except OSError as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)
+    answer({"reached": True})
+
+
 action, rest = sys.argv[1], sys.argv[2:]
 opts = dict(zip(rest[::2], rest[1::2], strict=False))
 target = opts["--target"]
@@ -55,3 +65,7 @@ elif action == "listen":
     attempt(f"listen on 127.0.0.1:{target}", lambda: listen(target))
 elif action == "udp":
     attempt(f"send to udp 127.0.0.1:{target}", lambda: udp(target))
+elif action == "terse":
+    terse(lambda: connect(target))
+elif action == "terse-open":
+    terse(lambda: open(target, "ab").close())
