@@ -57,6 +57,23 @@ def test_check_fails_with_file_and_line_on_a_broken_manifest(
     assert "tool.yaml:9" in error_lines[0] and "strng" in error_lines[0]
 
 
+def test_check_names_a_limit_above_its_ceiling(env: dict[str, str], tmp_path: Path) -> None:
+    tool = tmp_path / "reg" / "tools" / "greedy"
+    tool.mkdir(parents=True)
+    (tool / "main.py").write_text("print('{}')\n")
+    (tool / "tool.yaml").write_text(
+        "name: greedy\ndescription: x\nversion: 0.1.0\nruntime: python\nentrypoint: main.py\n"
+        "limits: {processes: 5000}\nactions:\n  - name: go\n"
+    )
+    done = aat({**env, "AAT_MAX_PROCESSES": "2000"}, "check", "--registry", str(tmp_path / "reg"))
+    assert done.returncode == 1
+    error_lines = [line for line in done.stdout.splitlines() if line.startswith("error")]
+    assert error_lines == [
+        f"error  tool  {tool / 'tool.yaml'}: `limits.processes: 5000` is above its ceiling of "
+        "2000 (AAT_MAX_PROCESSES); lower it, or the operator raises the setting"
+    ], done.stdout
+
+
 def test_check_rejects_warm_on_a_runtime_other_than_python(
     env: dict[str, str], tmp_path: Path
 ) -> None:
