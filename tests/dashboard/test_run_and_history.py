@@ -107,6 +107,9 @@ def test_registry_search_and_schema(alice):
     assert "aat run outbox send-message --to TO --subject SUBJECT --body BODY" in tool
     # What the tool may reach on the network (SPEC §17), on its page and its search hit.
     assert 'network <code class="network">none</code>' in tool
+    # What one call may use (SPEC §20), beside it.
+    limits = "64 processes, 512 MB memory, 256 MB per file and scratch, 256 open files"
+    assert f'limits <code class="limits">{limits}</code>' in tool
     listing = alice.get("/registry?q=outbox").text
     assert "network <code>none</code>" in listing
     assert alice.get("/registry/tool/nope").status_code == 404

@@ -235,10 +235,18 @@ async def test_a_tools_network_reach_is_in_its_schema(
     (folder / "main.py").write_text(SCRIPT)
     (folder / "tool.yaml").write_text(
         "name: fetcher\ndescription: Fetches pages.\nruntime: python\nentrypoint: main.py\n"
-        "network: {connect: [443, 5432]}\nactions:\n  - {name: fetch, read_only: true}\n"
+        "network: {connect: [443, 5432]}\nlimits: {memory_mb: 1024}\n"
+        "actions:\n  - {name: fetch, read_only: true}\n"
     )
     plat = platform_with(mcp_settings, registry=str(registry_root))
     async with connect(plat, era) as client:
         answer = body(await client.call_tool("capabilities", {"name": "fetcher"}))
     assert answer["network"] == "connect 443, 5432"
     assert answer["network_note"] == "UDP not restricted"
+    # What one call may use (SPEC §20): the manifest's `limits:`, the defaults for the rest.
+    assert answer["limits"] == {
+        "processes": 64,
+        "memory_mb": 1024,
+        "file_mb": 256,
+        "open_files": 256,
+    }

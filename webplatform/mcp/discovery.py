@@ -8,6 +8,7 @@ keys off size, not a list of tools, so it covers every tool that grows.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -240,10 +241,12 @@ def _full(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
-def _network(spec: ToolSpec) -> dict[str, str]:
-    """What the tool may reach (SPEC §17), and what that leaves open (`UDP not restricted`)."""
+def _network(spec: ToolSpec) -> dict[str, Any]:
+    """What the tool may reach (SPEC §17), and what that leaves open (`UDP not restricted`);
+    what one call may use (SPEC §20)."""
     reach = spec.network
-    return {"network": str(reach)} | ({"network_note": reach.note} if reach.note else {})
+    noted = {"network_note": reach.note} if reach.note else {}
+    return {"network": str(reach)} | noted | {"limits": dataclasses.asdict(spec.limits)}
 
 
 def _full_or_index(spec: ToolSpec, *, max_bytes: int) -> dict[str, Any]:
