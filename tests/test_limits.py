@@ -22,9 +22,10 @@ import pytest
 from cgroup_guard import guard
 
 from webplatform.process import confine, runner, spawner
+from webplatform.process.limits import explain, hit
 from webplatform.process.outcome import RunResult
 from webplatform.registry import RegistryLoader
-from webplatform.registry.model import ToolSpec
+from webplatform.registry.model import ToolLimits, ToolSpec
 
 TESTS = Path(__file__).resolve().parent
 TOOLS = TESTS / "tools"
@@ -174,9 +175,7 @@ def test_a_child_left_behind_does_not_outlive_the_call(
 
 
 @WARM
-def test_proc_shows_the_tool_only_its_own_processes(
-    hog: ToolSpec, home: Path, warm: bool
-) -> None:
+def test_proc_shows_the_tool_only_its_own_processes(hog: ToolSpec, home: Path, warm: bool) -> None:
     res = run(hog, "procs", home, warm=warm)
     assert res.outcome == "succeeded", res.error
     assert res.result is not None
@@ -184,3 +183,35 @@ def test_proc_shows_the_tool_only_its_own_processes(
     # Its namespace's pid 1 (which reaps and ends it) and itself: nothing of the host's.
     assert seen == [1, me]
     assert os.getpid() not in seen or os.getpid() in (1, me)
+
+
+@pytest.mark.parametrize(
+    ("text", "exit_code", "key"),
+    [
+        (
+            "  os.fork()\nBlockingIOError: [Errno 11] Resource temporarily unavailable",
+            1,
+            "processes",
+        ),
+        ("RuntimeError: can't start new thread", 1, "processes"),
+        ("bash: fork: retry: Resource temporarily unavailable", 1, "processes"),
+        ("MemoryError", 1, "memory_mb"),
+        ("OSError: [Errno 27] File too large", 1, "file_mb"),
+        ("", -25, "file_mb"),  # SIGXFSZ: a program that does not catch it
+        ("OSError: [Errno 24] Too many open files: '/dev/null'", 1, "open_files"),
+        # A non-blocking socket's EAGAIN is no process limit.
+        ("  sock.recv(10)\nBlockingIOError: [Errno 11] Resource temporarily unavailable", 1, None),
+        ("ValueError: bad input", 1, None),
+    ],
+)
+def test_a_failed_calls_output_names_the_limit_it_hit(
+    text: str, exit_code: int, key: str | None
+) -> None:
+    found = explain(ToolLimits(), text, exit_code, scratch=True)
+    assert found == (hit(key, ToolLimits()) if key else None)
+
+
+def test_a_full_disk_is_the_scratch_folders_only_when_it_is_a_tmpfs_of_its_own() -> None:
+    full = "OSError: [Errno 28] No space left on device"
+    assert explain(ToolLimits(), full, 1, scratch=True) == hit("scratch", ToolLimits())
+    assert explain(ToolLimits(), full, 1, scratch=False) is None

@@ -31,7 +31,7 @@ from webplatform.process import confine, runner
 from webplatform.process.confine import landlock
 from webplatform.process.outcome import RunResult
 from webplatform.registry import RegistryLoader
-from webplatform.registry.model import ToolSpec
+from webplatform.registry.model import NetworkReach, ToolSpec
 from webplatform.store.models import Surface
 
 NET = Path(__file__).parent / "tools" / "net"
@@ -311,3 +311,24 @@ def test_any_reaches_every_port_and_listens(tmp_path: Path, home: Path, warmly: 
             assert listener.reached()
     listen = attempt(tool, "listen", one.port, warmly=warmly, home=home)
     assert listen.outcome == "succeeded", listen.error
+
+
+@pytest.mark.parametrize(
+    ("error", "stderr", "hinted"),
+    [
+        ("exit 1: PermissionError: [Errno 13] Permission denied", "", True),
+        ("exit 1: Permission denied", "", True),
+        ("exit 1: boom: Permission denied", '  File "/usr/lib/python3/socket.py", line 9', True),
+        ("exit 1: boom: Permission denied", "    sock.connect((host, port))", True),
+        # A refused file names itself: the path's hint, never the network's.
+        ("exit 1: PermissionError: [Errno 13] Permission denied: '/etc/x'", "", False),
+        ("exit 1: PermissionError: [Errno 13] Permission denied: '/x'", "  s.connect(a)", False),
+        ("exit 1: cat: /etc/x: Permission denied", "", False),
+        ("exit 1: boom: Permission denied", "", False),
+    ],
+)
+def test_a_bare_refusal_or_a_socket_frame_reads_as_a_refused_connection(
+    error: str, stderr: str, hinted: bool
+) -> None:
+    for reach in (NetworkReach(connect=(443,)), NetworkReach()):
+        assert (confine.explain_network(reach, error, stderr) is not None) is hinted

@@ -16,8 +16,10 @@ tool runs in a child forked from its warm interpreter (`webplatform.process.warm
 what it can observe is the same as from a plain spawn. The caller's own work for the call (the
 job's row) overlaps the start: see `go_ahead` in `run()`.
 
-`run()` blocks until the tool is done; async code calls it from a worker thread. A process that
-leaves its session (its own `setsid`) escapes the group kill; containing that needs cgroups.
+`run()` blocks until the tool is done; async code calls it from a worker thread. A confined
+call runs in a PID namespace of its own (see `confine/zygote.py`), so a process that leaves
+its session (its own `setsid`) still ends with the call; its limits (SPEC §20) are held
+there too, and `limits.explain` names the one a failed call hit.
 """
 
 from __future__ import annotations

@@ -273,8 +273,8 @@ class RegistryLoader:
                 errors.append(ManifestError(item.kind, spec.name, item.manifest, problem))
             elif isinstance(spec, SkillSpec):
                 skills[spec.name] = spec
-            elif self.ceilings and (problem := over_ceiling(spec.limits, self.ceilings)):
-                errors.append(ManifestError(item.kind, spec.name, item.manifest, problem))
+            elif self.ceilings and (above := over_ceiling(spec.limits, self.ceilings)):
+                errors.append(ManifestError(item.kind, spec.name, item.manifest, above))
             else:
                 runnables[spec.kind][spec.name] = spec
         return Registry(

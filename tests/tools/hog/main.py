@@ -32,10 +32,10 @@ elif action == "balloon":
     answer({"allocated_mb": len(held) // MB})
 elif action == "big-file":
     with open(os.path.join(tempfile.gettempdir(), "big"), "wb") as f:
-        for written in range(1, 65):
+        for _ in range(64):
             f.write(b"x" * MB)
             f.flush()
-    answer({"written_mb": written})
+    answer({"written_mb": f.tell() // MB})
 elif action == "fill-scratch":
     for written in range(1, 65):
         with open(os.path.join(tempfile.gettempdir(), f"part{written}"), "wb") as f:

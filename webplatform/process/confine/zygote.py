@@ -20,25 +20,33 @@ modules). It serves calls on one thread (fork safety). Namespaces it could not e
 answer every call with why, and fork nothing.
 
 One call (`spawn_protocol`): the zygote receives the call's stdin, stdout, stderr and channel
-on CONTROL_FD and forks. The child reads the request `{"argv", "env", "cwd", "paths", "own",
-"landlock", "net"}` (one JSON line) from the channel, starts its own session (so its process
-group is its own and is killed on timeout), wires the three descriptors to 0/1/2, takes the
-call's environment, answers `{"pid": N}`, closes every other descriptor (the control socket,
-other calls' channels) and confines itself: in namespaces, a mount namespace of its own with
-the call's `own` paths bound (`namespaces.narrow`), then the call's working folder, then
-Landlock's rules for `paths` (and `net`, its TCP ports) when `landlock` says so. It then waits
-for the go-ahead (`GO`), which the spawner sends once the caller's work for the call (the job's
-row) is done: that work and the fork overlap, and a call dropped meanwhile ends here having run
-nothing. A warm interpreter's child then runs the entrypoint with `runpy.run_path` as
-`__main__`, so module globals start fresh every call; exceptions, `sys.exit` and interpreter
-shutdown (non-daemon threads joined, atexit handlers) are the interpreter's own. An exec-mode
-child execs the call's argv with the call's environment, as `subprocess.Popen` would have; an
-exec that fails is reported as `{"exec_error": ...}`.
+on CONTROL_FD and forks; in namespaces, into a PID namespace of its own (SPEC §20), whose
+pid 1 the child is. The child reads the request `{"argv", "env", "cwd", "paths", "own",
+"landlock", "net", "limits"}` (one JSON line) from the channel, starts its own session (so
+its process group is its own and is killed on timeout), wires the three descriptors to
+0/1/2, takes the call's environment, answers `{"pid": N}` (as aat sees it), closes every
+other descriptor (the control socket, other calls' channels) and confines itself: in
+namespaces, a mount namespace of its own with the call's `own` paths bound, its own `/proc`
+and a scratch tmpfs (`namespaces.narrow`), then the call's working folder and its `limits`
+as resource limits. As pid 1 it then forks the process that becomes the tool and stays
+behind (`_split`): it reaps, ends the call when the tool exits or holds more processes than
+its limit, and reports the tool's wait status itself (a pid 1 cannot die of a signal it
+sends itself, so the tool must not be pid 1). The tool's process applies Landlock's rules
+for `paths` (and `net`, its TCP ports) when `landlock` says so (without namespaces, the child
+itself does). It then waits for the go-ahead (`GO`), which the spawner sends once the
+caller's work for the call (the job's row) is done: that work and the fork overlap, and a
+call dropped meanwhile ends here having run nothing. A warm interpreter's child then runs
+the entrypoint with `runpy.run_path` as `__main__`, so module globals start fresh every
+call; exceptions, `sys.exit` and interpreter shutdown (non-daemon threads joined, atexit
+handlers) are the interpreter's own. An exec-mode child execs the call's argv with the
+call's environment, as `subprocess.Popen` would have; an exec that fails is reported as
+`{"exec_error": ...}`.
 
 The zygote waits on each child with a pidfd; when it exits it kills the child's process group
 (while the child is an unreaped zombie, so the group id cannot be reused), reaps it and writes
-`{"status": WAIT_STATUS}` on the channel. The zygote reports the status, not the spawner through
-a pidfd of its own, because only a process's parent can read its wait status. When the control
+`{"status": WAIT_STATUS}` on the channel (after the tool's own, which its pid 1 sent, and
+which the spawner takes). The zygote reports the status, not the spawner through a pidfd of
+its own, because only a process's parent can read its wait status. When the control
 socket closes, the zygote finishes its calls in flight and exits.
 """
 
