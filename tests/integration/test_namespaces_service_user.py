@@ -1,5 +1,6 @@
-"""The namespaces hold for an unprivileged service user too (SPEC §17): tests/test_network.py
-and the confinement tests of tests/test_warm.py, run by pytest as a system user made here.
+"""The namespaces hold for an unprivileged service user too (SPEC §17, §20): tests/test_network.py,
+tests/test_limits.py and the confinement tests of tests/test_warm.py, run by pytest as a
+system user made here.
 
 Run as root (as CI does). An interpreter under /root cannot be run by another user, so the
 inner run uses a venv on the system Python, in a 0755 folder under /tmp, that borrows this
@@ -30,6 +31,8 @@ INNER = [
     "tests/test_warm.py::test_confinement_refuses_a_warm_tool_exactly_as_a_plain_one",
     "tests/test_warm.py::test_a_tool_cannot_kill_the_process_that_forked_it",
     "tests/test_confinement.py::test_a_tool_writes_its_tmpdir_and_a_workspace",
+    # The limits (SPEC §20) hold for it too, where RLIMIT_NPROC would count all its processes.
+    "tests/test_limits.py",
 ]
 
 
