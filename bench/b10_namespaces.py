@@ -4,7 +4,9 @@ Six sides through aat's runner in this process, alternating call by call in one 
 example hello-world spawned plain, the same forked warm, and a tiny `exec` tool (a shell
 script, the nearest to `/bin/true` a tool can be), each in namespaces (user, mount and
 network, entered once per spawner or warm interpreter; each call's child attaches its own
-paths) and with Landlock alone (`AAT_UNCONFINED=namespaces` where namespaces are missing).
+paths, in a PID namespace of its own made ahead of the call, and forks the tool from there)
+and with Landlock alone (`AAT_UNCONFINED=namespaces` where namespaces are missing). Calls
+follow each other at once, so the next call's PID namespace is made while this one runs.
 Medians over ROUNDS calls each; the ratio is namespaces over Landlock alone.
 """
 

@@ -165,12 +165,19 @@ def serve(
     """Fork a child per call until the control socket closes; in a child, return its call.
 
     With a `refusal` (the namespaces could not be entered), each call is answered with it
-    and nothing is forked. With `own_pids`, each child is pid 1 of a PID namespace of its own.
+    and nothing is forked. With `own_pids`, each child is pid 1 of a PID namespace of its
+    own, forked ahead of its call (`_prepare`): making the namespace and copying this process
+    then overlap the wait for the next call, not the call.
     """
     sel = selectors.DefaultSelector()
     sel.register(control, selectors.EVENT_READ, None)
     accepting, running = True, 0
+    spare: Spare | None = None
     while accepting or running:
+        if own_pids and accepting and spare is None and refusal is None:
+            spare, call = _prepare(sel, control)
+            if call is not None:  # in the spare child, once its call came
+                return call
         for key, _ in sel.select():
             if key.data is not None:
                 _report(sel, key)
@@ -180,10 +187,13 @@ def serve(
             if fds is None:
                 sel.unregister(control)
                 control.close()
-                accepting = False
+                _dismiss(spare)
+                accepting, spare = False, None
                 continue
             channel = socket.socket(fileno=fds[3])
-            pid = _fork(channel, refusal, own_pids)
+            pid, spare = _hand(spare, fds), None
+            if pid is None:
+                pid = _fork(channel, refusal, own_pids)
             if pid == 0:  # the child keeps nothing of the zygote's or of other calls
                 _leave(sel, control)
                 return channel, fds[:3]
@@ -195,6 +205,59 @@ def serve(
             sel.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, channel))
             running += 1
     return None
+
+
+# A child forked ahead of its call, and the socket its call's descriptors will come on.
+Spare = tuple[int, socket.socket]
+
+
+def _prepare(
+    sel: selectors.BaseSelector, control: socket.socket
+) -> tuple[Spare | None, tuple[socket.socket, list[int]] | None]:
+    """Fork the next call's child into a PID namespace of its own, now: the spare (None when
+    the kernel refused; the call then forks its own), or, in the child, its call once it
+    came (a child whose socket closes without one exits, having run nothing)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        pid = namespaces.fork_own_pids()
+    except OSError:
+        ours.close()
+        theirs.close()
+        return None, None
+    if pid != 0:
+        theirs.close()
+        return (pid, ours), None
+    ours.close()
+    _leave(sel, control)
+    fds = _receive(theirs)
+    theirs.close()
+    if fds is None:
+        os._exit(0)
+    return None, (socket.socket(fileno=fds[3]), fds[:3])
+
+
+def _hand(spare: Spare | None, fds: list[int]) -> int | None:
+    """Give the call's descriptors to the spare; its pid, or None when there is no spare
+    (or it has died: it is reaped)."""
+    if spare is None:
+        return None
+    pid, sock = spare
+    try:
+        socket.send_fds(sock, [spawn_protocol.CALL], fds)
+    except OSError:
+        _dismiss(spare)
+        return None
+    sock.close()
+    return pid
+
+
+def _dismiss(spare: Spare | None) -> None:
+    """Close the spare's socket, which ends it, and reap it."""
+    if spare is not None:
+        pid, sock = spare
+        sock.close()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def _receive(control: socket.socket) -> list[int] | None:
