@@ -4,8 +4,10 @@ value and no rule can make a deny or an ask rule fall silent.
 `RuleSet(rules).match(call)` is the effect the rules give `call` (`deny` over `ask` over
 `allow`), or None. Cedar decides every rule it can evaluate; around it:
 
-- a value the engine cannot hold exactly (NaN, a lone surrogate) is left out of the context,
-  and a deny or ask rule that names that argument applies (an allow rule naming it cannot);
+- a value the engine cannot hold exactly (NaN, a lone surrogate) is left out of
+  `context.args` and named in `context.opaque`: a deny or ask rule written in YAML counts
+  a condition on it as met; a rule written in Cedar that names it without reading
+  `context.opaque` applies when deny or ask; an allow rule naming it never applies;
 - a rule whose Cedar fails on this call, or does not compile at all, applies when it is a
   deny or ask rule whose scope (tool, action, requester) covers the call, and is skipped
   when it is an allow rule; either way it is kept in `faulted` for the audit trail;
@@ -35,10 +37,18 @@ _POLICY_ERROR = re.compile(r"policy `policy(\d+)`")
 @dataclass(frozen=True)
 class _Reading:
     """What aat reads of one rule's compiled Cedar: the arguments it names (None: it uses
-    `context.args` as a whole, so any), and its glob patterns as (argument, pattern)."""
+    `context.args` as a whole, so any), its glob patterns as (argument, pattern), and whether
+    it reads `context.opaque` itself."""
 
     names: frozenset[str] | None
     globs: tuple[tuple[str, str], ...]
+    reads_opaque: bool
+
+    def names_any(self, opaque: frozenset[str]) -> bool:
+        """Whether this rule names one of the arguments in `opaque`."""
+        return bool(opaque) and (
+            self.names is None or self.reads_opaque or bool(opaque & self.names)
+        )
 
 
 class RuleSet:
@@ -89,9 +99,12 @@ class RuleSet:
             if self._covers(key, call) and self.rules[key].effect != "allow":
                 hits.add(key)
         for key in self._order:
-            reading = self._reading[key]
-            named = opaque if reading.names is None else opaque & reading.names
-            if named and self.rules[key].effect != "allow" and self._covers(key, call):
+            reading, allow = self._reading[key], self.rules[key].effect == "allow"
+            if not reading.names_any(opaque):
+                continue
+            if allow:
+                hits.discard(key)  # never allowed on a value the engine could not see
+            elif not reading.reads_opaque and self._covers(key, call):
                 hits.add(key)
         if not hits:
             return None
@@ -153,14 +166,16 @@ class RuleSet:
                 if isinstance(value, str):
                     patterns = self._globs.get(name, {})
                     globs[name] = [p for p, glob in patterns.items() if glob.matches(value)]
-        return {"args": held, "globs": globs}, frozenset(opaque)
+        context = {"args": held, "globs": globs, "opaque": sorted(opaque)}
+        return context, frozenset(opaque)
 
 
 def _read(policy: dict[str, Any]) -> _Reading:
     """The arguments a policy's conditions name and its glob patterns, from its JSON form."""
     found = _Found()
     found.walk(policy.get("conditions", []))
-    return _Reading(None if found.whole else frozenset(found.names), tuple(found.globs))
+    names = None if found.whole else frozenset(found.names)
+    return _Reading(names, tuple(found.globs), found.opaque)
 
 
 class _Found:
@@ -170,6 +185,7 @@ class _Found:
         self.names: set[str] = set()
         self.globs: list[tuple[str, str]] = []
         self.whole = False  # `context.args` used as a whole (compared, passed on)
+        self.opaque = False  # `context.opaque` read
 
     def walk(self, node: Any) -> None:
         if isinstance(node, list):
@@ -177,6 +193,9 @@ class _Found:
                 self.walk(child)
             return
         if not isinstance(node, dict):
+            return
+        if _is_context(node, "opaque"):
+            self.opaque = True
             return
         if _is_context(node, "args", "globs") or node == {"Var": "context"}:
             self.whole = True

@@ -135,7 +135,9 @@ class Match:
     rules: tuple[str, ...]
 
 
-def _condition_cedar(name: str, cond: Condition) -> str:
+def _condition_cedar(name: str, cond: Condition, effect: Effect) -> str:
+    """One condition as Cedar. For deny and ask, a value the engine cannot hold exactly (in
+    `context.opaque`, see rule_matching) satisfies it: such a rule fails toward asking."""
     ref = f"context.args[{cedar_string(name)}]"
     present = f"context.args has {cedar_string(name)}"
     if cond.kind == "equal":
@@ -153,7 +155,9 @@ def _condition_cedar(name: str, cond: Condition) -> str:
         if cond.high is not None:
             bounds.append(f"{ref}.lessThanOrEqual({cedar_value(cond.high)})")
         test = " && ".join(bounds)
-    return f"({present} && {test})"
+    if effect == "allow":
+        return f"({present} && {test})"
+    return f"(context.opaque.contains({cedar_string(name)}) || ({present} && {test}))"
 
 
 def to_cedar(rule: Rule) -> str:
@@ -173,7 +177,11 @@ def to_cedar(rule: Rule) -> str:
     verb = "forbid" if rule.effect == "deny" else "permit"
     text = "\n".join(notes) + f"\n{verb}({principal}, {action}, {resource})"
     if rule.args:
-        text += "\nwhen { " + " && ".join(_condition_cedar(n, c) for n, c in rule.args) + " }"
+        text += (
+            "\nwhen { "
+            + " && ".join(_condition_cedar(n, c, rule.effect) for n, c in rule.args)
+            + " }"
+        )
     return text + ";"
 
 
