@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from rule_helpers import broken_rule
 from sqlmodel import select
 
 from webplatform.config import EXAMPLES_ROOT, Settings
@@ -26,7 +27,6 @@ from webplatform.platform import Actor, Platform
 from webplatform.store import rules as rule_rows
 from webplatform.store.models import AuditEvent, Surface
 from webplatform.trust import rulebook
-from webplatform.trust.authority import seal_for
 from webplatform.trust.rules import RuleError
 
 TESTS = Path(__file__).resolve().parent
@@ -213,31 +213,8 @@ def test_any_text_in_a_rule_compiles_and_decides(platform: Platform, text: str) 
     )
 
 
-def _broken(
-    platform: Platform, effect: str, cedar: str, action: str | None = "send-message"
-) -> int:
-    """A rule row made and signed through the store, whose Cedar does not compile (as one
-    made before the compiler escaped `Café` properly would be)."""
-    seal = seal_for(platform)
-    new = rule_rows.NewRule(
-        effect=effect,
-        tool="outbox",
-        action=action,
-        requester=None,
-        args_json="{}",
-        cedar=cedar,
-        expires_at=None,
-        max_runs=None,
-        note="",
-    )
-    row = platform.transact(lambda s: rule_rows.add_rule(session=s, rule=new, by="ada", seal=seal))
-    ruling.forget(platform)
-    assert row.id is not None
-    return row.id
-
-
 def test_a_rule_that_does_not_compile_harms_no_other_call(platform: Platform) -> None:
-    broken = _broken(
+    broken = broken_rule(
         platform,
         "allow",
         '@effect("allow")\npermit(principal, action, resource) '
@@ -272,7 +249,7 @@ def test_a_deny_or_ask_rule_that_cannot_be_evaluated_applies(
         f"{'forbid' if effect == 'deny' else 'permit'}(principal, action, resource == "
         'Tool::"outbox") when { context.args.subject.lessThan(decimal("1.0")) };'
     )
-    rule = _broken(platform, effect, cedar, action=None)
+    rule = broken_rule(platform, effect, cedar, action=None)
     answer = _call(
         platform, "outbox", "send-message", Consent.QUEUE, to="a@x.org", subject="s", body="b"
     )

@@ -157,6 +157,24 @@ def test_exact_on_a_value_with_a_wildcard_matches_that_value_only(
     assert ask(platform, to="*@example.org").allowed_by is not None
 
 
+@pytest.mark.parametrize("text", ["Café", "\u202egnp.exe", "a\nb", "nul\x00"])
+def test_allow_similar_on_any_text_makes_a_rule_that_works_and_breaks_nothing(
+    platform: Platform, alice: TestClient, text: str
+) -> None:
+    job_id = ask(platform, subject=text).job or 0
+    form = similar_form(alice, platform, job_id, exact=("subject",)) | {"password": PASSWORD}
+    assert post(alice, job_id, form).status_code == 200
+    (rule,) = rulebook.listing(platform)
+    assert rule["args"] == {"subject": text} and not rulebook.in_force(platform).broken
+    # The rule allows the same text, and nothing else; every other call and page still works.
+    assert ask(platform, subject=text, to="eve@example.org").allowed_by is not None
+    assert ask(platform, subject=text + "!").status.value == "pending_approval"
+    greet = RunCall(kind="tool", name="hello-world", action="greet", args={"name": text})
+    agent = Actor(surface=Surface.mcp_http, client="test-agent", agent=BOT)
+    assert request_run(platform=platform, call=greet, actor=agent, consent=Consent.NONE).result
+    assert alice.get("/approvals").status_code == 200 and alice.get("/rules").status_code == 200
+
+
 def test_a_call_made_without_a_token_makes_a_rule_without_requester(
     platform: Platform, alice: TestClient
 ) -> None:
