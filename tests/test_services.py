@@ -23,10 +23,7 @@ from webplatform.worker import make_worker
 AGENT = Actor(surface=Surface.mcp_stdio, client="test-agent")
 OPERATOR = Actor(surface=Surface.dashboard, operator="ada", address="127.0.0.1")
 MESSAGE = {"to": "ops@example.org", "subject": "please send the report", "body": "Dobrý den"}
-# Bound to the call as it runs: the manifest's defaults filled in (SPEC §20).
-STEP_UP = password_step_up(
-    "ada", name="outbox", action="send-message", args={**MESSAGE, "delay-s": 0}
-)
+STEP_UP = password_step_up("ada", name="outbox", action="send-message", args=MESSAGE)
 
 
 def send_message(
