@@ -69,7 +69,7 @@ def test_check_names_a_limit_above_its_ceiling(env: dict[str, str], tmp_path: Pa
     assert done.returncode == 1
     error_lines = [line for line in done.stdout.splitlines() if line.startswith("error")]
     assert error_lines == [
-        f"error  tool  {tool / 'tool.yaml'}: `limits.processes: 5000` is above its ceiling of "
+        f"error  tool  {tool / 'tool.yaml'}:6: `limits.processes: 5000` is above its ceiling of "
         "2000 (AAT_MAX_PROCESSES); lower it, or the operator raises the setting"
     ], done.stdout
 

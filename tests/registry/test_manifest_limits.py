@@ -74,6 +74,7 @@ def test_a_limit_above_its_ceiling_is_a_manifest_error(reg: RegistryDir, tmp_pat
     registry = RegistryLoader([reg.root], ceilings=ceilings(settings)).load()
     assert "t" not in registry.tools
     (error,) = registry.errors
+    assert error.line == 5, str(error)
     assert error.message == (
         "`limits.memory_mb: 4096` is above its ceiling of 2048 (AAT_MAX_MEMORY_MB); "
         "lower it, or the operator raises the setting"

@@ -274,7 +274,8 @@ class RegistryLoader:
             elif isinstance(spec, SkillSpec):
                 skills[spec.name] = spec
             elif self.ceilings and (above := over_ceiling(spec.limits, self.ceilings)):
-                errors.append(ManifestError(item.kind, spec.name, item.manifest, above))
+                line = _key_line(item.manifest, "limits")
+                errors.append(ManifestError(item.kind, spec.name, item.manifest, above, line))
             else:
                 runnables[spec.kind][spec.name] = spec
         return Registry(
@@ -344,6 +345,15 @@ def _entry(key: FileKey, digest: str, entrypoint: FileKey, parsed: _Parsed) -> E
         skill=spec if isinstance(spec, SkillSpec) else None,
         errors=parsed.errors,
     )
+
+
+def _key_line(path: Path, key: str) -> int | None:
+    """The line of the manifest's top-level `key:` (read again only for an error's sake)."""
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return next((n for n, line in enumerate(lines, 1) if line.startswith(f"{key}:")), None)
 
 
 def _root_error(path: Path, problem: str) -> ManifestError:
