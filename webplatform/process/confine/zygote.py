@@ -482,14 +482,17 @@ def _stand_by(channel: socket.socket, tool: int, processes: int | None) -> NoRet
     on the channel itself before the zygote reports its own."""
     for fd in (0, 1, 2):
         os.close(fd)
-    watch = os.pidfd_open(tool)
+    try:
+        watch = [os.pidfd_open(tool)]
+    except OSError:  # (no descriptor left under a tiny limits.open_files): counting wakes it
+        watch = []
     while True:
         status = _reap(tool)
         if status is not None:
             _last_word(channel, {"status": status})
         if processes is not None and _threads() > processes:
             _last_word(channel, {"status": signal.SIGKILL, "limit": "processes"})
-        select.select([watch], [], [], _COUNT_EVERY_S)
+        select.select(watch, [], [], _COUNT_EVERY_S)
 
 
 def _reap(tool: int) -> int | None:
