@@ -19,7 +19,6 @@ stopped earlier, by the xlsx tool's own input checks: that is what its test chec
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -106,15 +105,15 @@ async def _probes(platform: Platform, *targets: tuple[str, str]) -> list[dict[st
 
 @pytest.mark.parametrize("backend", ["sqlite"])  # the files a tool could reach: any backend
 async def test_landlock_alone_refuses_what_the_namespaces_show(platform: Platform) -> None:
-    # The tool's mount namespace holds the host's whole /proc (the runtime needs its own
-    # process there): every process's command line, the kernel's version and settings.
-    # Landlock's file rules let it read only its own process and three files, so these are
-    # refused by Landlock alone: no namespace hides them (a path not in the view would be
-    # "No such file or directory").
+    # The tool's mount namespace holds a /proc (the runtime needs its own process there):
+    # its PID namespace's processes (SPEC §20: the call's pid 1 and its own), the kernel's
+    # version and settings. Landlock's file rules let it read only its own process and three
+    # files, so these are refused by Landlock alone: no namespace hides them (a path not in
+    # the view would be "No such file or directory").
     answers = await _probes(
         platform,
-        ("/proc", "read"),  # every process on the host
-        (f"/proc/{os.getpid()}/cmdline", "read"),  # aat's own command line
+        ("/proc", "read"),  # every process in its namespace
+        ("/proc/1/cmdline", "read"),  # the call's pid 1, which started it
         ("/proc/version", "read"),
         ("/proc/sys/kernel/hostname", "read"),
     )
