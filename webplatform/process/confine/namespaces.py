@@ -26,6 +26,11 @@ top-level folder that holds no static path (say /tmp or /home) is made on a fres
 mounted over that folder for this call alone, so no call leaves a trace another call could
 see; the static paths under such a folder (an interpreter in /home) are attached again there.
 Landlock (`landlock.py`) stays the second wall and also forbids the tool any mount.
+
+Each call's child is also pid 1 of a PID namespace of its own (`fork_own_pids`, SPEC §20):
+it mounts that namespace's `/proc` over the host's, caps the pids the namespace hands out
+at its process limit, and mounts a tmpfs of the call's size over its scratch folder
+(`bound`); every process in the namespace ends when it does.
 """
 
 from __future__ import annotations
