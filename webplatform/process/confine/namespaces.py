@@ -521,17 +521,17 @@ def probe() -> str | None:
         return f"namespaces are not supported here ({platform.machine()})"
     try:
         here = os.path.dirname(os.path.realpath(__file__))
-        views = enter({"net": "own", "read": ["/usr"], "write": []})
-        pid = os.fork()
+        views = enter({"net": "own", "read": ["/usr", "/proc/self"], "write": []})
+        pid = fork_own_pids()
         if pid == 0:
             try:
-                narrow(views, [here], [])
+                narrow(views, [here], [], {})  # with its own /proc, as pid 1 of its own
             except OSError:
                 os._exit(1)
             os._exit(0)
         _, status = os.waitpid(pid, 0)
         if status != 0:
-            return "a call's own mount namespace could not be made"
+            return "a call's own mount and PID namespaces could not be made"
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
