@@ -85,7 +85,7 @@ def test_a_fork_bomb_ends_the_call_naming_the_process_limit(
         "the tool hit its limit of 16 processes and threads "
         f"({named('processes', 'AAT_MAX_PROCESSES')}), and was stopped"
     )
-    assert took < 5, f"the bomb ran {took:.1f} s"
+    assert took < 10, f"the bomb ran {took:.1f} s"  # (it stops itself after 15 s)
 
 
 @WARM

@@ -71,8 +71,11 @@ class Probe:
         self.asked = {"healthz": 0, "mcp": 0}
         self.times: list[tuple[str, float]] = []
 
-    async def run(self, done: anyio.Event) -> None:
+    async def run(self, ready: anyio.Event, done: anyio.Event) -> None:
         async with httpx.AsyncClient(timeout=10) as http, Client(f"{self.base}/mcp") as mcp:
+            await self._health(http)  # connections made before the attacks, not timed
+            await mcp.list_tools()
+            ready.set()
             while not done.is_set():
                 await self._time("healthz", self._health(http))
                 await self._time("mcp", mcp.list_tools())
@@ -134,7 +137,7 @@ async def storm(base: str) -> tuple[dict[tuple[str, str], dict[str, Any]], Probe
     """Every attack in both tools at once, the probe asking throughout, and one more job."""
     answers: dict[tuple[str, str], dict[str, Any]] = {}
     other: dict[str, Any] = {}
-    probe, done = Probe(base), anyio.Event()
+    probe, ready, done = Probe(base), anyio.Event(), anyio.Event()
 
     async def attack(tool: str, action: str) -> None:
         answers[(tool, action)] = await call(base, tool, action)
@@ -147,7 +150,8 @@ async def storm(base: str) -> tuple[dict[tuple[str, str], dict[str, Any]], Probe
         other.update(await call(base, "hog", "threads"))
 
     async with anyio.create_task_group() as outer:
-        outer.start_soon(probe.run, done)
+        outer.start_soon(probe.run, ready, done)
+        await ready.wait()
         async with anyio.create_task_group() as attacks:
             for tool in ("hog", "hog-warm"):
                 for action in ATTACKS:
