@@ -149,7 +149,10 @@ def _set_state(app: FastAPI, platform: Platform, settings: Settings) -> None:
     # (SPEC §20): every list and page asks this of the job it shows.
     app.state.pages.env.globals["unsigned_approval"] = partial(unsigned_approval, platform)
     app.state.pages.env.globals["UNSIGNED_APPROVAL"] = claims.UNSIGNED_APPROVAL
+    # Logins are counted per name and address; passwords typed to approve or change something
+    # per session, so failed logins for a name never lock its operator's open session out.
     app.state.login_limiter = auth.LoginLimiter()
+    app.state.stepup_limiter = auth.LoginLimiter()
 
 
 def _start(

@@ -9,6 +9,9 @@ a real approval on the same pages still names its operator.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf, queue_send
 from fastapi.testclient import TestClient
@@ -42,7 +45,7 @@ def _digest(platform: Platform, job_id: int) -> str:
         return job.args_digest
 
 
-def _approve(client: TestClient, platform: Platform, job_id: int) -> object:
+def _approve(client: TestClient, platform: Platform, job_id: int) -> Any:
     form = {
         "csrf_token": csrf(client),
         "digest": _digest(platform, job_id),
@@ -53,7 +56,7 @@ def _approve(client: TestClient, platform: Platform, job_id: int) -> object:
 
 
 @pytest.fixture
-def ada(platform: Platform, client_as) -> TestClient:  # type: ignore[no-untyped-def]
+def ada(platform: Platform, client_as: Callable[[str], TestClient]) -> TestClient:
     """Operator ada's browser (the forged name is someone else's)."""
     add_operator(platform, "ada")
     add_operator(platform, FORGED_NAME)
@@ -64,7 +67,7 @@ def test_a_forged_approval_is_shown_nowhere_as_one(platform: Platform, ada: Test
     genuine = queue_send(platform, subject="genuine").job
     forged = queue_send(platform, subject="forged").job
     assert genuine is not None and forged is not None
-    assert _approve(ada, platform, genuine).status_code == 303  # type: ignore[attr-defined]
+    assert _approve(ada, platform, genuine).status_code == 303
     _forge(platform, forged)
 
     job_page = ada.get(f"/jobs/{forged}").text
@@ -90,9 +93,9 @@ def test_approving_a_forged_job_names_nobody(platform: Platform, ada: TestClient
     assert forged is not None
     _forge(platform, forged)
     r = _approve(ada, platform, forged)
-    assert r.status_code == 409  # type: ignore[attr-defined]
-    assert FORGED_NAME not in r.text  # type: ignore[attr-defined]
-    assert UNSIGNED_APPROVAL in r.text  # type: ignore[attr-defined]
+    assert r.status_code == 409
+    assert FORGED_NAME not in r.text
+    assert UNSIGNED_APPROVAL in r.text
     with pytest.raises(jobs.StaleState) as refused:
         decisions.approve(
             platform=platform,
