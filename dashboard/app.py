@@ -150,9 +150,9 @@ def _set_state(app: FastAPI, platform: Platform, settings: Settings) -> None:
     app.state.pages.env.globals["unsigned_approval"] = partial(unsigned_approval, platform)
     app.state.pages.env.globals["UNSIGNED_APPROVAL"] = claims.UNSIGNED_APPROVAL
     # Logins are counted per name and address; passwords typed to approve or change something
-    # per session, so failed logins for a name never lock its operator's open session out.
+    # per session (`dashboard.stepup`), so failed logins for a name never lock its operator
+    # out of the session she is in.
     app.state.login_limiter = auth.LoginLimiter()
-    app.state.stepup_limiter = auth.LoginLimiter()
 
 
 def _start(

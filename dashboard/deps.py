@@ -89,9 +89,9 @@ def get_relying_party(request: Request) -> RelyingParty:
 
 
 def get_limiter(request: Request) -> LoginLimiter:
-    """The throttle of passwords typed to approve or change something, counted per session
-    (logins have their own, per name and address: `routes/login.py`)."""
-    limiter: LoginLimiter = request.app.state.stepup_limiter
+    """The password throttle: logins count on their name and address, passwords typed to
+    approve or change something on their session (`stepup.Checker`)."""
+    limiter: LoginLimiter = request.app.state.login_limiter
     return limiter
 
 
