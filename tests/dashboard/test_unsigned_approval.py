@@ -2,9 +2,9 @@
 
 A row moved to `approved` by SQL names an operator who approved nothing. Until a worker fails
 it, every page that lists or shows the job (the approvals page's recent decisions, the job
-history, the job page, the CSV export, the answer to a late Approve) must read "marked
-approved in the database, without a valid signature", and never the name the row carries;
-a real approval on the same pages still names its operator.
+history, the overview, the job page, the CSV export, the answer to a late Approve) must read
+"marked approved in the database, without a valid signature", and never the name the row
+carries; a real approval on the same pages still names its operator.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ def test_a_forged_approval_is_shown_nowhere_as_one(platform: Platform, ada: Test
         "job page": job_page,
         "approvals page": ada.get("/approvals").text,
         "job history": ada.get("/jobs").text,
+        "overview": ada.get("/").text,
         "CSV export": ada.get("/jobs.csv").text,
     }
     for where, html in pages.items():
