@@ -124,8 +124,9 @@ def passkey_context(platform: Platform, operator: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Checker:
-    """What checks a step-up: the platform, the step-up password throttle and the session
-    (`auth.session_key`) it counts on, and the relying party the browser's passkeys are for.
+    """What checks a step-up: the platform, the password throttle (the login throttle, under
+    keys of its own) and the session (`auth.session_key`) typed passwords count on, and the
+    relying party the browser's passkeys are for.
 
     Passwords typed in a session count against that session only, never against the
     operator's name or address: failed logins for her name by someone else (anyone who can
