@@ -157,8 +157,12 @@ def _mark_once(
     session: Session, model: type[_Signed], row_id: int, column: str, seal: RowSeal
 ) -> bool:
     """Stamp the signed row's `column` with now and sign the change; False if it was set
-    already (or the row is missing or forged)."""
-    row = session.get(model, row_id)
+    already (or the row is missing or forged).
+
+    The row is read locked (`FOR UPDATE` on PostgreSQL; SQLite's write transaction holds
+    the whole database): of two uses racing, the second reads the first's stamp and loses."""
+    stmt = select(model).where(col(model.id) == row_id).with_for_update()
+    row = session.exec(stmt).first()
     if row is None or getattr(row, column) is not None or not row_holds(seal, row):
         return False
     setattr(row, column, utcnow())
