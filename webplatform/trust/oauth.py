@@ -47,7 +47,7 @@ from sqlmodel import Session
 from webplatform.platform import Platform
 from webplatform.store import agents, audit
 from webplatform.store import oauth as store
-from webplatform.store.models import OAuthGrant, OAuthRefreshToken, utcnow
+from webplatform.store.models import AgentTokenPublic, OAuthGrant, OAuthRefreshToken, utcnow
 from webplatform.trust.authority import TOKENS_FILE, remember, report_forged, seal_for
 from webplatform.trust.oauth_clients import (
     ClientDocumentError,
@@ -200,7 +200,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         """The allowed grant for this code; a code used before revokes its agent instead."""
         seal = seal_for(self.platform)
         row = await self._transact(
-            lambda s: store.find_code(session=s, code=authorization_code, seal=seal), write=False
+            lambda s: store.find_code(session=s, code=authorization_code, seal=seal, lock=True)
         )
         if row is None or row.client_id != client.client_id or not row.agent:
             return None
@@ -254,19 +254,26 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> AatRefresh | None:
         """The refresh token while it and its agent are good; a rotated one used again
-        revokes the agent (and so the whole family)."""
+        revokes the agent (and so the whole family).
+
+        The token and its agent are read in one transaction holding the token's row: a
+        rotation racing this read waits for it, or is seen whole (its agent row and what
+        aat remembers of the row it replaced agree), never half."""
         seal = seal_for(self.platform)
-        row = await self._transact(
-            lambda s: store.find_refresh(session=s, token=refresh_token, seal=seal), write=False
-        )
-        if row is None or row.client_id != client.client_id or row.id is None:
+
+        def read(session: Session) -> tuple[OAuthRefreshToken, AgentTokenPublic | None] | None:
+            row = store.find_refresh(session=session, token=refresh_token, seal=seal, lock=True)
+            if row is None or row.rotated_at is not None:
+                return None if row is None else (row, None)
+            return row, agents.active_agent(session=session, name=row.agent, seal=seal)
+
+        found = await self._transact(read)
+        if found is None or found[0].client_id != client.client_id or found[0].id is None:
             return None
+        row, agent = found
         if row.rotated_at is not None:
             await self._revoke_family(row.agent, REUSED)
             return None
-        agent = await self._transact(
-            lambda s: agents.active_agent(session=s, name=row.agent, seal=seal), write=False
-        )
         if agent is None:
             return None
         return AatRefresh(
