@@ -193,6 +193,19 @@ class Terminal:
         time.sleep(0.3)  # let the input box take the text before Enter submits it
         self.tmux("send-keys", "Enter")
 
+    def submit(self, text: str, *, started: str, attempts: int = 3) -> str:
+        """Type `text` and press Enter until the screen shows `started` (a TUI busy with
+        something else, or with a completion menu open, may take an Enter for itself)."""
+        self.tmux("send-keys", "-l", text)
+        for _ in range(attempts):
+            time.sleep(0.5)  # let the input box take the text before Enter submits it
+            self.tmux("send-keys", "Enter")
+            try:
+                return self.wait_for(started, timeout_s=10)
+            except AssertionError:
+                continue
+        return self.wait_for(started, timeout_s=1)
+
     def close(self) -> None:
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=30)
         shutil.rmtree(self.folder, ignore_errors=True)

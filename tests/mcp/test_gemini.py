@@ -267,8 +267,7 @@ def test_gemini_signs_in_with_mcp_auth_in_its_terminal_ui_and_calls_as_that_agen
         screen = Terminal([str(GEMINI), "--yolo"], cwd=seat.project, env=env)
         try:
             screen.wait_for("Type your message")
-            screen.type("/mcp auth aat")
-            screen.wait_for("Do you want to continue?")
+            screen.submit("/mcp auth aat", started="Do you want to continue?")
             time.sleep(READING_S)
             screen.tmux("send-keys", "Enter")  # "1. Yes" is selected
             allowed = allow_sign_in(url, opened_url(opened, screen), AGENT)
