@@ -4,6 +4,9 @@ The CLI prints or opens an authorization URL and listens on a loopback port for 
 Here an HTTP client plays the browser of operator alice: it logs in, opens the URL, reads
 aat's page (which client, where the answer goes), allows the agent with her password as the
 step-up, and follows the redirect to the CLI's listener, as the browser would.
+
+Also the CLIs' sides: `Printing`, a command whose output the test waits on (Codex's
+`mcp login` prints the URL), and `Terminal`, a terminal UI in tmux (Gemini CLI's `/mcp auth`).
 """
 
 from __future__ import annotations

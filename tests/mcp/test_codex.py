@@ -247,6 +247,7 @@ def test_codex_tool_timeout_from_the_config_block_outlasts_the_approval_wait(
     assert_one_message_sent(seat)
 
 
+@pytest.mark.timeout(240)  # a terminal UI, a browser, a model turn and an approval
 def test_codex_signs_in_by_dynamic_registration_and_calls_as_that_agent(
     seat: Seat, tmp_path: Path
 ) -> None:

@@ -245,6 +245,7 @@ def opened_url(opened: Path, screen: Terminal, timeout_s: float = 30) -> str:
     return opened.read_text().split()[0]
 
 
+@pytest.mark.timeout(240)  # a terminal UI, a browser, a model turn and an approval
 def test_gemini_signs_in_with_mcp_auth_in_its_terminal_ui_and_calls_as_that_agent(
     seat: Seat, tmp_path: Path
 ) -> None:
