@@ -44,7 +44,7 @@ def install_error_pages(app: FastAPI) -> None:
         assert isinstance(exc, SignInRefused)
         pages: Pages = request.app.state.pages
         message = (
-            f"{exc.message}. Nothing was sent back to the client: fix this and start "
+            f"{exc.message.rstrip('.')}. Nothing was sent back to the client: fix this and start "
             "the sign-in again from the agent."
         )
         return pages.render(
