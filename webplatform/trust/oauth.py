@@ -226,9 +226,9 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
                     session=session, name=code.agent, owner=code.owner, seal=seal, actor=code.owner
                 )
             except agents.AgentTokenError as exc:
-                # Another agent took the name since it was allowed: that one is not this
-                # code's to revoke.
-                raise Refusal(f"{exc}: sign in again with another agent name") from None
+                # Another agent took the name since it was allowed (or its owner left): that
+                # agent is not this code's to revoke.
+                raise Refusal(f"{exc}, then sign in again") from None
             resource = code.resource or self.site.resource
             access = agents.rotate_agent_token(
                 session=session, name=code.agent, seal=seal, expires_at=expires, resource=resource
