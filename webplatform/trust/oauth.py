@@ -63,6 +63,10 @@ REUSED = "refresh token used again after it was rotated: the agent is revoked, s
 CODE_REUSED = "authorization code already used: the agent it made is revoked, sign in again"
 
 
+class UnknownClient(LookupError):
+    """No client by that id: not registered, or its metadata document cannot be used."""
+
+
 class Refusal(Exception):
     """A token request refused inside a transaction: `description` for the client, and the
     agent whose family to revoke once the transaction is rolled back (None: none)."""
@@ -130,22 +134,24 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         """A metadata-document client (fetched) or a registered one (stored)."""
-        found = await self.find_client(client_id)
-        return None if isinstance(found, str) else found
+        try:
+            return await self.find_client(client_id)
+        except UnknownClient:
+            return None
 
-    async def find_client(self, client_id: str) -> OAuthClientInformationFull | str:
-        """The client `client_id` names, or why there is none (one line, for the page)."""
+    async def find_client(self, client_id: str) -> OAuthClientInformationFull:
+        """The client `client_id` names; UnknownClient says why there is none (one line)."""
         if is_document_url(client_id):
             try:
                 return await self.documents.get(client_id)
             except ClientDocumentError as exc:
                 logger.warning("sign-in refused: %s", exc)
-                return str(exc)
+                raise UnknownClient(str(exc)) from None
         info = await self._transact(
             lambda s: store.client_info(session=s, client_id=client_id), write=False
         )
         if info is None:
-            return (
+            raise UnknownClient(
                 f"no client {client_id[:200]!r} is registered here: the client must register again"
             )
         return OAuthClientInformationFull.model_validate_json(info)

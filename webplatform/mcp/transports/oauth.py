@@ -47,7 +47,7 @@ from starlette.types import ASGIApp, Scope
 
 from webplatform.config import Settings
 from webplatform.platform import Platform
-from webplatform.trust.oauth import SignInProvider, Site, same_resource
+from webplatform.trust.oauth import SignInProvider, Site, UnknownClient, same_resource
 from webplatform.trust.oauth_clients import ClientDocuments, is_document_url, redirect_uri_problem
 
 RESOURCE_METADATA = "/.well-known/oauth-protected-resource"
@@ -135,9 +135,10 @@ class OAuthEndpoints:
                 f"the sign-in request is malformed: {stringify_pydantic_error(exc)}"
             ) from None
         provider = self._provider(request)
-        client = await provider.find_client(asked.client_id)
-        if isinstance(client, str):
-            raise SignInRefused(_unknown_client(asked.client_id, client))
+        try:
+            client = await provider.find_client(asked.client_id)
+        except UnknownClient as exc:
+            raise SignInRefused(_unknown_client(asked.client_id, str(exc))) from None
         try:
             redirect_uri = _verified_redirect(client, asked)
             scopes = client.validate_scope(asked.scope)
