@@ -78,7 +78,7 @@ def card(page: str, job_id: int) -> str:
 def shown_preview(client: TestClient, job_id: int) -> tuple[str, str]:
     """(the card's preview section, the preview digest its Approve form sends)."""
     html_card = card(client.get("/approvals").text, job_id)
-    start = html_card.index("<section class=\"preview\" data-preview")
+    start = html_card.index('<section class="preview" data-preview')
     section = html_card[start : html_card.index("</section>", start)]
     found = re.search(
         rf'<input type="hidden" name="preview" value="([0-9a-f]*)" form="approve-{job_id}">',
