@@ -159,3 +159,30 @@ def test_approve_selected_binds_each_cards_preview(platform: Platform, alice: Te
     form[f"preview_{job_id}"] = found.group(1)
     assert alice.post("/approvals/approve", data=form, headers=ORIGIN).status_code == 200
     assert job(platform, job_id).preview_digest == found.group(1)
+
+
+def test_approve_and_allow_similar_binds_the_cards_preview(
+    platform: Platform, alice: TestClient
+) -> None:
+    drafts(platform, "edit", Consent.NONE, text="first")
+    job_id = drafts(platform, "publish", Consent.QUEUE)
+    landed(platform, job_id)
+    section, seen = shown_preview(alice, job_id)
+    assert f'name="preview" value="{seen}" form="allow-similar-form-{job_id}"' in section
+    form = {
+        "csrf_token": csrf(alice, "/approvals"),
+        "digest": job(platform, job_id).args_digest,
+        "return_to": "job",
+        "duration": "1h",
+        "password": PASSWORD,
+        "preview": "0" * 64,  # a preview this card no longer shows
+    }
+    refused = alice.post(f"/jobs/{job_id}/allow-similar", data=form, headers=ORIGIN)
+    assert refused.status_code == 409
+    assert "no rule was made" in html.unescape(refused.text)
+    assert job(platform, job_id).state is JobState.pending_approval
+    made = alice.post(
+        f"/jobs/{job_id}/allow-similar", data=form | {"preview": seen}, headers=ORIGIN
+    )
+    assert made.status_code == 200, made.text
+    assert job(platform, job_id).preview_digest == seen
