@@ -128,6 +128,10 @@ def test_a_call_whose_preview_changed_returns_to_its_card_marked_and_needs_the_n
     assert "data-preview-changed" in section
     assert "Changed since it was approved" in shown and "the launch code is 0000" in shown
     assert now != seen
+    # The job page's Approve binds the same preview, marked the same way.
+    page = alice.get(f"/jobs/{job_id}").text
+    assert f'name="preview" value="{now}" form="approve-{job_id}"' in page
+    assert 'id="approve-' + str(job_id) + '"' in page and "Changed since it was approved" in page
     # The page as it was before the change approves nothing.
     stale = approve(alice, platform, job_id, seen)
     assert stale.status_code == 409
