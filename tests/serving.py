@@ -44,9 +44,11 @@ def aat_serve(
     command: Sequence[str] = (sys.executable, "-m", "webplatform"),
     cwd: Path | None = None,
     args: Sequence[str] = (),
+    started: list[subprocess.Popen[bytes]] | None = None,
 ) -> Iterator[str]:
     """`COMMAND serve --port PORT ARGS` (by default `python -m webplatform`), healthy; yields
-    its base URL, then stops it."""
+    its base URL, then stops it. The process is appended to `started` when given (a test
+    that stops it itself)."""
     with log.open("w") as out:
         proc = subprocess.Popen(
             [*command, "serve", "--port", str(port), *args],
@@ -55,6 +57,8 @@ def aat_serve(
             stderr=subprocess.STDOUT,
             cwd=cwd,
         )
+    if started is not None:
+        started.append(proc)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc, log)

@@ -4,11 +4,16 @@ checked the operator's password (tests/dashboard and tests/browser check it over
 from __future__ import annotations
 
 import time
+from functools import cache
 from typing import Any
 
 from webplatform.canonical import args_digest
+from webplatform.config import EXAMPLES_ROOT
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
+from webplatform.registry import RegistryLoader
+from webplatform.registry.model import Registry
+from webplatform.registry.validation import with_defaults
 from webplatform.store import previews as preview_rows
 from webplatform.store.engine import session_scope
 from webplatform.trust.stepup import StepUp, StepUpMethod
@@ -17,8 +22,12 @@ from webplatform.trust.stepup import StepUp, StepUpMethod
 def password_step_up(
     operator: str, *, name: str, action: str, args: dict[str, Any], kind: str = "tool"
 ) -> StepUp:
-    """The proof for running this exact call from the run form."""
-    digest = args_digest(kind=kind, name=name, action=action, args=args)
+    """The proof for running this exact call from the run form: bound, as the form binds it,
+    to the call as it will run (an example tool's defaults filled in, SPEC §20)."""
+    tool = _examples().tools.get(name)
+    act = tool.action(action) if tool is not None else None
+    ran = with_defaults(act, args) if act is not None else args
+    digest = args_digest(kind=kind, name=name, action=action, args=ran)
     return StepUp(operator=operator, digest=digest, method=StepUpMethod.password)
 
 
@@ -43,3 +52,8 @@ def preview_landed(platform: Platform, job_id: int, timeout_s: float = 30) -> No
             if row is None or row.state != preview_rows.PENDING:
                 return
         time.sleep(0.02)
+
+
+@cache
+def _examples() -> Registry:
+    return RegistryLoader([EXAMPLES_ROOT]).load()

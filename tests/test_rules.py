@@ -3,16 +3,21 @@ rules in force decide a call, evaluated by Cedar (`cedarpy`) against the example
 
 from __future__ import annotations
 
+import tempfile
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
-from webplatform.config import EXAMPLES_ROOT
+from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import Registry
-from webplatform.trust.rules import Call, Rule, RuleError, RuleSet, check, parse_cedar, parse_yaml
+from webplatform.trust.rule_matching import RuleSet
+from webplatform.trust.rules import Call, Rule, RuleError, check, parse_cedar, parse_yaml
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+# What `check` reads of the settings (AAT_RULE_MAX_HOURS, the approval floor); no home is used.
+SETTINGS = Settings(home=Path(tempfile.gettempdir()) / "aat-rules-unused")
 
 SPEC_EXAMPLE = """
 - effect: allow            # allow | deny | ask
@@ -41,7 +46,7 @@ def _send(requester: str | None = "build-bot", **args: object) -> Call:
 
 def _one(text: str, registry: Registry) -> Rule:
     (rule,) = parse_yaml(text, now=NOW)
-    check(rule, registry, now=NOW, max_hours=24)
+    check(rule, registry, now=NOW, settings=SETTINGS)
     return rule
 
 
@@ -95,7 +100,7 @@ def test_an_allow_rule_matches_only_the_calls_it_names(
 
 def test_deny_wins_over_ask_and_ask_over_allow(registry: Registry) -> None:
     allow = _one(SPEC_EXAMPLE, registry)
-    ask = _one("effect: ask\ntool: outbox\nargs: {subject: '*report'}", registry)
+    ask = _one("effect: ask\ntool: outbox\nargs: {subject: '**report'}", registry)
     deny = _one("effect: deny\ntool: outbox\naction: send-message\nargs: {to: ann@*}", registry)
     assert RuleSet({"a": allow, "b": ask}).match(_send()).effect == "ask"  # type: ignore[union-attr]
     both = RuleSet({"a": allow, "b": ask, "c": deny}).match(_send())
@@ -124,7 +129,7 @@ def test_a_rule_written_in_cedar_is_matched_as_written(registry: Registry) -> No
     """
     deny, ask = parse_cedar(text)
     for rule in (deny, ask):
-        check(rule, registry, now=NOW, max_hours=24)
+        check(rule, registry, now=NOW, settings=SETTINGS)
     rules = RuleSet({"d": deny, "a": ask})
     assert rules.match(_send(subject="your password")).effect == "deny"  # type: ignore[union-attr]
     assert rules.match(_send()).effect == "ask"  # type: ignore[union-attr]
@@ -137,7 +142,12 @@ def test_a_rule_written_in_cedar_is_matched_as_written(registry: Registry) -> No
         ("effect: allow\ntool: outbox\n  bad: [", "line 3: YAML syntax error"),
         ("- effect: allow\n  tool: outbox\n  expire_in: 1h", "line 3: unknown key `expire_in`"),
         ("effect: permit\ntool: outbox", "line 1: `effect` is 'permit': use allow, deny or ask"),
-        ("effect: allow\ntool: outbox\nargs: {to: 'a?@x.org'}", "`?` cannot be matched"),
+        ("effect: deny\ntool: outbox\nargs: {n: {max: 1.0005}}", "more than 3 decimal places"),
+        (
+            "effect: deny\ntool: outbox\nargs: {n: 1000000000000001}",
+            "beyond the ±100,000,000,000,000",
+        ),
+        ("effect: deny\ntool: outbox\nargs: {n: .nan}", "not a number a call can be compared"),
         ("effect: allow\ntool: outbox\nexpires_in: soon", "is not a duration"),
         ("effect: allow\ntool: outbox\nmax_runs: 0", "use a whole number, 1 or more"),
         ("effect: deny\ntool: outbox\nargs: {n: {min: 3, max: 1}}", "min <= max"),
@@ -182,7 +192,7 @@ def test_a_rule_that_does_not_parse_says_which_line(text: str, error: str) -> No
 def test_a_rule_that_may_not_be_made_says_why(registry: Registry, text: str, error: str) -> None:
     (rule,) = parse_yaml(text, now=NOW)
     with pytest.raises(RuleError, match="line 1: .*" + _escape(error)):
-        check(rule, registry, now=NOW, max_hours=24)
+        check(rule, registry, now=NOW, settings=SETTINGS)
 
 
 def _escape(text: str) -> str:

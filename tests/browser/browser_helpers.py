@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,13 +20,15 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, Page, expect
 from serving import aat_env
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store.agents import add_agent
+from webplatform.store.models import UNFINISHED_STATES, Job
 from webplatform.store.operators import add_operator
 from webplatform.trust.authority import seal_for
+from webplatform.trust.ledger import LEDGER_FILE
 
 CHROMIUM = "/usr/bin/chromium"
 # A foreign name that resolves to the dashboard, as DNS rebinding would make it.
@@ -53,11 +57,36 @@ class Server:
     home: Path
     log: Path
     env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
 
     def outbox(self) -> list[Path]:
         """The message files the outbox tool wrote."""
         folder = self.home / "outbox"
         return sorted(folder.glob("*.json")) if folder.exists() else []
+
+    def settle(self, timeout_s: float = 30) -> dict[int, int]:
+        """Wait until nothing is left to run (no job waits for an operator or a worker, none
+        runs), stop `aat serve` as a service manager does (SIGTERM: what runs is finished)
+        and return how many runs each job's decisions started, from this host's decision
+        ledger (a worker records each run there before its tool starts). With the server
+        gone nothing runs any more, so what a test counts afterwards stays exact."""
+        platform = Platform(Settings(home=self.home))
+        unfinished = select(Job.id).where(col(Job.state).in_(UNFINISHED_STATES))
+        deadline = time.monotonic() + timeout_s
+        try:
+            while left := platform.transact(lambda s: list(s.exec(unfinished)), write=False):
+                assert time.monotonic() < deadline, f"jobs {left} never finished"
+                time.sleep(0.1)
+        finally:
+            platform.engine.dispose()
+        assert self.process is not None, "this server was not started by the fixture"
+        self.process.terminate()
+        # uvicorn shuts down gracefully, then ends itself by the signal it was sent.
+        ended = self.process.wait(timeout=30)
+        assert ended in (0, -signal.SIGTERM), self.log.read_text(errors="replace")
+        ledger = self.home / LEDGER_FILE
+        lines = ledger.read_text().splitlines() if ledger.exists() else []
+        return dict(Counter(json.loads(line)["job"] for line in lines if line.strip()))
 
 
 def log_in(chromium: Browser, base: str, name: str) -> Page:

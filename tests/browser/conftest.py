@@ -3,6 +3,7 @@ page on another loopback port."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,8 +31,9 @@ def server(tmp_path: Path) -> Iterator[Server]:
     env = serve_env(home, port)
     add_to_store(home, [(OPERATOR, None)])
     log = tmp_path / "serve.log"
-    with aat_serve(env=env, port=port, log=log) as url:
-        yield Server(url=url, port=port, home=home, log=log, env=env)
+    started: list[subprocess.Popen[bytes]] = []
+    with aat_serve(env=env, port=port, log=log, started=started) as url:
+        yield Server(url=url, port=port, home=home, log=log, env=env, process=started[0])
 
 
 # Module scope, not session: sync Playwright keeps an asyncio loop marked running in this

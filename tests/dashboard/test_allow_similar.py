@@ -81,7 +81,9 @@ def test_the_card_offers_the_form_filled_from_the_call(platform: Platform, alice
     for name in CALL:
         assert f'<select name="match_{name}"' in card
     assert '<option value="exact" selected>exact (this value)</option>' in card
-    assert re.search(r'name="match_delay-s".*?only any: not given in this call', card, re.S)
+    # `delay-s` was left out: its default (0) is what runs, so it can be matched exactly too.
+    assert re.search(r'name="match_delay-s".*?value="exact"', card, re.S)
+    assert "not given in this call" not in card
     assert [d for d in ("15m", "1h", "8h") if f'<option value="{d}">' in card] == [
         "15m",
         "1h",
@@ -155,6 +157,24 @@ def test_exact_on_a_value_with_a_wildcard_matches_that_value_only(
     assert rule["args"] == {"to": {"one_of": ["*@example.org"]}}  # not read as a glob
     assert ask(platform, to="eve@example.org").status.value == "pending_approval"
     assert ask(platform, to="*@example.org").allowed_by is not None
+
+
+@pytest.mark.parametrize("text", ["Café", "\u202egnp.exe", "a\nb", "nul\x00"])
+def test_allow_similar_on_any_text_makes_a_rule_that_works_and_breaks_nothing(
+    platform: Platform, alice: TestClient, text: str
+) -> None:
+    job_id = ask(platform, subject=text).job or 0
+    form = similar_form(alice, platform, job_id, exact=("subject",)) | {"password": PASSWORD}
+    assert post(alice, job_id, form).status_code == 200
+    (rule,) = rulebook.listing(platform)
+    assert rule["args"] == {"subject": text} and not rulebook.in_force(platform).broken
+    # The rule allows the same text, and nothing else; every other call and page still works.
+    assert ask(platform, subject=text, to="eve@example.org").allowed_by is not None
+    assert ask(platform, subject=text + "!").status.value == "pending_approval"
+    greet = RunCall(kind="tool", name="hello-world", action="greet", args={"name": text})
+    agent = Actor(surface=Surface.mcp_http, client="test-agent", agent=BOT)
+    assert request_run(platform=platform, call=greet, actor=agent, consent=Consent.NONE).result
+    assert alice.get("/approvals").status_code == 200 and alice.get("/rules").status_code == 200
 
 
 def test_a_call_made_without_a_token_makes_a_rule_without_requester(

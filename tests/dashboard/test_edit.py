@@ -96,7 +96,7 @@ def test_edit_then_approve_runs_the_edited_call_once_and_the_agent_gets_it(
     old, new = _job(platform, original), _job(platform, edited)
     assert old.state is JobState.denied and old.reason == "edited by ada"
     assert new.state is JobState.approved and new.edited_from == original
-    assert json.loads(new.args_json) == EDITED
+    assert json.loads(new.args_json) == {**EDITED, "delay-s": 0}  # its default, as it runs
     assert new.requested_by == old.requested_by and new.surface == old.surface
 
     # The agent asked about the original: it is told about the edited job.
@@ -105,7 +105,7 @@ def test_edit_then_approve_runs_the_edited_call_once_and_the_agent_gets_it(
     _run_worker(platform)
     outcome = job_answer(platform=platform, job_id=original)
     assert outcome.status is Status.succeeded and outcome.edited_from == original
-    assert outcome.args == EDITED
+    assert outcome.args == {**EDITED, "delay-s": 0}
     sent = _outbox(platform)
     assert [(m["to"], m["subject"], m["body"]) for m in sent] == [tuple(EDITED.values())]
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf
 from fastapi.testclient import TestClient
+from rule_helpers import broken_rule
 
 from webplatform.jobs import ruling
 from webplatform.jobs.services import Consent, RunCall, request_run
@@ -110,3 +111,37 @@ def test_a_call_a_rule_allowed_names_the_rule_on_its_page_history_and_exports(
     assert row is not None and 'data-rule="1">by rule 1' in row.group(0)
     exported = list(csv.DictReader(io.StringIO(alice.get("/jobs.csv").text)))
     assert next(r for r in exported if r["id"] == str(job))["allowed_by_rule"] == "1"
+
+
+def test_each_pattern_shows_two_values_it_allows_and_two_it_does_not(
+    platform: Platform, alice: TestClient
+) -> None:
+    _make(alice, RULES)
+    html = alice.get("/rules").text
+    shown = re.search(r'<small class="glob-examples" data-glob="to">(.*?)</small>', html, re.S)
+    assert shown is not None
+    allows, _, refuses = shown.group(1).partition("not ")
+    assert re.findall(r"<code>(.*?)</code>", allows)[1:] == [
+        '"ann@example.org"',
+        '"x1@example.org"',
+    ]
+    assert '"a, b@example.org"' in refuses and '"a/b@example.org"' in refuses
+
+
+def test_a_rule_that_cannot_be_evaluated_is_flagged_and_harms_no_page(
+    platform: Platform, alice: TestClient
+) -> None:
+    broken = broken_rule(platform, "allow", "not Cedar at all")
+    assert (
+        request_run(
+            platform=platform,
+            call=RunCall(kind="tool", name="hello-world", action="greet", args={"name": "Café"}),
+            actor=Actor(surface=Surface.mcp_stdio, client="test-agent"),
+            consent=Consent.NONE,
+        ).status.value
+        == "succeeded"
+    )
+    assert alice.get("/approvals").status_code == 200
+    html = alice.get("/rules").text
+    row = re.search(rf'<tr data-rule-id="{broken}"[^>]*>.*?</tr>', html, re.S)
+    assert row is not None and "data-unusable" in row.group(0)

@@ -112,6 +112,31 @@ async def test_nobody_decides_pending_then_job_status_picks_it_up(
     assert len(outbox_files(platform)) == 1
 
 
+async def test_job_status_refuses_another_requesters_job_without_waiting(
+    platform: Platform, era: str
+) -> None:
+    # A wait on another requester's job would tell that the job exists (and when it moves)
+    # by how long the refusal takes: the bridge refuses before it waits. The wait asked for
+    # is 600 s and nothing moves the job, so a bridge that waited would answer only after
+    # 600 s; the refusal must come within 20 s and leave the job where it was.
+    theirs = request_run(
+        platform=platform,
+        call=RunCall(kind="tool", name="outbox", action="send-message", args=SEND["args"]),
+        actor=Actor(surface=Surface.mcp_stdio, client="someone-else"),
+        consent=Consent.QUEUE,
+    ).job
+    assert theirs is not None
+    platform.settings = platform.settings.model_copy(update={"approval_wait_s": 600.0})
+    async with connect(platform, era) as client:
+        with anyio.fail_after(20):
+            foreign = await client.call_tool("job_status", {"job": theirs, "wait_s": 600})
+            missing = await client.call_tool("job_status", {"job": theirs + 1000, "wait_s": 600})
+    assert foreign.is_error is True and body(foreign)["status"] == "invalid"
+    assert body(foreign)["error"] == f"no job {theirs}; job ids come from run results"
+    assert body(missing)["error"] == f"no job {theirs + 1000}; job ids come from run results"
+    assert [j["job"] for j in pending_for(platform=platform)] == [theirs], "nothing moved it"
+
+
 async def test_pending_answer_warns_when_no_dashboard_is_running(
     platform: Platform, era: str
 ) -> None:

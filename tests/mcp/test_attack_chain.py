@@ -8,14 +8,21 @@ walls stand in the way, and each test here takes one of them alone:
   blindly, so only the operating system's refusal stops it);
 - signed decisions: a job moved to `approved` by anything but the dashboard never runs.
 
+Confinement is itself two walls, namespaces and Landlock, and either alone keeps the
+database shut; so each of them also gets a test that fails when it alone is switched off:
+what the namespaces show but Landlock refuses, and what Landlock lets a tool look up but the
+namespaces hide.
+
 The xlsx variant of the chain (planting a module beside the tool through `dump save=`) is
 stopped earlier, by the xlsx tool's own input checks: that is what its test checks.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
+from typing import Any
 
 import openpyxl
 import pytest
@@ -76,6 +83,60 @@ async def test_confinement_keeps_a_tool_out_of_the_database(platform: Platform, 
     assert attack["status"] == "failed", attack
     assert "aat.db" in attack["error"]
     assert job_answer(platform=both, job_id=queued["job"]).status.value == "pending_approval"
+
+
+async def _probes(platform: Platform, *targets: tuple[str, str]) -> list[dict[str, Any]]:
+    """What the `escape` tool got for each (target, mode), through a real MCP client."""
+    both = platform_with(platform.settings, registry=f"{EXAMPLES_ROOT}:{TEST_TOOLS}")
+    async with connect(both, "legacy") as client:
+        return [
+            body(
+                await client.call_tool(
+                    "run_tool",
+                    {
+                        "tool": "escape",
+                        "action": "probe",
+                        "args": {"target": target, "mode": mode},
+                    },
+                )
+            )
+            for target, mode in targets
+        ]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # the files a tool could reach: any backend
+async def test_landlock_alone_refuses_what_the_namespaces_show(platform: Platform) -> None:
+    # The tool's mount namespace holds the host's whole /proc (the runtime needs its own
+    # process there): every process's command line, the kernel's version and settings.
+    # Landlock's file rules let it read only its own process and three files, so these are
+    # refused by Landlock alone: no namespace hides them (a path not in the view would be
+    # "No such file or directory").
+    answers = await _probes(
+        platform,
+        ("/proc", "read"),  # every process on the host
+        (f"/proc/{os.getpid()}/cmdline", "read"),  # aat's own command line
+        ("/proc/version", "read"),
+        ("/proc/sys/kernel/hostname", "read"),
+    )
+    assert [a["status"] for a in answers] == ["failed"] * 4, answers
+    assert all("Permission denied" in a["error"] for a in answers), answers
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_the_namespaces_alone_hide_that_aats_files_exist(platform: Platform) -> None:
+    # Landlock refuses opening aat's files but not looking them up: with Landlock alone a
+    # tool learns that the database and the keys are there, their sizes and when each last
+    # changed (so when calls come and go). Only the mount namespace, where AAT_HOME is not
+    # there at all, keeps that from it.
+    home = platform.settings.home
+    signing.signer_for(home)  # the decision key, as a dashboard makes it
+    key = home / signing.PRIVATE_KEY_FILE
+    assert (home / "aat.db").exists() and key.exists()
+    answers = await _probes(
+        platform, (str(home / "aat.db"), "stat"), (str(key), "stat"), (str(home), "stat")
+    )
+    assert [a["status"] for a in answers] == ["failed"] * 3, answers
+    assert all("No such file or directory" in a["error"] for a in answers), answers
 
 
 @pytest.fixture

@@ -7,7 +7,11 @@ request; another requester cannot see the task; a client that did not opt in is 
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -159,6 +163,65 @@ async def test_another_requester_cannot_read_or_cancel_the_task(platform: Platfo
             await tc.cancel(other, created.task_id)
     assert read.value.code == cancelled.value.code == INVALID_PARAMS
     assert len(pending_for(platform=platform)) == 1, "the owner's request still waits"
+
+
+# Plain encodings an unsealed task id might use: a prefix, then bytes as text.
+PLAIN: dict[str, tuple[Callable[[bytes], str], Callable[[str], bytes]]] = {
+    "base64url": (
+        lambda b: base64.urlsafe_b64encode(b).decode().rstrip("="),
+        lambda t: base64.urlsafe_b64decode(t + "=" * (-len(t) % 4)),
+    ),
+    "base64": (lambda b: base64.b64encode(b).decode(), base64.b64decode),
+    "hex": (lambda b: b.hex(), bytes.fromhex),
+}
+PREFIXES = ("", "v1.")
+
+
+def _forged_ids(own_id: str, own_job: int, victim_job: int) -> list[str]:
+    """Task ids for `victim_job`, as an attacker makes them from what is public: the victim's
+    job id (job ids count up) and the attacker's own task id. If the attacker's own id opens
+    under a plain encoding into claims naming its own job, the same claims naming the
+    victim's job are encoded the same way; otherwise every plain encoding is tried with claims
+    built from scratch (the version, the job, a time, the attacker's own requester digest)."""
+    for prefix, (encode, decode) in ((p, c) for p in PREFIXES for c in PLAIN.values()):
+        try:
+            claims = decode(own_id.removeprefix(prefix)) if own_id.startswith(prefix) else b""
+        except ValueError:
+            continue
+        if len(claims) == tasks._ID_CLAIMS.size and claims[1:9] == own_job.to_bytes(8, "big"):
+            return [prefix + encode(claims[:1] + victim_job.to_bytes(8, "big") + claims[9:])]
+    mine = hashlib.sha256(json.dumps([None, "someone-else"], separators=(",", ":")).encode())
+    now_ms = int(time.time() * 1000)
+    claims = tasks._ID_CLAIMS.pack(tasks._ID_VERSION, victim_job, now_ms, mine.digest()[:16])
+    return [prefix + encode(claims) for prefix in PREFIXES for encode, _ in PLAIN.values()]
+
+
+async def test_a_task_id_forged_from_its_public_fields_names_no_task(platform: Platform) -> None:
+    # Every field of a task id is public or guessable: the job id, its time, a digest of the
+    # caller's own names. Only the seal keeps a stranger from naming another requester's job;
+    # an id merely encoded would let them read its result and withdraw it.
+    async with connect(platform, MODERN, extensions=[tc.TasksClient()]) as client:
+        victims = await tc.call(client, "run_tool_confirmed", SEND)
+    assert isinstance(victims, tc.CreatedTask)
+    [queued] = pending_for(platform=platform)
+    victim_job = int(queued["job"])
+    stranger = Implementation(name="someone-else", version="1")
+    server = build_server(platform, surface=Surface.mcp_stdio)
+    async with Client(
+        server, mode=MODERN, extensions=[tc.TasksClient()], client_info=stranger
+    ) as other:
+        mine = {**SEND, "args": {**SEND["args"], "subject": "mine"}}
+        own = await tc.call(other, "run_tool_confirmed", mine)
+        assert isinstance(own, tc.CreatedTask), own
+        own_job = max(int(p["job"]) for p in pending_for(platform=platform))
+        assert (await tc.get(other, own.task_id)).status == "working", "the stranger's own"
+        forged = _forged_ids(own.task_id, own_job, victim_job)
+        for task_id in forged:
+            with pytest.raises(MCPError, match="no such task"):
+                await tc.get(other, task_id)
+            with pytest.raises(MCPError, match="no such task"):
+                await tc.cancel(other, task_id)
+    assert job_state(platform=platform, job_id=victim_job) is JobState.pending_approval
 
 
 async def test_the_same_requester_polls_the_task_from_a_new_bridge(platform: Platform) -> None:

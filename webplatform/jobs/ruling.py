@@ -22,7 +22,8 @@ from webplatform.store import rules as rule_rows
 from webplatform.trust import rulebook, signing
 from webplatform.trust.authority import seal_for
 from webplatform.trust.policy import policy_for
-from webplatform.trust.rules import Call, Match, RuleSet
+from webplatform.trust.rule_matching import RuleSet
+from webplatform.trust.rules import Call, Match
 
 # How long one process reuses the rules it read: a rule revoked meanwhile is still caught
 # by the worker's own check before anything runs.
@@ -57,7 +58,9 @@ def match(platform: Platform, asked: Asked) -> Match | None:
     if not rules.rules:
         return None
     call = Call(asked.spec.name, asked.action.name, asked.actor.agent, asked.args)
-    return rules.match(call)
+    found = rules.match(call)
+    rulebook.report_faults(platform, rules)
+    return found
 
 
 def refuse(asked: Asked, found: Match) -> Refusal:

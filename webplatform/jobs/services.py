@@ -165,8 +165,7 @@ def _check_irreversible(
 def _allowed(platform: Platform, asked: Asked, ruled: Match, reason: Any) -> Answer | None:
     """The answer of a call an `allow` rule lets run without asking; None when the action
     always asks (several approvals, or not the asker's own: no rule stands in for people)."""
-    policy = policy_for(platform.settings, asked.action)
-    if policy.approvals > 1 or not policy.self_approval:
+    if policy_for(platform.settings, asked.action).always_asks:
         return None
     return ruling.allow(platform, asked, ruled, reason or None)
 

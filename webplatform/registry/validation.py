@@ -89,8 +89,18 @@ def validate_args(action: ActionSpec, args: Any) -> tuple[dict[str, Any], ArgErr
         elif arg.enum is not None and value not in arg.enum:
             choices = ", ".join(json.dumps(e, ensure_ascii=False) for e in arg.enum)
             errors.problems.append(f"argument {arg.name!r} must be one of {choices}")
+    return with_defaults(action, args), errors
+
+
+def with_defaults(action: ActionSpec, args: dict[str, Any]) -> dict[str, Any]:
+    """The call as the tool will receive it (SPEC §20): every argument given, then every
+    argument left out (or null) that has a default, with that default; what rules judge, the
+    operator approves and the digest covers."""
     clean = {k: v for k, v in args.items() if v is not None}
-    return clean, errors
+    for arg in action.args:
+        if arg.name not in clean and arg.default is not None:
+            clean[arg.name] = arg.default
+    return clean
 
 
 def parse_text_args(action: ActionSpec, raw: dict[str, str]) -> tuple[dict[str, Any], ArgErrors]:

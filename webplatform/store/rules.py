@@ -11,7 +11,7 @@ from sqlalchemy import update
 from sqlmodel import Session, col, or_, select
 
 from webplatform.store.audit import AuditEntry, record_event
-from webplatform.store.models import RuleRow, utcnow
+from webplatform.store.models import AuditEvent, RuleRow, utcnow
 from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
 
 
@@ -99,3 +99,29 @@ def take_run(*, session: Session, rule_id: int) -> bool:
         .values(runs=RuleRow.runs + 1)
     )
     return int(session.exec(stmt).rowcount) == 1
+
+
+RULE_UNUSABLE = "rule-unusable"
+
+
+def record_unusable(*, session: Session, faulted: dict[str, str]) -> None:
+    """Audit each rule (by id) that could not be evaluated, with why, unless the trail
+    already has it: a rule that fails on every call is recorded once, not once a call."""
+    for key, why in faulted.items():
+        seen = select(AuditEvent.id).where(
+            AuditEvent.event == RULE_UNUSABLE, col(AuditEvent.detail).startswith(f"rule {key}:")
+        )
+        if session.exec(seen.limit(1)).first() is None:
+            detail = f"rule {key}: could not be evaluated ({why[:300]}); deny and ask apply"
+            record_event(session, AuditEntry(actor="system", event=RULE_UNUSABLE, detail=detail))
+
+
+def unusable(*, session: Session) -> dict[int, str]:
+    """The rules the audit trail records as not evaluated, by id, with the recorded line."""
+    rows = session.exec(select(AuditEvent.detail).where(AuditEvent.event == RULE_UNUSABLE))
+    found: dict[int, str] = {}
+    for detail in rows:
+        head, _, rest = (detail or "").partition(": ")
+        if head.startswith("rule ") and head[5:].isdigit():
+            found[int(head[5:])] = rest
+    return found

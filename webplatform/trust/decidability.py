@@ -161,14 +161,24 @@ def _refused(needed: int, refusal: Refusal, reason: str, on_card: str) -> Verdic
     )
 
 
+# The states in which a job's policy still decides something: it waits for an approval, or
+# for a worker to start it on one. Every job that reaches them was recorded with its policy
+# signed; a job run at once (the run form's reversible run, `run_tool`) never carries one,
+# and a finished job's policy decides nothing more.
+POLICY_STATES = frozenset({JobState.pending_approval, JobState.approved})
+
+
 def standing_of(job: Job, rows: list[JobApproval], seal: RowSeal | None) -> Standing:
     """`job`'s standing from its approval `rows`: only rows that verify with `seal` count, and
-    the job's policy columns must verify too. Without a seal nothing can be checked: no
-    approval counts and the job may not be approved (a denial needs neither)."""
+    the job's policy columns must verify too while it waits (`POLICY_STATES`; checked, and an
+    unsigned policy audited, only then: a job that never waited has none to check). Without a
+    seal nothing can be checked: no approval counts and the job may not be approved (a
+    denial needs neither)."""
     if seal is None:
         return Standing(job=job, tampered=f"job {job.id}: no key here to check its policy")
     given = verified(rows, seal=seal, job_id=job.id or 0, digest=job.args_digest)
-    return Standing(job=job, given=tuple(given), tampered=policy_problem(seal, job))
+    tampered = policy_problem(seal, job) if job.state in POLICY_STATES else None
+    return Standing(job=job, given=tuple(given), tampered=tampered)
 
 
 def read_standing(session: Session, job: Job, seal: RowSeal | None) -> Standing:

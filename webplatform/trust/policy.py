@@ -22,6 +22,12 @@ class Policy:
     approvals: int
     self_approval: bool
 
+    @property
+    def always_asks(self) -> bool:
+        """True when no rule may stand in for the operators: several approvals are needed,
+        or an operator other than the asker (SPEC §16)."""
+        return self.approvals > 1 or not self.self_approval
+
 
 def policy_for(settings: Settings, action: ActionSpec) -> Policy:
     """`approvals:` of the action, raised to `AAT_APPROVALS_REQUIRED`; self-approval unless

@@ -16,7 +16,9 @@ from webplatform.platform import Platform
 from webplatform.store import rules as rule_rows
 from webplatform.store.models import RuleRow
 from webplatform.trust.authority import report_forged, seal_for
-from webplatform.trust.rules import Call, Condition, Rule, RuleError, RuleSet, check, parse_cedar
+from webplatform.trust.rule_matching import RuleSet
+from webplatform.trust.rule_values import glob_examples, is_glob
+from webplatform.trust.rules import Call, Condition, Rule, RuleError, check, parse_cedar
 from webplatform.trust.rules import parse_yaml as parse_yaml_rules
 
 
@@ -39,7 +41,7 @@ def parse(source: Source, platform: Platform, *, now: datetime | None = None) ->
     rules = parse_cedar(source.text) if source.cedar else parse_yaml_rules(source.text, now=now)
     registry = platform.registry()
     for rule in rules:
-        check(rule, registry, now=now, max_hours=platform.settings.rule_max_hours)
+        check(rule, registry, now=now, settings=platform.settings)
     return rules
 
 
@@ -97,7 +99,8 @@ _built = _Built()
 
 
 def in_force(platform: Platform, *, now: datetime | None = None) -> RuleSet:
-    """The rules in force now, by id; a forged row is left out and reported once."""
+    """The rules in force now, by id; a forged row is left out and reported once, and so is
+    a rule that does not compile (applied when deny or ask, see `RuleSet`)."""
     seal, now = seal_for(platform), now or datetime.now(UTC)
     rows = platform.transact(
         lambda s: rule_rows.rules_in_force(session=s, seal=seal, now=now), write=False
@@ -108,9 +111,17 @@ def in_force(platform: Platform, *, now: datetime | None = None) -> RuleSet:
         if signed == _built.rows:
             return _built.rules
     rules = RuleSet({str(row.id): _kept(row) for row in rows})
+    report_faults(platform, rules)
     with _built.lock:
         _built.rows, _built.rules = signed, rules
     return rules
+
+
+def report_faults(platform: Platform, rules: RuleSet) -> None:
+    """Audit, once, each rule of `rules` that could not be evaluated (or compiled)."""
+    faulted = rules.take_faulted()
+    if faulted:
+        platform.transact(lambda s: rule_rows.record_unusable(session=s, faulted=faulted))
 
 
 def _kept(row: RuleRow) -> Rule:
@@ -134,26 +145,38 @@ def _condition(value: Any) -> Condition:
         return Condition("one_of", options=tuple(value["one_of"]))
     if isinstance(value, dict):
         return Condition("range", low=value.get("min"), high=value.get("max"))
-    glob = isinstance(value, str) and "*" in value
+    glob = isinstance(value, str) and is_glob(value)
     return Condition("glob" if glob else "equal", value=value)
 
 
 def listing(platform: Platform) -> list[dict[str, Any]]:
     """Every rule as `aat rules list` and `export` print it (forged rows marked)."""
     seal = seal_for(platform)
-    rows = platform.transact(lambda s: rule_rows.all_rules(session=s, seal=seal), write=False)
+
+    def read(session: Any) -> tuple[list[tuple[RuleRow, bool]], dict[int, str]]:
+        return rule_rows.all_rules(session=session, seal=seal), rule_rows.unusable(session=session)
+
+    rows, unusable = platform.transact(read, write=False)
     report_forged(platform)
-    return [_listed(row, signed) for row, signed in rows]
+    return [_listed(row, signed, unusable.get(row.id or 0)) for row, signed in rows]
 
 
-def _listed(row: RuleRow, signed: bool) -> dict[str, Any]:
+def _listed(row: RuleRow, signed: bool, unusable: str | None) -> dict[str, Any]:
+    args = json.loads(row.args_json or "{}")
+    examples = {
+        name: glob_examples(value)
+        for name, value in args.items()
+        if isinstance(value, str) and is_glob(value)
+    }
     return {
         "id": row.id,
         "effect": row.effect,
         "tool": row.tool,
         "action": row.action,
         "requester": row.requester,
-        "args": json.loads(row.args_json or "{}"),
+        "args": args,
+        "examples": examples,
+        "unusable": unusable,
         "expires_at": row.expires_at.isoformat() if row.expires_at else None,
         "max_runs": row.max_runs,
         "runs": row.runs,
@@ -190,6 +213,8 @@ def start_problem(platform: Platform, ask: RuleCheck, *, now: datetime | None = 
             return stale
         call = Call(ask.tool, ask.action, ask.requester, ask.args)
         found = RuleSet({str(row.id): _kept(row)}).match(call)
+        # A rule that fails on this call allows nothing (its fault is audited where it is
+        # matched for the call; here the job simply waits no more for it).
         if found is None or found.effect != "allow":
             return f"rule {ask.rule_id} does not allow this call"
         if not rule_rows.take_run(session=session, rule_id=ask.rule_id):

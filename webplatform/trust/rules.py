@@ -24,11 +24,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from webplatform.config import Settings
 from webplatform.registry import yamldoc
 from webplatform.registry.model import ActionSpec, ArgSpec, Registry, ToolSpec
 from webplatform.registry.yamldoc import YamlDoc, YamlProblem
 from webplatform.suggest import did_you_mean
 from webplatform.trust.gate import is_irreversible
+from webplatform.trust.policy import policy_for
+from webplatform.trust.rule_values import (
+    RULE_DECIMALS,
+    cedar_encodable,
+    cedar_string,
+    cedar_value,
+    is_glob,
+    is_number,
+    rule_number_problem,
+)
 
 Effect = Literal["allow", "deny", "ask"]
 EFFECTS: tuple[Effect, ...] = ("allow", "deny", "ask")
@@ -40,10 +51,9 @@ _KEYS: tuple[str, ...] = ("effect", "tool", "action", "requester", "args", "expi
 _KEYS += ("expires_at", "max_runs", "note", "any")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-# Argument types a condition can name (Cedar compares sets, not lists). Numbers are Cedar
-# decimals: compared to four decimal places, within +-922337203685477.
+# Argument types a condition can name (Cedar compares sets, not lists). Numbers reach the
+# engine exactly (see rule_values.number_proxy).
 _COMPARABLE = ("string", "integer", "number", "boolean")
-_DECIMAL_LIMIT = 922_337_203_685_477
 
 
 class RuleError(ValueError):
@@ -52,14 +62,14 @@ class RuleError(ValueError):
 
 @dataclass(frozen=True)
 class Condition:
-    """One argument's condition: `equal` (a value), `glob` (`*` wildcards), `one_of`
-    (values), or `range` (integer bounds, either may be None)."""
+    """One argument's condition: `equal` (a value), `glob` (a pattern, see
+    `rule_values.Glob`), `one_of` (values), or `range` (numeric bounds, either may be None)."""
 
     kind: Literal["equal", "glob", "one_of", "range"]
     value: Any = None
     options: tuple[Any, ...] = ()
-    low: float | None = None
-    high: float | None = None
+    low: int | float | None = None
+    high: int | float | None = None
 
     def to_json(self) -> Any:
         """The YAML form's value for this condition."""
@@ -125,68 +135,53 @@ class Match:
     rules: tuple[str, ...]
 
 
-def _cedar_string(text: str) -> str:
-    return json.dumps(text)  # Cedar string literals escape as JSON does
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _decimal(value: float) -> str:
-    return f"{value:.4f}"
-
-
-def _cedar_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if _is_number(value):
-        return f'decimal("{_decimal(value)}")'
-    return _cedar_string(str(value))
-
-
-def _cedar_glob(pattern: str) -> str:
-    # Cedar's `like`: `*` is the wildcard and `\*` a literal star; nothing else is special.
-    return '"' + json.dumps(pattern)[1:-1] + '"'
-
-
-def _condition_cedar(name: str, cond: Condition) -> str:
-    ref = f"context.args[{_cedar_string(name)}]"
-    present = f"context.args has {_cedar_string(name)}"
+def _condition_cedar(name: str, cond: Condition, effect: Effect) -> str:
+    """One condition as Cedar. For deny and ask, a value the engine cannot hold exactly (in
+    `context.opaque`, see rule_matching) satisfies it: such a rule fails toward asking."""
+    ref = f"context.args[{cedar_string(name)}]"
+    present = f"context.args has {cedar_string(name)}"
     if cond.kind == "equal":
-        test = f"{ref} == {_cedar_value(cond.value)}"
+        test = f"{ref} == {cedar_value(cond.value)}"
     elif cond.kind == "glob":
-        test = f"{ref} like {_cedar_glob(str(cond.value))}"
+        # aat's glob (see rule_values.Glob), not Cedar's `like`, whose `*` crosses `@` and `,`:
+        # the context lists, per argument, the rules' patterns its value matches.
+        test = f"context.globs[{cedar_string(name)}].contains({cedar_string(str(cond.value))})"
     elif cond.kind == "one_of":
-        test = f"[{', '.join(_cedar_value(v) for v in cond.options)}].contains({ref})"
+        test = f"[{', '.join(cedar_value(v) for v in cond.options)}].contains({ref})"
     else:
         bounds = []
         if cond.low is not None:
-            bounds.append(f"{ref}.greaterThanOrEqual({_cedar_value(cond.low)})")
+            bounds.append(f"{ref}.greaterThanOrEqual({cedar_value(cond.low)})")
         if cond.high is not None:
-            bounds.append(f"{ref}.lessThanOrEqual({_cedar_value(cond.high)})")
+            bounds.append(f"{ref}.lessThanOrEqual({cedar_value(cond.high)})")
         test = " && ".join(bounds)
-    return f"({present} && {test})"
+    if effect == "allow":
+        return f"({present} && {test})"
+    return f"(context.opaque.contains({cedar_string(name)}) || ({present} && {test}))"
 
 
 def to_cedar(rule: Rule) -> str:
     """The Cedar policy a YAML rule compiles to."""
-    notes = [f"@effect({_cedar_string(rule.effect)})"]
+    notes = [f"@effect({cedar_string(rule.effect)})"]
     if rule.expires_at is not None:
-        notes.append(f"@expires({_cedar_string(_iso(rule.expires_at))})")
+        notes.append(f"@expires({cedar_string(_iso(rule.expires_at))})")
     if rule.max_runs is not None:
-        notes.append(f"@max_runs({_cedar_string(str(rule.max_runs))})")
+        notes.append(f"@max_runs({cedar_string(str(rule.max_runs))})")
     principal = "principal"
     if rule.requester is not None:
-        principal = f"principal == Agent::{_cedar_string(rule.requester)}"
+        principal = f"principal == Agent::{cedar_string(rule.requester)}"
     action = "action"
     if rule.action is not None:
-        action = f"action == Action::{_cedar_string(f'{rule.tool}/{rule.action}')}"
-    resource = f"resource == Tool::{_cedar_string(rule.tool)}"
+        action = f"action == Action::{cedar_string(f'{rule.tool}/{rule.action}')}"
+    resource = f"resource == Tool::{cedar_string(rule.tool)}"
     verb = "forbid" if rule.effect == "deny" else "permit"
     text = "\n".join(notes) + f"\n{verb}({principal}, {action}, {resource})"
     if rule.args:
-        text += "\nwhen { " + " && ".join(_condition_cedar(n, c) for n, c in rule.args) + " }"
+        text += (
+            "\nwhen { "
+            + " && ".join(_condition_cedar(n, c, rule.effect) for n, c in rule.args)
+            + " }"
+        )
     return text + ";"
 
 
@@ -275,24 +270,31 @@ def _conditions(where: _Where, args: Any) -> tuple[tuple[str, Condition], ...]:
 
 def _condition(where: _Where, name: str, value: Any) -> Condition:
     if isinstance(value, dict):
-        return _structured(where, name, value)
-    if isinstance(value, str) and ("*" in value or "?" in value):
-        if "?" in value:
-            raise where.error(
-                f"argument `{name}`: `?` cannot be matched (Cedar's `like` has only `*`); "
-                "use `*`, or list the values with `one_of`",
-                "args",
-                name,
-            )
-        return Condition("glob", value=value)
-    if isinstance(value, (str, int, float, bool)):
-        return Condition("equal", value=value)
-    raise where.error(
-        f"argument `{name}`: a condition is a string, a number, true/false, "
-        "`{one_of: [...]}` or `{min: N, max: N}`",
-        "args",
-        name,
-    )
+        cond = _structured(where, name, value)
+    elif isinstance(value, str) and is_glob(value):
+        cond = Condition("glob", value=value)
+    elif isinstance(value, (str, int, float, bool)):
+        cond = Condition("equal", value=value)
+    else:
+        raise where.error(
+            f"argument `{name}`: a condition is a string, a number, true/false, "
+            "`{one_of: [...]}` or `{min: N, max: N}`",
+            "args",
+            name,
+        )
+    if (problem := condition_problem(cond)) is not None:
+        raise where.error(f"argument `{name}`: {problem}", "args", name)
+    return cond
+
+
+def condition_problem(cond: Condition) -> str | None:
+    """Why a condition's values cannot be compared exactly with a call's, in one line."""
+    for value in (cond.value, *cond.options, cond.low, cond.high):
+        if (problem := rule_number_problem(value)) is not None:
+            return f"{problem}: rules name numbers within that range, to {RULE_DECIMALS} places"
+        if isinstance(value, str) and not cedar_encodable(value):
+            return f"{value!r} holds a lone surrogate, which no call's text can"
+    return None
 
 
 def _structured(where: _Where, name: str, value: dict[str, Any]) -> Condition:
@@ -302,7 +304,7 @@ def _structured(where: _Where, name: str, value: dict[str, Any]) -> Condition:
             return Condition("one_of", options=tuple(options))
     elif value and set(value) <= {"min", "max"}:
         low, high = value.get("min"), value.get("max")
-        numbers = all(v is None or _is_number(v) for v in (low, high))
+        numbers = all(v is None or is_number(v) for v in (low, high))
         if numbers and (low is None or high is None or low <= high):
             return Condition("range", low=low, high=high)
     raise where.error(
@@ -445,26 +447,54 @@ def _policy_text(policy: dict[str, Any]) -> str:
 # -- what may be made ---------------------------------------------------------------------
 
 
-def check(rule: Rule, registry: Registry, *, now: datetime, max_hours: float) -> None:
-    """Raise RuleError (naming the rule's line) unless `rule` may be made now."""
+def check(rule: Rule, registry: Registry, *, now: datetime, settings: Settings) -> None:
+    """Raise RuleError (naming the rule's line) unless `rule` may be made now: its tool,
+    action and arguments exist, its conditions fit their types, it compiles, and it can
+    apply (an allow rule on an action that always asks, under the manifest and `settings`,
+    never would)."""
     where = f"line {rule.line}: " if rule.line is not None else ""
     try:
-        _check(rule, registry, now, max_hours)
+        _check(rule, registry, now, settings)
+        _check_text(rule)
+        compile_problem = cedar_problem(rule.cedar)
+        if compile_problem is not None:
+            raise RuleError(f"its Cedar does not compile: {compile_problem}")
     except RuleError as exc:
         raise RuleError(f"{where}{exc}") from None
 
 
-def _check(rule: Rule, registry: Registry, now: datetime, max_hours: float) -> None:
+def cedar_problem(text: str) -> str | None:
+    """Why `text` is not exactly one Cedar policy the engine reads, in one line; or None."""
+    import cedarpy
+
+    try:
+        parsed = json.loads(cedarpy.policies_to_json_str(text))
+    except ValueError as exc:
+        return (str(exc).splitlines() or ["syntax error"])[0]
+    if len(parsed.get("staticPolicies", {})) != 1 or parsed.get("templates"):
+        return "a rule is exactly one policy"
+    return None
+
+
+def _check(rule: Rule, registry: Registry, now: datetime, settings: Settings) -> None:
     tool = registry.tools.get(rule.tool)
     if tool is None:
         raise RuleError(_unknown("tool", rule.tool, registry.tools))
     actions = _actions(rule, tool)
     if rule.effect == "allow":
-        _check_allow(rule, tool, actions, now, max_hours)
+        _check_allow(rule, tool, actions, now, settings)
     elif rule.expires_at is not None and rule.expires_at <= now:
         raise RuleError(f"it expired at {_iso(rule.expires_at)}: give a later expiry")
     for name, cond in rule.args:
         _check_argument(rule, tool, actions, name, cond)
+
+
+def _check_text(rule: Rule) -> None:
+    """Names and notes are stored as they are: no lone surrogate, no NUL (a database's text
+    cannot hold it) in the requester or the note."""
+    for key, text in (("requester", rule.requester), ("note", rule.note)):
+        if text is not None and (not cedar_encodable(text) or "\x00" in text):
+            raise RuleError(f"`{key}` holds a NUL or a lone surrogate: write it without")
 
 
 def _unknown(kind: str, name: str, known: Iterable[str]) -> str:
@@ -483,8 +513,9 @@ def _actions(rule: Rule, tool: ToolSpec) -> Sequence[ActionSpec]:
 
 
 def _check_allow(
-    rule: Rule, tool: ToolSpec, actions: Sequence[ActionSpec], now: datetime, max_hours: float
+    rule: Rule, tool: ToolSpec, actions: Sequence[ActionSpec], now: datetime, settings: Settings
 ) -> None:
+    max_hours = settings.rule_max_hours
     if rule.expires_at is None:
         raise RuleError("an allow rule needs an expiry: add `expires_in: 1h` (or expires_at)")
     if rule.expires_at <= now:
@@ -494,10 +525,11 @@ def _check_allow(
             f"an allow rule may last at most {max_hours:g} h (AAT_RULE_MAX_HOURS): "
             "give an earlier expiry"
         )
-    if rule.action is not None and always_asks(actions[0]):
+    if all(policy_for(settings, action).always_asks for action in actions):
+        what = f"{tool.name} {rule.action}" if rule.action else f"every action of {tool.name}"
         raise RuleError(
-            f"{tool.name} {rule.action} needs more than one operator, or one other than the "
-            "asker: no rule can allow it"
+            f"{what} needs more than one operator, or one other than the asker (its "
+            "manifest, AAT_APPROVALS_REQUIRED or AAT_SELF_APPROVAL): no rule can allow it"
         )
     unbounded = not rule.args or all(_matches_all(c) for _n, c in rule.args)
     if unbounded and not rule.any_args and any(is_irreversible(tool.name, a) for a in actions):
@@ -505,11 +537,6 @@ def _check_allow(
             "this would allow every call of an irreversible action: add conditions on its "
             "arguments, or say `any: true` if that is what you mean"
         )
-
-
-def always_asks(action: ActionSpec) -> bool:
-    """True for an action no rule may allow: several approvals, or not the asker's own."""
-    return (action.approvals or 1) > 1 or action.self_approval is False
 
 
 def _matches_all(cond: Condition) -> bool:
@@ -549,61 +576,5 @@ def _fits(kind: str, value: Any) -> bool:
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "number":
-        return _is_number(value)
+        return is_number(value)
     return isinstance(value, str)
-
-
-# -- matching -----------------------------------------------------------------------------
-
-
-class RuleSet:
-    """The rules in force, by key (a rule's id), as one Cedar policy set.
-
-    The engine is imported only once there are rules: without any, `aat mcp` starts 25 ms
-    sooner and holds 4 MB less (its native library).
-    """
-
-    def __init__(self, rules: Mapping[str, Rule]) -> None:
-        self.keys = list(rules)
-        self.rules = dict(rules)
-        text = "\n".join(rule.cedar for rule in self.rules.values())
-        self.policies = None
-        if text:
-            import cedarpy
-
-            self.policies = cedarpy.PolicySet.from_str(text)
-
-    def match(self, call: Call) -> Match | None:
-        """The effect the rules give `call`, or None when no rule matches it."""
-        if self.policies is None:
-            return None
-        import cedarpy  # already loaded: the policies were made with it
-
-        request = {
-            "principal": (
-                f"Agent::{_cedar_string(call.requester)}" if call.requester else LOCAL_PRINCIPAL
-            ),
-            "action": f"Action::{_cedar_string(f'{call.tool}/{call.action}')}",
-            "resource": f"Tool::{_cedar_string(call.tool)}",
-            "context": {"args": _context_args(call.args)},
-        }
-        result = cedarpy.is_authorized(request, self.policies, [])
-        keys = [
-            self.keys[int(reason.removeprefix("policy"))] for reason in result.diagnostics.reasons
-        ]
-        if not keys:
-            return None
-        effect = min((self.rules[k].effect for k in keys), key=_STRENGTH.__getitem__)
-        return Match(effect=effect, rules=tuple(k for k in keys if self.rules[k].effect == effect))
-
-
-def _context_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    """What a condition can name: strings, true/false, and numbers as Cedar decimals (lists
-    and objects are left out: Cedar would compare lists as sets)."""
-    context: dict[str, Any] = {}
-    for name, value in args.items():
-        if isinstance(value, (str, bool)):
-            context[name] = value
-        elif _is_number(value) and abs(value) <= _DECIMAL_LIMIT:
-            context[name] = {"__extn": {"fn": "decimal", "arg": _decimal(value)}}
-    return context
