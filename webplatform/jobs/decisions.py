@@ -121,7 +121,6 @@ def approve_batch(
     not be approved by this operator is refused alone (its `Outcome.refused`).
     """
     each = each_in_batch(step_up, operator=operator, chosen=chosen)
-
     shown = previews or {}
 
     def one(job_id: int, digest: str) -> Job:
