@@ -9,6 +9,7 @@ as it was shown, and runs the real worker.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from webplatform.store import previews as preview_rows
 from webplatform.store.job_trail import jobs_out_of_step
 from webplatform.store.models import Job, JobPreview, JobState, Surface
 from webplatform.trust import signing
+from webplatform.trust.ledger import LEDGER_FILE
 from webplatform.worker import Worker
 
 TESTS = Path(__file__).resolve().parent
@@ -148,6 +150,9 @@ def test_a_draft_rewritten_after_its_preview_is_not_published_on_the_old_approva
     assert published(platform.settings) == [SECRET]
     assert not worker(platform).run_once()
     assert published(platform.settings) == [SECRET]
+    # The ledger of started decisions holds the one that ran, not the one sent back.
+    ledger = (platform.settings.home / LEDGER_FILE).read_text(encoding="ascii").splitlines()
+    assert [json.loads(line)["job"] for line in ledger] == [job_id]
 
 
 def test_an_unchanged_preview_runs_the_call_once(platform: Platform) -> None:
