@@ -132,5 +132,6 @@ def run(report: Report) -> None:
         f"s, then its CPU time and its threads' voluntary context switches over {WINDOW_S:.0f} "
         f"s, side by side with the baseline ({BASELINE[:7]}: a housekeeping pass every 2 s) "
         "run from a `git archive` copy with the same interpreter. Idle, this tree wakes only "
-        "to leave its heartbeat (every AAT_HEARTBEAT_S, 2 s)."
+        "to leave its heartbeat (every AAT_HEARTBEAT_S, 2 s) and for the worker's look at "
+        "approved jobs (every 5 s, one indexed read)."
     )

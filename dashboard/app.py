@@ -20,7 +20,7 @@ from starlette.types import ASGIApp
 
 from dashboard import auth, similar
 from dashboard.assets import STATIC_DIR
-from dashboard.data import operator_role, pending_count
+from dashboard.data import operator_role, pending_count, unsigned_approval
 from dashboard.errors import install_error_pages
 from dashboard.render import Pages, build_environment
 from dashboard.routes import ROUTERS
@@ -33,7 +33,7 @@ from webplatform.mcp.transports.local import local_sessions
 from webplatform.mcp.transports.oauth import oauth_routes
 from webplatform.platform import Platform
 from webplatform.store.notify import StopEvent
-from webplatform.trust import signing
+from webplatform.trust import claims, signing
 from webplatform.trust.authority import seal_for
 from webplatform.worker import Worker, make_worker
 
@@ -145,6 +145,13 @@ def _set_state(app: FastAPI, platform: Platform, settings: Settings) -> None:
     app.state.pages.env.globals["unconfined"] = settings.unconfined
     # The card's Approve and allow similar form, when a rule can be made of its call (SPEC §16).
     app.state.pages.env.globals["allow_similar"] = partial(similar.card_form, platform)
+    # A row claiming an approval no valid signature covers never reads "approved by NAME"
+    # (SPEC §20): every list and page asks this of the job it shows.
+    app.state.pages.env.globals["unsigned_approval"] = partial(unsigned_approval, platform)
+    app.state.pages.env.globals["UNSIGNED_APPROVAL"] = claims.UNSIGNED_APPROVAL
+    # Logins are counted per name and address; passwords typed to approve or change something
+    # per session (`dashboard.stepup`), so failed logins for a name never lock its operator
+    # out of the session she is in.
     app.state.login_limiter = auth.LoginLimiter()
 
 

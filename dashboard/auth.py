@@ -8,6 +8,7 @@ neither read it nor make the browser send it.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections import deque
@@ -22,7 +23,8 @@ from webplatform.trust.authority import report_forged, seal_for
 
 SESSION_COOKIE = "aat_session"
 SESSION_TTL_S = 7 * 24 * 3600.0
-# At most this many failed logins per window, per address and per user name.
+# At most this many failed logins per window, per address and per user name (and as many
+# wrong step-up passwords per session).
 MAX_FAILURES = 5
 FAILURE_WINDOW_S = 300.0
 
@@ -65,6 +67,12 @@ class LoginLimiter:
         with self._lock:
             for key in keys:
                 self._failures.pop(key, None)
+
+
+def session_key(token: str) -> str:
+    """The key a session's step-up passwords are counted on: a hash of its cookie token (the
+    token itself is never kept), "" without one."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()[:32] if token else ""
 
 
 def operator_for_token(platform: Platform, token: str) -> str | None:

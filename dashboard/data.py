@@ -29,6 +29,7 @@ from webplatform.store.models import (
 )
 from webplatform.store.queries import HistoryFilter
 from webplatform.store.seals import RowSeal
+from webplatform.trust import claims
 from webplatform.trust.authority import report_forged, seal_for
 from webplatform.trust.decidability import (
     POLICY_INVALID,
@@ -348,6 +349,8 @@ class JobDetail:
     result: Any
     duration: timedelta | None = None
     approved_by: str | None = None
+    # The row claims an approval no valid signature covers (`webplatform.trust.claims`).
+    unsigned: bool = False
     approvals: Approvals = field(default_factory=Approvals)
     # Why a worker refused the job's approval (its signature did not verify), if it did.
     forged: str | None = None
@@ -388,8 +391,11 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
     ):
         # Every approving operator (several when the action needs them).
         approved_by = job.decided_by or approved_by
-    if job.allowed_by_rule is not None:
-        approved_by = None  # no one approved this call: the page says which rule allowed it
+    unsigned = claims.unsigned(job, seal)
+    if job.allowed_by_rule is not None or unsigned:
+        # No one approved this call: the page says which rule allowed it, or that the row
+        # claims an approval no valid signature covers.
+        approved_by = None
     return JobDetail(
         job=job,
         events=events,
@@ -397,12 +403,19 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
         result=json_or_text(job.result_json),
         duration=duration,
         approved_by=approved_by,
+        unsigned=unsigned,
         approvals=policy,
         forged=next((e.detail for e in events if e.event in FORGED_EVENTS), None),
         spent=next((e.detail for e in events if e.event in REFUSAL_EVENTS), None),
         edited_into=edited.id if edited is not None else None,
         preview=None if preview is None else preview_view(preview, preview.output),
     )
+
+
+def unsigned_approval(platform: Platform, job: Job) -> bool:
+    """True when `job`'s row claims an approval that no valid signature covers: pages and
+    exports then show `claims.UNSIGNED_APPROVAL` instead of who approved it."""
+    return claims.unsigned(job, seal_for(platform))
 
 
 def json_or_text(text: str | None) -> Any:

@@ -11,7 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
-from dashboard import stepup
+from dashboard import auth, stepup
 from dashboard.auth import LoginLimiter
 from dashboard.data import JobFilters, operator_role, parse_filters
 from dashboard.passkeys import RelyingParty, relying_party
@@ -89,7 +89,8 @@ def get_relying_party(request: Request) -> RelyingParty:
 
 
 def get_limiter(request: Request) -> LoginLimiter:
-    """The login throttle, shared by passwords typed to approve."""
+    """The password throttle: logins count on their name and address, passwords typed to
+    approve or change something on their session (`stepup.Checker`)."""
     limiter: LoginLimiter = request.app.state.login_limiter
     return limiter
 
@@ -160,10 +161,13 @@ def get_view(request: Request, platform: PlatformDep, pages: PagesDep) -> View:
     return View(request=request, platform=platform, pages=pages)
 
 
-def get_checker(platform: PlatformDep, limiter: LimiterDep, rp: RelyingPartyDep) -> stepup.Checker:
-    """What checks a step-up sent with this request: the platform, the password throttle,
-    and the relying party the browser's passkeys are for."""
-    return stepup.Checker(platform=platform, limiter=limiter, rp=rp)
+def get_checker(
+    request: Request, platform: PlatformDep, limiter: LimiterDep, rp: RelyingPartyDep
+) -> stepup.Checker:
+    """What checks a step-up sent with this request: the platform, the password throttle and
+    the session its count is kept on, and the relying party the browser's passkeys are for."""
+    session = auth.session_key(request.cookies.get(auth.SESSION_COOKIE, ""))
+    return stepup.Checker(platform=platform, limiter=limiter, rp=rp, session=session)
 
 
 ViewDep = Annotated[View, Depends(get_view)]

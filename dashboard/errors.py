@@ -8,6 +8,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from dashboard.render import Pages
+from webplatform.mcp.transports.oauth import SignInRefused
 
 
 def install_error_pages(app: FastAPI) -> None:
@@ -38,5 +39,21 @@ def install_error_pages(app: FastAPI) -> None:
             status_code=400,
         )
 
+    async def sign_in_refused(request: Request, exc: Exception) -> Response:
+        # A page, not a redirect: the client's redirect URI is not verified yet (SPEC §20).
+        assert isinstance(exc, SignInRefused)
+        pages: Pages = request.app.state.pages
+        message = (
+            f"{exc.message.rstrip('.')}. Nothing was sent back to the client: fix this and start "
+            "the sign-in again from the agent."
+        )
+        return pages.render(
+            request,
+            "message.html",
+            {"title": "Sign-in refused", "message": message},
+            status_code=400,
+        )
+
     app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(SignInRefused, sign_in_refused)
     app.add_exception_handler(RequestValidationError, bad_request)

@@ -27,6 +27,7 @@ MAX_BODY_BYTES = 256 * 1024
 MCP_MAX_BODY_BYTES = 4 * 1024 * 1024
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 PUBLIC_PATHS = frozenset({"/healthz", "/login", "/setup", "/favicon.ico"})
+WELL_KNOWN = "/.well-known/"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
@@ -96,9 +97,10 @@ class Guard:
         if refusal is not None:
             await _refuse(scope, receive, send, *refusal)
             return
-        if is_mcp or path in OAUTH_PATHS:
+        if is_mcp or path in OAUTH_PATHS or path.startswith(WELL_KNOWN):
             # /mcp checks Origin and its bearer token itself, and the OAuth endpoints are for
-            # clients that sign in (SPEC §18); operator sessions are for pages.
+            # clients that sign in (SPEC §18); operator sessions are for pages. Any other
+            # well-known path is not served: 404 from the router, not the login page.
             await self.app(scope, receive, send)
             return
         unsafe = scope["method"] not in SAFE_METHODS

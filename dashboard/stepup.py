@@ -124,12 +124,20 @@ def passkey_context(platform: Platform, operator: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Checker:
-    """What checks a step-up: the platform, the password throttle (shared with logins), and
-    the relying party the browser's passkeys are for."""
+    """What checks a step-up: the platform, the password throttle (the login throttle, under
+    keys of its own) and the session (`auth.session_key`) typed passwords count on, and the
+    relying party the browser's passkeys are for.
+
+    Passwords typed in a session count against that session only, never against the
+    operator's name or address: failed logins for her name by someone else (anyone who can
+    reach `/login`) cannot lock an operator out of the session she is deciding in, and
+    guessing still needs her session, five tries per window.
+    """
 
     platform: Platform
     limiter: LoginLimiter
     rp: passkeys.RelyingParty
+    session: str = ""
 
 
 def verify(
@@ -146,7 +154,7 @@ def verify(
 def _verify(
     checker: Checker, operator: str, proof: Proof, bound: Bound, address: str | None
 ) -> StepUp:
-    platform, limiter = checker.platform, checker.limiter
+    platform = checker.platform
     if proof.passkey:
         try:
             _require_operator(platform, operator)
@@ -166,7 +174,7 @@ def _verify(
             passkey_id=passkey_id,
         )
     if proof.password:
-        _check_password(platform, limiter, operator, proof.password, address, bound)
+        _check_password(checker, operator, proof.password, address, bound)
         return StepUp(operator=operator, digest=bound.digest, method=StepUpMethod.password)
     _refused(platform, operator, address, bound, "none")
     raise StepUpRefused(bound.needed)
@@ -183,17 +191,16 @@ def _require_operator(platform: Platform, operator: str) -> None:
 
 
 def _check_password(
-    platform: Platform,
-    limiter: LoginLimiter,
-    operator: str,
-    password: str,
-    address: str | None,
-    bound: Bound,
+    checker: Checker, operator: str, password: str, address: str | None, bound: Bound
 ) -> None:
-    keys = (f"addr:{address}", f"user:{operator}")
+    """Check `operator`'s password, counted on the checker's session (see `Checker`)."""
+    platform, limiter = checker.platform, checker.limiter
+    keys = (f"session:{checker.session}",)
     wait = limiter.attempt(*keys)  # counted before the check, so a burst cannot race it
     if wait > 0:
-        raise StepUpRefused(f"too many wrong passwords: wait {int(wait) + 1} s and try again")
+        raise StepUpRefused(
+            f"too many wrong passwords typed in this session: wait {int(wait) + 1} s and try again"
+        )
     seal = seal_for(platform)
     ok = platform.transact(
         lambda session: operators.authenticate(

@@ -53,6 +53,11 @@ from webplatform.trust.ledger import DecisionLedger, ledger_for, max_age_s
 
 log = logging.getLogger(__name__)
 
+# An idle worker looks for approved jobs at least this often, even when no wake-up arrives
+# (SPEC §20): a row moved into `approved` by SQL sends none, and until a worker fails it the
+# job sits there claiming an approval. Each look is one indexed read.
+APPROVED_LOOK_S = 5.0
+
 
 class NotRunnable(Exception):
     """Why an approved job is not run after all: one line, recorded as its error."""
@@ -94,6 +99,9 @@ class Worker:
             # A failed pass (it raises) is tried again a heartbeat later, not in a busy loop.
             self._housekeeping_due = time.monotonic() + self.settings.heartbeat_s
             self._housekeeping_due = time.monotonic() + self.housekeeper.run_due()
+        waiting = self.platform.transact(lambda s: leases.approved_waiting(session=s), write=False)
+        if not waiting:
+            return False  # a read, not a claim's write transaction: idle looks stay cheap
         verifier = self._ready()
         if verifier is None:
             return False
@@ -204,14 +212,18 @@ class Worker:
             log.warning("job %d: refusal dropped: %s", job_id, exc)
 
     def run_forever(
-        self, stop: threading.Event, poll_s: float = 0.2, listen_poll_s: float = 60.0
+        self,
+        stop: threading.Event,
+        poll_s: float = 0.2,
+        listen_poll_s: float = APPROVED_LOOK_S,
     ) -> None:
         """Run jobs until `stop` is set; an unexpected error is logged and the loop goes on.
 
         Idle, it looks for work every `poll_s`; where job moves wake it (PostgreSQL's
         LISTEN/NOTIFY, SQLite's marker file) it looks when one does, when its housekeeping
         falls due, and every `listen_poll_s` in case a wake-up was lost (a process that
-        died between its commit and the signal, a LISTEN connection gone quiet).
+        died between its commit and the signal, a LISTEN connection gone quiet) or never
+        sent (a row moved into `approved` by SQL, which this look then fails).
         """
         log.info("worker %s started", self.worker_id)
 

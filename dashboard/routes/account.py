@@ -114,7 +114,9 @@ def _verify_change(
 ) -> StepUp:
     """The step-up for `change`; raises StepUpRefused when the proof does not hold."""
     return stepup.verify(
-        get_checker(get_platform(request), get_limiter(request), get_relying_party(request)),
+        get_checker(
+            request, get_platform(request), get_limiter(request), get_relying_party(request)
+        ),
         operator=operator,
         proof=proof,
         bound=stepup.for_change(operator, change, target),

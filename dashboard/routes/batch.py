@@ -28,6 +28,7 @@ from webplatform.jobs.decisions import Outcome
 from webplatform.platform import Platform
 from webplatform.store import queries
 from webplatform.store.models import JobState
+from webplatform.trust import claims
 from webplatform.trust.stepup import StepUpMismatch
 
 router = APIRouter()
@@ -91,6 +92,8 @@ def _why(platform: Platform, job_id: int, exc: Exception | None) -> str:
         edited = _edited_into(platform, job_id)
         if edited is not None:
             return f"edited by {exc.decided_by} into job {edited}, not decided: review that one"
+        if exc.unsigned:  # nobody approved it: its row was written outside aat
+            return f"{claims.UNSIGNED_APPROVAL}, not decided"
         by = f" by {exc.decided_by}" if exc.decided_by else ""
         return f"already {exc.actual.value}{by}, not decided"
     return f"not decided: {exc}"

@@ -15,6 +15,7 @@ from dashboard import data
 from dashboard.deps import FiltersDep, OperatorDep, PlatformDep
 from dashboard.render import reveal
 from webplatform.store.models import Job
+from webplatform.trust import claims
 
 router = APIRouter()
 COLUMNS = (
@@ -39,11 +40,15 @@ COLUMNS = (
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
-def _cells(row: Job) -> list[object]:
+def _cells(row: Job, unsigned: bool) -> list[object]:
+    """One export row; `unsigned`: the row claims an approval no valid signature covers, so
+    `decided_by` says that instead of naming an approver (SPEC §20)."""
     out: list[object] = []
     for column in COLUMNS:
         value = getattr(row, column)
-        if hasattr(value, "isoformat"):
+        if column == "decided_by" and unsigned:
+            value = claims.UNSIGNED_APPROVAL
+        elif hasattr(value, "isoformat"):
             value = value.isoformat()
         elif hasattr(value, "value"):
             value = value.value
@@ -93,7 +98,8 @@ def jobs_csv(
         writer = csv.writer(buffer, quoting=csv.QUOTE_ALL)
         writer.writerow(COLUMNS)
         for row in rows:
-            writer.writerow([_safe_csv_text(c) for c in _cells(row)])
+            cells = _cells(row, data.unsigned_approval(platform, row))
+            writer.writerow([_safe_csv_text(c) for c in cells])
             yield buffer.getvalue()
             buffer.seek(0)
             buffer.truncate()
@@ -118,7 +124,7 @@ def jobs_xlsx(
     sheet = book.create_sheet("jobs")
     sheet.append(list(COLUMNS))
     for row in rows:
-        sheet.append([_safe_text(c) for c in _cells(row)])
+        sheet.append([_safe_text(c) for c in _cells(row, data.unsigned_approval(platform, row))])
     out = io.BytesIO()
     book.save(out)
     return Response(

@@ -125,7 +125,9 @@ class SignedInCall(threading.Thread):
 
     async def _code(self) -> AuthorizationCodeResult:
         query = await anyio.to_thread.run_sync(lambda: self.callback.results.get(timeout=60))
-        return AuthorizationCodeResult(code=query["code"][0], state=query["state"][0])
+        # The SDK's client checks `iss` (RFC 9207) against the issuer it discovered.
+        issuer = query.get("iss", [None])[0]
+        return AuthorizationCodeResult(code=query["code"][0], state=query["state"][0], iss=issuer)
 
     async def _call(self) -> dict[str, Any]:
         auth = OAuthClientProvider(

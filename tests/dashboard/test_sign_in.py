@@ -19,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import anyio
 import pytest
@@ -87,6 +87,15 @@ def signed_in(site: TestClient, agent: str = "laptop-agent") -> tuple[Any, dict[
     return info, tokens.json()
 
 
+def refusal_page(response: Any) -> str:
+    """The HTML page `/authorize` answers a request it refuses: 400, no redirect anywhere."""
+    assert response.status_code == 400, (response.status_code, response.headers)
+    assert "location" not in response.headers
+    assert response.headers["content-type"].startswith("text/html")
+    assert "<h1>Sign-in refused</h1>" in response.text
+    return str(response.text)
+
+
 def agents_named(platform: Platform) -> dict[str, Any]:
     with session_scope(platform.engine) as session:
         return {a.name: a for a in list_agents(session=session, seal=seal_for(platform))}
@@ -108,6 +117,7 @@ def test_mcp_is_a_protected_resource_naming_aat_as_its_server(
     assert server["code_challenge_methods_supported"] == ["S256"]
     assert server["client_id_metadata_document_supported"] is True
     assert server["registration_endpoint"] == f"{BASE}/register"
+    assert server["authorization_response_iss_parameter_supported"] is True
     with session_scope(platform.engine) as session:
         minted = add_agent(session=session, name="minted", owner="alice", seal=seal_for(platform))[
             1
@@ -162,8 +172,7 @@ def test_a_redirect_uri_that_is_not_the_clients_is_refused(
     refused = authorize(
         site, info["client_id"], pkce(), redirect_uri="http://127.0.0.1:9/elsewhere"
     )
-    assert refused.status_code == 400
-    assert "not registered" in refused.json()["error_description"]
+    assert "not registered" in refusal_page(refused)
     with session_scope(platform.engine) as session:
         assert session.exec(select(OAuthGrant)).all() == []
 
@@ -201,8 +210,7 @@ def test_a_wrong_or_missing_pkce_verifier_gets_no_token(
 def test_only_pkce_s256_is_accepted(site: TestClient) -> None:
     info = register(site)
     plain = authorize(site, info["client_id"], pkce(), code_challenge_method="plain")
-    assert plain.status_code == 302
-    assert parse_qs(urlsplit(plain.headers["location"]).query)["error"] == ["invalid_request"]
+    assert "code_challenge_method" in refusal_page(plain)
 
 
 def test_the_page_without_a_session_sends_the_browser_to_log_in_and_issues_nothing(
@@ -276,15 +284,16 @@ def test_denying_sends_access_denied_back(site: TestClient) -> None:
     request = request_id(authorize(site, info["client_id"], pkce()))
     denied = answer(site, request, choice="deny")
     assert denied.status_code == 303
-    assert denied.headers["location"] == f"{REDIRECT}?error=access_denied&state=st-1"
+    assert denied.headers["location"] == f"{REDIRECT}?" + urlencode(
+        {"error": "access_denied", "state": "st-1", "iss": BASE}
+    )
     assert site.get("/agents/connect", params={"request": request}).status_code == 404
 
 
 def test_a_token_for_another_resource_is_refused(site: TestClient, platform: Platform) -> None:
     info = register(site)
     other = authorize(site, info["client_id"], pkce(), resource="https://other.example/mcp")
-    assert other.status_code == 302
-    assert parse_qs(urlsplit(other.headers["location"]).query)["error"] == ["invalid_target"]
+    assert f"invalid_target: this server issues tokens only for {RESOURCE}" in refusal_page(other)
     pair = pkce()
     code = code_of(answer(site, request_id(authorize(site, info["client_id"], pair))))
     asked = exchange(site, info, code, pair.verifier, resource="https://other.example/mcp")
@@ -422,9 +431,15 @@ def test_a_client_id_document_that_cannot_be_trusted_is_refused(
     allowing = settings.model_copy(update={"oauth_loopback_clients": problem != "loopback"})
     app = create_app(allowing, platform=Platform(allowing), embed_worker=False)
     with TestClient(app, base_url=BASE, follow_redirects=False) as client:
-        refused = authorize(client, docs.client_id(), pkce())
-        assert refused.status_code == 400
-        assert "not found" in refused.json()["error_description"]
+        refused = refusal_page(authorize(client, docs.client_id(), pkce()))
+        host = urlsplit(docs.url).hostname
+        assert f"the client&#39;s metadata document at {host} cannot be used: " in refused
+        assert {
+            "loopback": "is a loopback or private address",
+            "names another client": "does not name itself as client_id",
+            "a secret method": "only token_endpoint_auth_method &#39;none&#39;",
+            "untrusted certificate": "CERTIFICATE_VERIFY_FAILED",
+        }[problem] in refused
     # Loopback is refused before any fetch; a certificate aat does not trust, at the handshake.
     read = problem in ("names another client", "a secret method")
     assert docs.fetched == (["/client.json"] if read else [])
@@ -473,8 +488,9 @@ def test_a_document_clients_loopback_redirect_matches_on_any_port(
             "https://localhost:52190/callback",
             "http://localhost.evil.example:52190/callback",
         ):
-            refused = authorize(client, docs.client_id(), pkce(), redirect_uri=uri)
-            assert refused.status_code == 400, uri
+            assert "not registered" in refusal_page(
+                authorize(client, docs.client_id(), pkce(), redirect_uri=uri)
+            ), uri
 
 
 def test_housekeeping_forgets_expired_requests_and_refresh_tokens(

@@ -64,7 +64,7 @@ def test_a_wrong_password_is_refused_and_the_right_one_approves(platform, alice)
     assert "step-up: password" in alice.get(f"/jobs/{job_id}").text
 
 
-def test_step_up_passwords_share_the_login_throttle(platform, alice):
+def test_wrong_step_up_passwords_are_throttled_in_their_session(platform, alice):
     job_id = queue_send(platform).job
     for _ in range(5):
         assert _approve(alice, platform, job_id, password="nope nope").status_code == 403

@@ -15,10 +15,12 @@ extended by progress), so aat's wait must end first."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from agent_seat import (
@@ -37,6 +39,7 @@ from agent_seat import (
     outbox_messages,
     serving,
 )
+from browser_sign_in import Printing, aat_sign_in_config, add_operator, allow_sign_in, mcp_status
 
 from webplatform.config import Settings
 from webplatform.store.models import JobState
@@ -46,6 +49,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CODEX = NODE_BIN / "codex"
 API_KEY_ENV = "SCRIPTED_API_KEY"
 PROMPT = "Send the weekly report to ops@example.org with the aat outbox tool."
+AGENT = "codex-laptop"
 
 
 class ResponsesHandler(QuietHandler):
@@ -122,12 +126,14 @@ def message(text: str, serial: int) -> dict[str, Any]:
     }
 
 
-def write_codex_config(seat: Seat, model: ScriptedModel) -> Path:
+def write_codex_config(seat: Seat, model: ScriptedModel, *, aat_block: str | None = None) -> Path:
     """~/.codex/config.toml: the scripted provider, then the table `aat config codex` prints
-    and the exec user's line."""
+    (or `aat_block`, another one it prints)."""
     codex_home = seat.home / ".codex"
     codex_home.mkdir(exist_ok=True)
     provider = (
+        # Signed-in servers' tokens in a file: this machine has no keyring for Codex to use.
+        'mcp_oauth_credentials_store = "file"\n'
         'model = "scripted-turn"\n'
         'model_provider = "scripted"\n\n'
         "[model_providers.scripted]\n"
@@ -136,13 +142,15 @@ def write_codex_config(seat: Seat, model: ScriptedModel) -> Path:
         f'env_key = "{API_KEY_ENV}"\n'
         'wire_api = "responses"\n\n'
     )
-    (codex_home / "config.toml").write_text(provider + aat_config("codex"))
+    (codex_home / "config.toml").write_text(provider + (aat_block or aat_config("codex")))
     return codex_home
 
 
-def codex_exec(seat: Seat, model: ScriptedModel) -> subprocess.CompletedProcess[str]:
+def codex_exec(
+    seat: Seat, model: ScriptedModel, *, aat_block: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """`codex exec PROMPT` in the project folder, with the user's config and default flags."""
-    codex_home = write_codex_config(seat, model)
+    codex_home = write_codex_config(seat, model, aat_block=aat_block)
     env = {**seat.env, "CODEX_HOME": str(codex_home), API_KEY_ENV: "not-a-secret"}
     return subprocess.run(
         # The project folder is not a git repository; Codex refuses one unless told.
@@ -237,3 +245,43 @@ def test_codex_tool_timeout_from_the_config_block_outlasts_the_approval_wait(
     assert wait_s - 1 < held_s < timeout_s, f"held {held_s:.1f} s"
     assert turn.answers(POLL)[-1]["status"] == "succeeded", turn.answers(POLL)
     assert_one_message_sent(seat)
+
+
+@pytest.mark.timeout(240)  # a terminal UI, a browser, a model turn and an approval
+def test_codex_signs_in_by_dynamic_registration_and_calls_as_that_agent(
+    seat: Seat, tmp_path: Path
+) -> None:
+    """`codex mcp login aat --oauth-client-registration dcr` against a running `aat serve`
+    (the block `aat config codex --url URL --sign-in` prints): Codex registers, prints the
+    authorization URL (`--no-browser`), and takes the answer on its loopback listener; the
+    operator allows it in the browser with her password. Codex then holds a token `/mcp`
+    accepts, and `codex exec`'s call is queued under the agent's name, vouched by the token."""
+    add_operator(seat)
+    turn = AgentTurn()
+    with (
+        ScriptedModel(ResponsesHandler, turn) as model,
+        serving(seat, tmp_path / "serve.log") as url,
+    ):
+        block = aat_sign_in_config(seat, "codex", f"{url}/mcp")
+        codex_home = write_codex_config(seat, model, aat_block=block)
+        env = {**seat.env, "CODEX_HOME": str(codex_home)}
+        command = ["mcp", "login", "aat", "--oauth-client-registration", "dcr", "--no-browser"]
+        with Printing([str(CODEX), *command], cwd=seat.project, env=env) as login:
+            authorize_url = login.wait_for(rf"{re.escape(url)}/authorize\?\S+")
+            allowed = allow_sign_in(url, authorize_url, AGENT)
+            done = login.wait(timeout_s=60)
+        listener = parse_qs(urlsplit(authorize_url).query)["redirect_uri"][0]
+        assert listener.startswith("http://127.0.0.1:") and listener in allowed.page
+        assert allowed.query["iss"] == [url]
+        assert allowed.callback.status_code == 200, allowed.callback.text
+        assert done == 0 and "Successfully logged in to MCP server 'aat'" in login.out, login.out
+        [held] = json.loads((codex_home / ".credentials.json").read_text()).values()
+        assert held["server_url"] == f"{url}/mcp" and held["issuer"] == url
+        assert mcp_status(url, held["access_token"]) == 200
+        with Operator(seat, delay_s=1.0) as operator:
+            ran_exec = codex_exec(seat, model, aat_block=block)
+    assert ran_exec.returncode == 0, ran(ran_exec)
+    assert operator.error is None, operator.error
+    assert turn.answers(RUN)[-1]["status"] == "succeeded", turn.answers(RUN)
+    [job] = jobs_of(seat)
+    assert (job.requested_by, job.requester_proof) == (AGENT, "token")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from agent_seat import (
     outbox_messages,
     serving,
 )
+from browser_sign_in import Terminal, aat_sign_in_config, add_operator, allow_sign_in, mcp_status
 
 from webplatform.store.models import JobState
 
@@ -44,6 +46,8 @@ GEMINI = NODE_BIN / "gemini"
 PROMPT = "Send the weekly report to ops@example.org with the aat outbox tool."
 # What Gemini CLI adds to every tool's schema; a model that fills it sends it along.
 GEMINI_ADDS = {"wait_for_previous": True}
+AGENT = "gemini-laptop"
+READING_S = 1.0  # how long a person reads a dialog before answering it
 USAGE = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
 
 
@@ -126,12 +130,12 @@ def tool_results(request: dict[str, Any]) -> list[ToolResult]:
     return results
 
 
-def write_gemini_settings(seat: Seat) -> None:
-    """~/.gemini/settings.json: `aat config gemini` plus what a first interactive run would
-    have asked (API-key auth, trusting the project folder), and no usage statistics (there is
-    no network to send them to)."""
+def write_gemini_settings(seat: Seat, aat_block: str | None = None) -> None:
+    """~/.gemini/settings.json: `aat config gemini` (or `aat_block`, another block it prints)
+    plus what a first interactive run would have asked (API-key auth, trusting the project
+    folder), and no usage statistics (there is no network to send them to)."""
     settings = {
-        **json.loads(aat_config("gemini")),
+        **json.loads(aat_block or aat_config("gemini")),
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "privacy": {"usageStatisticsEnabled": False},
     }
@@ -218,4 +222,68 @@ def test_gemini_polls_job_status_with_wait_for_previous_when_the_wait_runs_out(
     polled = turn.answers(POLL)
     assert polled and polled[-1]["status"] == "succeeded", polled
     assert all(p["job"] == operator.job for p in polled), polled
+    assert_one_message_sent(seat)
+
+
+def fake_browser(tmp_path: Path) -> tuple[Path, Path]:
+    """A folder with an `xdg-open` (what Gemini CLI runs to open a page on Linux) that only
+    writes the URL down, and the file it writes: the test is the browser."""
+    folder, opened = tmp_path / "browser", tmp_path / "opened-urls.txt"
+    folder.mkdir()
+    script = folder / "xdg-open"
+    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> "{opened}"\n')
+    script.chmod(0o755)
+    return folder, opened
+
+
+def opened_url(opened: Path, screen: Terminal, timeout_s: float = 30) -> str:
+    """The URL Gemini CLI asked the browser to open, once it did."""
+    deadline = time.monotonic() + timeout_s
+    while not (opened.exists() and opened.read_text().strip()):
+        assert time.monotonic() < deadline, f"no page was opened:\n{screen.text()}"
+        time.sleep(0.1)
+    return opened.read_text().split()[0]
+
+
+@pytest.mark.timeout(240)  # a terminal UI, a browser, a model turn and an approval
+def test_gemini_signs_in_with_mcp_auth_in_its_terminal_ui_and_calls_as_that_agent(
+    seat: Seat, tmp_path: Path
+) -> None:
+    """Gemini CLI's terminal UI (in tmux) with the block `aat config gemini --url URL
+    --sign-in` prints: `/mcp auth aat` registers, asks the user, opens the authorization page,
+    and the operator allows it in the browser with her password. Gemini CLI checks the
+    answer's `iss` against the issuer it discovered (RFC 9207: it refuses an answer without
+    one), gets its token and reconnects with it; a prompt's call is then queued under the
+    agent's name, vouched by the token, and the model sees it succeed."""
+    add_operator(seat)
+    turn = AgentTurn(extra=GEMINI_ADDS)
+    browser, opened = fake_browser(tmp_path)
+    with (
+        ScriptedModel(GeminiHandler, turn) as model,
+        serving(seat, tmp_path / "serve.log") as url,
+    ):
+        write_gemini_settings(seat, aat_sign_in_config(seat, "gemini", f"{url}/mcp"))
+        env = {**seat.env, "GEMINI_API_KEY": "not-a-secret", "GOOGLE_GEMINI_BASE_URL": model.origin}
+        env["PATH"] = f"{browser}:{env['PATH']}"
+        screen = Terminal([str(GEMINI), "--yolo"], cwd=seat.project, env=env)
+        try:
+            screen.wait_for("Type your message")
+            screen.submit("/mcp auth aat", started="Do you want to continue?")
+            time.sleep(READING_S)
+            screen.tmux("send-keys", "Enter")  # "1. Yes" is selected
+            allowed = allow_sign_in(url, opened_url(opened, screen), AGENT)
+            assert allowed.query["iss"] == [url]
+            assert "Authentication Successful" in allowed.callback.text, allowed.callback.text
+            screen.wait_for("Successfully authenticated and reloaded tools for 'aat'")
+            [held] = json.loads((seat.home / ".gemini" / "mcp-oauth-tokens.json").read_text())
+            assert mcp_status(url, held["token"]["accessToken"]) == 200
+            with Operator(seat, delay_s=1.0) as operator:
+                screen.type(PROMPT)
+                screen.wait_for("The send-message job ended succeeded", timeout_s=120)
+        finally:
+            print(f"--- Gemini CLI's last screen ---\n{screen.text()}")
+            screen.close()
+    assert operator.error is None, operator.error
+    [job] = jobs_of(seat)
+    assert (job.requested_by, job.requester_proof) == (AGENT, "token")
     assert_one_message_sent(seat)

@@ -69,10 +69,10 @@ def cmd_config(ns: argparse.Namespace, _extra: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    if ns.sign_in and (not ns.url or ns.client not in ("opencode", "claude")):
+    if ns.sign_in and not ns.url:
         print(
-            "aat config --sign-in: give --url URL, for opencode or claude (the clients that "
-            "sign in through the browser)",
+            "aat config --sign-in: give --url URL, the /mcp of the running `aat serve` the "
+            "client signs in to",
             file=sys.stderr,
         )
         return EXIT_USAGE
@@ -82,9 +82,14 @@ def cmd_config(ns: argparse.Namespace, _extra: list[str]) -> int:
             return EXIT_USAGE
         wait_s = settings_from(ns).approval_wait_s
         if ns.client == "codex":
-            print(client_config.config_codex(approval_wait_s=wait_s, url=ns.url), end="")
+            block_toml = client_config.config_codex(
+                approval_wait_s=wait_s, url=ns.url, sign_in=ns.sign_in
+            )
+            print(block_toml, end="")
         else:
-            block = client_config.config_gemini(approval_wait_s=wait_s, url=ns.url)
+            block = client_config.config_gemini(
+                approval_wait_s=wait_s, url=ns.url, sign_in=ns.sign_in
+            )
             print(json.dumps(block, indent=2))
         return EXIT_OK
     opencode = ns.client == "opencode"

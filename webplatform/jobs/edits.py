@@ -28,8 +28,8 @@ from webplatform.registry.validation import secret_args_problem, validate_args
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.models import Job, JobState
-from webplatform.store.transitions import fetch_job
-from webplatform.trust import signing
+from webplatform.store.transitions import fetch_job, stale_error
+from webplatform.trust import claims, signing
 from webplatform.trust.authority import seal_for
 from webplatform.trust.policy import policy_for
 from webplatform.trust.stepup import StepUp, check_step_up
@@ -59,12 +59,14 @@ def editable(*, platform: Platform, job_id: int) -> tuple[Job, ActionSpec]:
     if job is None:
         raise Refusal(Status.invalid, error=f"no job {job_id}: it never existed or was pruned")
     if job.state != JobState.pending_approval:
-        who = f" by {job.decided_by}" if job.decided_by else ""
+        stale = stale_error(
+            job, JobState.pending_approval, unsigned=claims.unsigned(job, seal_for(platform))
+        )
         raise Refusal(
             Status.invalid,
             job=job_id,
-            error=f"job {job_id} is {job.state.value}{who}, no longer pending: only a pending "
-            "call can be edited; reload the approvals page",
+            error=f"{stale}, no longer pending: only a pending call can be edited; reload the "
+            "approvals page",
         )
     kind: RunnableKind = "agent" if job.kind == "agent" else "tool"
     return job, resolve_call(platform.registry(), kind, job.name, job.action)[1]

@@ -25,6 +25,13 @@ S = JobState
 FINISH_STATES = frozenset({S.succeeded, S.failed, S.timed_out})
 
 
+def approved_waiting(*, session: Session) -> bool:
+    """True when some job is `approved`, waiting for a worker (one indexed read, no lock): the
+    cheap look an idle worker takes before it claims."""
+    stmt = select(Job.id).where(Job.state == S.approved).limit(1)
+    return session.exec(stmt).first() is not None
+
+
 def claim_next(*, session: Session, worker_id: str, lease_s: float) -> Job | None:
     """Take the oldest approved job: it becomes `running`, owned by `worker_id` with a lease.
 

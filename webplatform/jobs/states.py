@@ -181,7 +181,7 @@ def enforce(
     if verdict.may_decide:
         return
     if verdict.refusal is Refusal.not_pending:
-        raise _stale(job, S.pending_approval)
+        raise _stale(job, S.pending_approval, unsigned=verdict.unsigned)
     if verdict.expired:
         _cas(
             session,

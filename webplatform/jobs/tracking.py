@@ -19,6 +19,7 @@ from webplatform.platform import Actor, Platform
 from webplatform.store import queries
 from webplatform.store.approvals import approvals_of, verified
 from webplatform.store.models import UNFINISHED_STATES, Job, JobState, RuleRow, Surface
+from webplatform.trust import claims
 from webplatform.trust.authority import seal_for
 
 STDERR_TAIL_CHARS = 2000
@@ -27,15 +28,27 @@ WAIT_POLL_S = 0.1
 
 
 def answer_for(
-    job: Job, *, settings: Settings, warning: str | None = None, approvals_given: int = 0
+    job: Job,
+    *,
+    settings: Settings,
+    warning: str | None = None,
+    approvals_given: int = 0,
+    unsigned: bool = False,
 ) -> Answer:
     """The caller's view of a job in its current state (`approvals_given`: how many
-    operators approved a pending job so far)."""
+    operators approved a pending job so far; `unsigned`: its row claims an approval whose
+    signature does not verify, so no approver is named and the answer says so)."""
     state = JobState(job.state)
     base = Answer(Status(state.value), job=job.id, tool=job.name, action=job.action)
     base.note = job.note
+    if unsigned:
+        base.warning = (
+            f"job {job.id} was {claims.UNSIGNED_APPROVAL}: no operator approved it, and it "
+            "will not run (a worker fails it when it looks)"
+        )
+    by = None if unsigned else job.decided_by
     if job.allowed_by_rule is not None:
-        base.allowed_by = {"rule": job.allowed_by_rule, "by": job.decided_by}
+        base.allowed_by = {"rule": job.allowed_by_rule, "by": by}
     if job.edited_from is not None:
         base.edited_from = job.edited_from
         base.args = json.loads(job.args_json)
@@ -69,7 +82,7 @@ def answer_for(
         )
         base.warning = warning
     elif state in (JobState.approved, JobState.running):
-        base.decided_by = job.decided_by
+        base.decided_by = by
         base.next = f"call job_status with job={job.id} to get the result"
     return base
 
@@ -129,7 +142,13 @@ def job_answer(*, platform: Platform, job_id: int, requester: Actor | None = Non
             # Only signed approvals count: a row inserted by SQL is no operator's approval.
             rows = approvals_of(session=session, job_id=job.id)
             given = len(verified(rows, seal=seal, job_id=job.id, digest=job.args_digest))
-        answer = answer_for(job, settings=platform.settings, warning=warning, approvals_given=given)
+        answer = answer_for(
+            job,
+            settings=platform.settings,
+            warning=warning,
+            approvals_given=given,
+            unsigned=claims.unsigned(job, seal),
+        )
         if answer.allowed_by is not None and (rule := session.get(RuleRow, job.allowed_by_rule)):
             expires = rule.expires_at.isoformat() if rule.expires_at else None
             answer.allowed_by = {**answer.allowed_by, "expires_at": expires}

@@ -100,12 +100,15 @@ def client_tool_timeout_s(approval_wait_s: float) -> int:
     return max(120, int(approval_wait_s * 2))
 
 
-def config_codex(*, approval_wait_s: float, url: str | None = None) -> str:
+def config_codex(*, approval_wait_s: float, url: str | None = None, sign_in: bool = False) -> str:
     """Codex's `[mcp_servers.aat]` table for `~/.codex/config.toml` (TOML): the stdio bridge,
-    or with `url` a running `aat serve`, the token from the environment."""
+    or with `url` a running `aat serve`, the token from the environment; with `sign_in` too,
+    no token at all (`codex mcp login aat` signs in through the browser and keeps it)."""
     if url is None:
         command, *args = bridge_command()
         entry: dict[str, Any] = {"command": command, "args": args}
+    elif sign_in:
+        entry = {"url": url}
     else:
         entry = {"url": url, "bearer_token_env_var": TOKEN_ENV}
     entry |= {
@@ -121,12 +124,17 @@ def config_codex(*, approval_wait_s: float, url: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def config_gemini(*, approval_wait_s: float, url: str | None = None) -> dict[str, Any]:
+def config_gemini(
+    *, approval_wait_s: float, url: str | None = None, sign_in: bool = False
+) -> dict[str, Any]:
     """Gemini CLI's `mcpServers` block for `settings.json`: the stdio bridge, or with `url` a
-    running `aat serve` (`$AAT_AGENT_TOKEN` is expanded by Gemini CLI from its environment)."""
+    running `aat serve` (`$AAT_AGENT_TOKEN` is expanded by Gemini CLI from its environment);
+    with `sign_in` too, no token at all (`/mcp auth aat` signs in through the browser)."""
     if url is None:
         command, *args = bridge_command()
         entry: dict[str, Any] = {"command": command, "args": args}
+    elif sign_in:
+        entry = {"httpUrl": url}
     else:
         entry = {"httpUrl": url, "headers": {"Authorization": f"Bearer ${TOKEN_ENV}"}}
     entry["timeout"] = client_tool_timeout_s(approval_wait_s) * 1000

@@ -270,7 +270,9 @@ def _working_message(answer: Answer) -> str:
         if answer.warning:
             text += f"; {answer.warning}"
         return text
-    return f"job {answer.job} is {answer.status.value}"
+    text = f"job {answer.job} is {answer.status.value}"
+    # An approval no signature covers is said so (SPEC §20), never shown as one.
+    return f"{text}; {answer.warning}" if answer.warning else text
 
 
 def _unknown(doing: str, why: str) -> MCPError:

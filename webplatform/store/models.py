@@ -290,16 +290,19 @@ class JobPreview(SQLModel, table=True):
 
 # A job as history lists it (the jobs page, exports): no arguments, result or output, so
 # pages stay light. Rows are `Job`s with only these columns loaded (reading another from a
-# returned row is an error, not a hidden query).
+# returned row is an error, not a hidden query). They include every column a signed decision
+# covers (`webplatform.trust.signing.decision_for`): a list names an approver only when the
+# decision verifies (`webplatform.trust.claims`).
 JOB_SUMMARY_COLUMNS: tuple[str, ...] = (
     *("id", "kind", "name", "action", "irreversible", "state", "surface", "client"),
     *("requested_by", "requester_proof", "created_at", "updated_at", "decided_by"),
     *("allowed_by_rule", "started_at", "finished_at", "exit_code", "agent_reason"),
+    *("args_digest", "decided_at", "decision_signature"),
 )
 # The approvals page's history of decisions: the summary, and how each call was decided.
 JOB_DECISION_COLUMNS: tuple[str, ...] = (
     *JOB_SUMMARY_COLUMNS,
-    *("expires_at", "decided_at", "decided_from", "reason"),
+    *("expires_at", "decided_from", "reason"),
 )
 assert set(JOB_DECISION_COLUMNS) <= set(Job.model_fields), "a listed column that is no Job's"
 

@@ -101,9 +101,12 @@ def drop_grant(*, session: Session, request_id: str) -> OAuthGrant | None:
     return row
 
 
-def find_code(*, session: Session, code: str, seal: RowSeal) -> OAuthGrant | None:
-    """The signed grant whose code is `code`, used or not (the caller tells a replay), or None."""
-    return _find_signed(session, OAuthGrant, "code_hash", code, seal)
+def find_code(
+    *, session: Session, code: str, seal: RowSeal, lock: bool = False
+) -> OAuthGrant | None:
+    """The signed grant whose code is `code`, used or not (the caller tells a replay), or None;
+    `lock`: its row held until the transaction ends (`_mark_once`)."""
+    return _find_signed(session, OAuthGrant, "code_hash", code, seal, lock=lock)
 
 
 def use_code(*, session: Session, grant_id: int, seal: RowSeal) -> bool:
@@ -130,9 +133,12 @@ def add_refresh(*, session: Session, template: OAuthRefreshToken, seal: RowSeal)
     return token
 
 
-def find_refresh(*, session: Session, token: str, seal: RowSeal) -> OAuthRefreshToken | None:
-    """The signed refresh token row for `token` (rotated or not), or None."""
-    return _find_signed(session, OAuthRefreshToken, "token_hash", token, seal)
+def find_refresh(
+    *, session: Session, token: str, seal: RowSeal, lock: bool = False
+) -> OAuthRefreshToken | None:
+    """The signed refresh token row for `token` (rotated or not), or None; `lock`: its row
+    held until the transaction ends (`_mark_once`)."""
+    return _find_signed(session, OAuthRefreshToken, "token_hash", token, seal, lock=lock)
 
 
 def rotate_refresh(*, session: Session, refresh_id: int, seal: RowSeal) -> bool:
@@ -141,12 +147,14 @@ def rotate_refresh(*, session: Session, refresh_id: int, seal: RowSeal) -> bool:
 
 
 def _find_signed(
-    session: Session, model: type[_Signed], column: str, secret: str, seal: RowSeal
+    session: Session, model: type[_Signed], column: str, secret: str, seal: RowSeal, *, lock: bool
 ) -> _Signed | None:
     """The row of `model` whose hashed `column` matches `secret`, if its signature verifies."""
     if not secret:
         return None
     stmt = select(model).where(getattr(model, column) == token_hash(secret))
+    if lock:
+        stmt = stmt.with_for_update()
     row = session.exec(stmt).first()
     if row is None or not row_holds(seal, row):
         return None
@@ -157,8 +165,12 @@ def _mark_once(
     session: Session, model: type[_Signed], row_id: int, column: str, seal: RowSeal
 ) -> bool:
     """Stamp the signed row's `column` with now and sign the change; False if it was set
-    already (or the row is missing or forged)."""
-    row = session.get(model, row_id)
+    already (or the row is missing or forged).
+
+    The row is read locked (`FOR UPDATE` on PostgreSQL; SQLite's write transaction holds
+    the whole database): of two uses racing, the second reads the first's stamp and loses."""
+    stmt = select(model).where(col(model.id) == row_id).with_for_update()
+    row = session.exec(stmt).first()
     if row is None or getattr(row, column) is not None or not row_holds(seal, row):
         return False
     setattr(row, column, utcnow())

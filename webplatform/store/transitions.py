@@ -55,6 +55,9 @@ _MOVABLE = frozenset(
         "preview_digest",
     }
 )
+# What a page or an error says of a job whose row claims an approval that no valid signature
+# covers (a SQL `UPDATE`, say; `webplatform.trust.claims`), instead of "approved by NAME".
+UNSIGNED_APPROVAL = "marked approved in the database, without a valid signature"
 _EVENT_FOR = {
     S.running: "claimed",
     S.succeeded: "finished",
@@ -90,7 +93,14 @@ class StaleState(JobError):
         actual: JobState,
         decided_by: str | None,
         message: str | None = None,
+        unsigned: bool = False,
     ) -> None:
+        if unsigned:  # its `decided_by` names nobody who approved it: never repeated
+            decided_by = None
+            message = message or (
+                f"job {job_id} was {UNSIGNED_APPROVAL} (no operator approved it here); it is "
+                f"{actual.value} and will not run"
+            )
         if message is None:
             message = f"job {job_id} is already {actual.value}"
             if decided_by and actual in (S.approved, S.denied, S.cancelled):
@@ -102,6 +112,7 @@ class StaleState(JobError):
         self.expected = expected
         self.actual = actual
         self.decided_by = decided_by
+        self.unsigned = unsigned
 
 
 class DigestMismatch(JobError):
@@ -124,14 +135,18 @@ def fetch_job(session: Session, job_id: int) -> Job:
     return job
 
 
-def stale_error(job: Job, expected: JobState, message: str | None = None) -> StaleState:
-    """The StaleState for a job found in another state than `expected`."""
+def stale_error(
+    job: Job, expected: JobState, message: str | None = None, *, unsigned: bool = False
+) -> StaleState:
+    """The StaleState for a job found in another state than `expected` (`unsigned`: its row
+    claims an approval whose signature does not verify, so no approver is named)."""
     return StaleState(
         job_id=job.id or 0,
         expected=expected,
         actual=job.state,
         decided_by=job.decided_by,
         message=message,
+        unsigned=unsigned,
     )
 
 

@@ -16,7 +16,7 @@ approve it already. Rules decided in advance (SPEC §16) plug in as one more che
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
@@ -27,6 +27,7 @@ from webplatform.store.models import Job, JobApproval, JobState
 from webplatform.store.operators import DECIDING_ROLES, OperatorError, decider_role
 from webplatform.store.seals import RowSeal, policy_problem
 from webplatform.store.transitions import ApprovalExpired, stale_error
+from webplatform.trust import claims
 
 # The audit event of an approved job a worker refused because its policy columns or its
 # approvals do not verify (`start_problem`).
@@ -72,12 +73,15 @@ class Decider:
 @dataclass(frozen=True)
 class Standing:
     """Where a job stands: the row (state, window, policy, asker), who approved it so far (from
-    signed approval rows only), and why its policy columns cannot be trusted (None: they are
-    as aat recorded them). Build it with `standing_of` from what the database holds."""
+    signed approval rows only), why its policy columns cannot be trusted (None: they are
+    as aat recorded them), and whether the row claims an approval whose signature does not
+    verify (`unsigned`: a refusal then names no approver). Build it with `standing_of` from
+    what the database holds."""
 
     job: Job
     given: tuple[str, ...] = ()
     tampered: str | None = None
+    unsigned: bool = False
 
     @property
     def still_needed(self) -> int:
@@ -88,13 +92,15 @@ class Standing:
 @dataclass(frozen=True)
 class Verdict:
     """The answer: may the decider decide now, and if not why (`reason`: the one line an
-    error shows; `on_card`: the line the page shows instead of the Approve button)."""
+    error shows; `on_card`: the line the page shows instead of the Approve button;
+    `unsigned`: a job no longer pending claims an approval no valid signature covers)."""
 
     may_decide: bool
     still_needed: int
     refusal: Refusal | None = None
     reason: str | None = None
     on_card: str | None = None
+    unsigned: bool = False
 
     @property
     def expired(self) -> bool:
@@ -107,8 +113,10 @@ def judge(standing: Standing, decider: Decider, *, intent: Intent, now: datetime
     job = standing.job
     needed = standing.still_needed
     if job.state != JobState.pending_approval:
-        line = str(stale_error(job, JobState.pending_approval))
-        return _refused(needed, Refusal.not_pending, line, "This call no longer waits: reload.")
+        line = str(stale_error(job, JobState.pending_approval, unsigned=standing.unsigned))
+        card = "This call no longer waits: reload."
+        verdict = _refused(needed, Refusal.not_pending, line, card)
+        return replace(verdict, unsigned=standing.unsigned)
     if intent is not Intent.deny and job.expires_at is not None and job.expires_at <= now:
         line = str(ApprovalExpired(job.id or 0))
         return _refused(
@@ -178,7 +186,9 @@ def standing_of(job: Job, rows: list[JobApproval], seal: RowSeal | None) -> Stan
         return Standing(job=job, tampered=f"job {job.id}: no key here to check its policy")
     given = verified(rows, seal=seal, job_id=job.id or 0, digest=job.args_digest)
     tampered = policy_problem(seal, job) if job.state in POLICY_STATES else None
-    return Standing(job=job, given=tuple(given), tampered=tampered)
+    return Standing(
+        job=job, given=tuple(given), tampered=tampered, unsigned=claims.unsigned(job, seal)
+    )
 
 
 def read_standing(session: Session, job: Job, seal: RowSeal | None) -> Standing:

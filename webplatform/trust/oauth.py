@@ -6,15 +6,23 @@ codes); this provider keeps the state and says what a grant is worth:
 
 - `/authorize` records the request and sends the browser to the dashboard's page, where an
   operator names the agent and allows it with a step-up (`webplatform.trust.sign_in`);
-- a code works once; using it again revokes the agent it made (RFC 6749 §4.1.2);
+- a code works once; using it again revokes the agent it made (RFC 6749 §4.1.2), also when
+  the two uses race (the second finds the grant's row locked, then used);
 - the access token is an agent token (§10) owned by that operator, bound to this server's
   `/mcp` (RFC 8707) and expiring after `AAT_OAUTH_TOKEN_TTL_S`;
 - refresh tokens rotate, and one used again after its rotation revokes the agent, so
-  every token of its family stops working; a revoked agent refreshes nothing.
+  every token of its family stops working (two uses racing included); a revoked agent
+  refreshes nothing.
+
+A refusal found inside a transaction is `Refusal` (rolled back with it); the revocation it
+asks for runs after, in a transaction of its own, and the client then gets the SDK's
+`TokenError` (`400 invalid_grant`). The SDK's errors are frozen dataclasses: raised through
+the transaction's context manager, which sets their traceback, they would end as 500.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +37,7 @@ from mcp.server.auth.provider import (
     AuthorizeError,
     OAuthAuthorizationServerProvider,
     RefreshToken,
+    RegistrationError,
     TokenError,
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
@@ -38,14 +47,34 @@ from sqlmodel import Session
 from webplatform.platform import Platform
 from webplatform.store import agents, audit
 from webplatform.store import oauth as store
-from webplatform.store.models import OAuthGrant, OAuthRefreshToken, utcnow
+from webplatform.store.models import AgentTokenPublic, OAuthGrant, OAuthRefreshToken, utcnow
 from webplatform.trust.authority import TOKENS_FILE, remember, report_forged, seal_for
-from webplatform.trust.oauth_clients import ClientDocumentError, ClientDocuments, is_document_url
+from webplatform.trust.oauth_clients import (
+    ClientDocumentError,
+    ClientDocuments,
+    is_document_url,
+    redirect_uri_problem,
+)
 
 logger = logging.getLogger(__name__)
 REQUEST_TTL = timedelta(minutes=10)
 T = TypeVar("T")
 REUSED = "refresh token used again after it was rotated: the agent is revoked, sign in again"
+CODE_REUSED = "authorization code already used: the agent it made is revoked, sign in again"
+
+
+class UnknownClient(LookupError):
+    """No client by that id: not registered, or its metadata document cannot be used."""
+
+
+class Refusal(Exception):
+    """A token request refused inside a transaction: `description` for the client, and the
+    agent whose family to revoke once the transaction is rolled back (None: none)."""
+
+    def __init__(self, description: str, *, revoke: str | None = None) -> None:
+        super().__init__(description)
+        self.description = description
+        self.revoke = revoke
 
 
 @dataclass(frozen=True)
@@ -105,23 +134,41 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         """A metadata-document client (fetched) or a registered one (stored)."""
+        try:
+            return await self.find_client(client_id)
+        except UnknownClient:
+            return None
+
+    async def find_client(self, client_id: str) -> OAuthClientInformationFull:
+        """The client `client_id` names; UnknownClient says why there is none (one line)."""
         if is_document_url(client_id):
             try:
                 return await self.documents.get(client_id)
             except ClientDocumentError as exc:
                 logger.warning("sign-in refused: %s", exc)
-                return None
+                raise UnknownClient(str(exc)) from None
         info = await self._transact(
             lambda s: store.client_info(session=s, client_id=client_id), write=False
         )
-        return None if info is None else OAuthClientInformationFull.model_validate_json(info)
+        if info is None:
+            raise UnknownClient(
+                f"no client {client_id[:200]!r} is registered here: the client must register again"
+            )
+        return OAuthClientInformationFull.model_validate_json(info)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         """Keep a dynamically registered client (RFC 7591) as a public one.
 
         PKCE proves the code's holder, so no client secret is issued, and none is stored: the
         SDK's handler answers with this same record, which RFC 7591 §3.2.1 lets the server
-        change (`token_endpoint_auth_method: none`)."""
+        change (`token_endpoint_auth_method: none`). Its redirect URIs must be `https` or
+        loopback `http` (`invalid_redirect_uri` otherwise): registering needs no login, so
+        anything else would let anyone point aat's origin wherever they like."""
+        if not client_info.redirect_uris:
+            raise RegistrationError("invalid_redirect_uri", "register at least one redirect URI")
+        for uri in client_info.redirect_uris:
+            if (problem := redirect_uri_problem(uri)) is not None:
+                raise RegistrationError("invalid_redirect_uri", problem)
         client_info.token_endpoint_auth_method = "none"
         client_info.client_secret = None
         client_info.client_secret_expires_at = None
@@ -138,7 +185,9 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
             raise AuthorizeError(
                 "invalid_target", f"this server issues tokens only for {self.site.resource}"
             )
-        bound = params.model_copy(update={"resource": self.site.resource}).model_dump_json()
+        bound_params = params.model_copy(update={"resource": self.site.resource})
+        # The issuer goes back to the client with the code or the denial (RFC 9207 `iss`).
+        bound = json.dumps({**bound_params.model_dump(mode="json"), "issuer": self.site.base})
         name = client.client_name or client.client_id
         request_id = await self._transact(
             lambda s: store.open_grant(
@@ -157,7 +206,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         """The allowed grant for this code; a code used before revokes its agent instead."""
         seal = seal_for(self.platform)
         row = await self._transact(
-            lambda s: store.find_code(session=s, code=authorization_code, seal=seal), write=False
+            lambda s: store.find_code(session=s, code=authorization_code, seal=seal, lock=True)
         )
         if row is None or row.client_id != client.client_id or not row.agent:
             return None
@@ -176,13 +225,16 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
 
         def make(session: Session) -> tuple[str, str]:
             if not store.use_code(session=session, grant_id=code.grant_id, seal=seal):
-                raise TokenError("invalid_grant", "authorization code already used")
+                # Used since it was loaded: two uses raced, this one lost.
+                raise Refusal(CODE_REUSED, revoke=code.agent)
             try:
                 agents.add_agent(
                     session=session, name=code.agent, owner=code.owner, seal=seal, actor=code.owner
                 )
             except agents.AgentTokenError as exc:
-                raise TokenError("invalid_grant", str(exc)) from None
+                # Another agent took the name since it was allowed (or its owner left): that
+                # agent is not this code's to revoke.
+                raise Refusal(f"{exc}, then sign in again") from None
             resource = code.resource or self.site.resource
             access = agents.rotate_agent_token(
                 session=session, name=code.agent, seal=seal, expires_at=expires, resource=resource
@@ -200,7 +252,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
             )
             return access, token
 
-        access, refresh = await self._transact(make)
+        access, refresh = await self._granted(make)
         remember(self.platform, TOKENS_FILE)
         return self._tokens(access, refresh, code.scopes)
 
@@ -208,19 +260,26 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> AatRefresh | None:
         """The refresh token while it and its agent are good; a rotated one used again
-        revokes the agent (and so the whole family)."""
+        revokes the agent (and so the whole family).
+
+        The token and its agent are read in one transaction holding the token's row: a
+        rotation racing this read waits for it, or is seen whole (its agent row and what
+        aat remembers of the row it replaced agree), never half."""
         seal = seal_for(self.platform)
-        row = await self._transact(
-            lambda s: store.find_refresh(session=s, token=refresh_token, seal=seal), write=False
-        )
-        if row is None or row.client_id != client.client_id or row.id is None:
+
+        def read(session: Session) -> tuple[OAuthRefreshToken, AgentTokenPublic | None] | None:
+            row = store.find_refresh(session=session, token=refresh_token, seal=seal, lock=True)
+            if row is None or row.rotated_at is not None:
+                return None if row is None else (row, None)
+            return row, agents.active_agent(session=session, name=row.agent, seal=seal)
+
+        found = await self._transact(read)
+        if found is None or found[0].client_id != client.client_id or found[0].id is None:
             return None
+        row, agent = found
         if row.rotated_at is not None:
             await self._revoke_family(row.agent, REUSED)
             return None
-        agent = await self._transact(
-            lambda s: agents.active_agent(session=s, name=row.agent, seal=seal), write=False
-        )
         if agent is None:
             return None
         return AatRefresh(
@@ -245,12 +304,13 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
 
         def rotate(session: Session) -> tuple[str, str]:
             if not store.rotate_refresh(session=session, refresh_id=old.refresh_id, seal=seal):
-                raise TokenError("invalid_grant", REUSED)
+                # Rotated since it was loaded: two uses raced, and one of them is a replay.
+                raise Refusal(REUSED, revoke=old.agent)
             access = agents.rotate_agent_token(
                 session=session, name=old.agent, seal=seal, expires_at=expires, resource=resource
             )
             if access is None:
-                raise TokenError("invalid_grant", f"agent {old.agent} is revoked: sign in again")
+                raise Refusal(f"agent {old.agent} is revoked: sign in again")
             template = OAuthRefreshToken(
                 token_hash="",
                 agent=old.agent,
@@ -261,7 +321,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
             )
             return access, store.add_refresh(session=session, template=template, seal=seal)
 
-        access, refresh = await self._transact(rotate)
+        access, refresh = await self._granted(rotate)
         return self._tokens(access, refresh, scopes)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
@@ -286,6 +346,17 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         """Revoke the agent the token belongs to, and with it every token of the family."""
         name = token.agent if isinstance(token, AatRefresh) else token.client_id
         await self._revoke_family(name, "token revoked by its client")
+
+    async def _granted(self, fn: Callable[[Session], T]) -> T:
+        """`fn`'s tokens; a `Refusal` it raised becomes the SDK's `TokenError`, after the
+        revocation it asks for (outside the rolled-back transaction, so it holds)."""
+        try:
+            return await self._transact(fn)
+        except Refusal as exc:
+            refusal = exc
+        if refusal.revoke is not None:
+            await self._revoke_family(refusal.revoke, refusal.description)
+        raise TokenError("invalid_grant", refusal.description)
 
     async def _revoke_family(self, agent: str, why: str) -> None:
         seal = seal_for(self.platform)

@@ -8,6 +8,10 @@ own network. The host is resolved once, and the connection goes to the address t
 checked: a name that answers with a public address for the check and a loopback one for the
 connection (DNS rebinding) reaches nothing. For the same reason the fetch goes direct, never
 through `HTTPS_PROXY`. Redirects are not followed, and a document over 64 KiB is refused.
+
+Every client's redirect URIs, registered or in a document, are `https`, or `http` on a
+loopback address (`redirect_uri_problem`): the browser carries the code there, and aat
+never sends it to `javascript:`, `data:`, `file:` or a plain-http host on the network.
 """
 
 from __future__ import annotations
@@ -62,6 +66,40 @@ def _same_loopback_uri(given: AnyUrl, listed: AnyUrl) -> bool:
         and given.path == listed.path
         and given.query == listed.query
     )
+
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
+
+
+def is_loopback_host(host: str | None) -> bool:
+    """True for `localhost` and loopback addresses (any of 127.0.0.0/8, `::1`)."""
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def redirect_uri_problem(uri: object) -> str | None:
+    """Why `uri` cannot be a client's redirect URI (one line), or None when it can: `https`
+    with a host, or `http` on a loopback address (any port); no fragment (RFC 6749 §3.1.2)."""
+    parts = urlsplit(str(uri))
+    scheme = parts.scheme.lower()
+    allowed = (scheme == "https" and bool(parts.hostname)) or (
+        scheme == "http" and is_loopback_host(parts.hostname)
+    )
+    if allowed:
+        problem = None
+    elif scheme == "http":
+        problem = f"http is allowed only on a loopback address (host {parts.hostname!r})"
+    else:
+        problem = f"scheme {scheme or 'none'!r} is not https or loopback http"
+    if problem is None and parts.fragment:
+        problem = "it has a fragment"
+    return None if problem is None else f"redirect URI {str(uri)[:200]!r} refused: {problem}"
 
 
 def is_document_url(client_id: str) -> bool:
@@ -177,8 +215,12 @@ def _client_from(client_id: str, content: bytes) -> OAuthClientInformationFull:
         raise ClientDocumentError(
             f"client document {client_id}: only token_endpoint_auth_method 'none' is supported"
         )
-    if not document.get("redirect_uris"):
+    redirect_uris = document.get("redirect_uris")
+    if not redirect_uris or not isinstance(redirect_uris, list):
         raise ClientDocumentError(f"client document {client_id} lists no redirect_uris")
+    for uri in redirect_uris:
+        if (problem := redirect_uri_problem(uri)) is not None:
+            raise ClientDocumentError(f"client document {client_id}: {problem}")
     # A document holds no secret: whatever it says, the client authenticates with none.
     document = {k: v for k, v in document.items() if not k.startswith("client_secret")}
     document["token_endpoint_auth_method"] = "none"

@@ -4,10 +4,16 @@ and allowing it (with a step-up) or denying it. Only the dashboard imports this 
 Allowing makes a code that the agent's client exchanges for an agent token owned by the
 operator (`webplatform.trust.oauth`); it needs the operator's step-up bound to exactly this
 request and this agent name, and a role that may decide (a viewer cannot let an agent in).
+
+Both answers send the browser to the client's redirect URI, which the operator saw on the
+page (so it is verified, and the only place an error goes); both carry `iss`, the issuer
+the request was made to (RFC 9207), so a client talking to several servers knows which
+one answered.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -94,7 +100,9 @@ def allow(*, platform: Platform, step_up: StepUp, by: str, request_id: str, agen
             ),
         )
         params = AuthorizationParams.model_validate_json(row.params)
-        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+        return construct_redirect_uri(
+            str(params.redirect_uri), code=code, state=params.state, iss=_issuer(row.params)
+        )
 
     try:
         return platform.transact(grant)
@@ -115,10 +123,19 @@ def deny(*, platform: Platform, by: str, request_id: str) -> str | None:
         )
         params = AuthorizationParams.model_validate_json(row.params)
         return construct_redirect_uri(
-            str(params.redirect_uri), error="access_denied", state=params.state
+            str(params.redirect_uri),
+            error="access_denied",
+            state=params.state,
+            iss=_issuer(row.params),
         )
 
     return platform.transact(drop)
+
+
+def _issuer(params: str) -> str | None:
+    """The issuer `/authorize` recorded with the request (`webplatform.trust.oauth`)."""
+    issuer = json.loads(params).get("issuer")
+    return issuer if isinstance(issuer, str) else None
 
 
 def _require_decider(session: Session, name: str, seal: RowSeal) -> None:

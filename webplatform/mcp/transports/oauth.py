@@ -6,6 +6,12 @@ are made per request from the address the client used (`site_of`): a client that
 aat as `localhost` gets `localhost` URLs, so the resource it asks a token for is the one it
 calls. Tokens are issued only for this server's `/mcp` (RFC 8707): any other `resource` is
 refused with `invalid_target`, at `/authorize` and at `/token`.
+
+`/authorize` sends no error to the client's redirect URI: registering a client needs no
+login, so a redirect URI is not verified until an operator has seen it on the dashboard's
+page (whose Deny sends `access_denied` there). Until then every refusal (a malformed
+request, an unknown client, a document that cannot be fetched, a redirect URI not the
+client's, another resource) is `SignInRefused`, which the dashboard shows as a page.
 """
 
 from __future__ import annotations
@@ -13,27 +19,36 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
-from mcp.server.auth.handlers.authorize import AuthorizationHandler
+from mcp.server.auth.errors import stringify_pydantic_error
+from mcp.server.auth.handlers.authorize import AuthorizationRequest
 from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
 from mcp.server.auth.handlers.register import RegistrationHandler
 from mcp.server.auth.handlers.token import TokenHandler
 from mcp.server.auth.middleware.client_auth import ClientAuthenticator
+from mcp.server.auth.provider import AuthorizationParams, AuthorizeError
 from mcp.server.auth.routes import build_metadata, cors_middleware
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
-from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
+from mcp.shared.auth import (
+    InvalidRedirectUriError,
+    InvalidScopeError,
+    OAuthClientInformationFull,
+    OAuthMetadata,
+    ProtectedResourceMetadata,
+)
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from pydantic import AnyUrl, ValidationError
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Scope
 
 from webplatform.config import Settings
 from webplatform.platform import Platform
-from webplatform.trust.oauth import SignInProvider, Site, same_resource
-from webplatform.trust.oauth_clients import ClientDocuments
+from webplatform.trust.oauth import SignInProvider, Site, UnknownClient, same_resource
+from webplatform.trust.oauth_clients import ClientDocuments, is_document_url, redirect_uri_problem
 
 RESOURCE_METADATA = "/.well-known/oauth-protected-resource"
 SERVER_METADATA = "/.well-known/oauth-authorization-server"
@@ -51,6 +66,16 @@ OAUTH_PATHS = frozenset(
 )
 REGISTRATION = ClientRegistrationOptions(enabled=True)
 Handler = Callable[[Request], Awaitable[Response]]
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+class SignInRefused(Exception):
+    """An authorization request refused before its redirect URI was verified; `message` says
+    what was wrong, for the page the dashboard shows instead of any redirect."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def site_of(scope: Scope, settings: Settings) -> Site:
@@ -100,8 +125,39 @@ class OAuthEndpoints:
         return await MetadataHandler(server_metadata(self._site(request))).handle(request)
 
     async def authorize(self, request: Request) -> Response:
-        """Check the request and send the browser to the dashboard's page for it."""
-        return await AuthorizationHandler(self._provider(request)).handle(request)
+        """Check the request and send the browser to the dashboard's page for it; any
+        refusal is `SignInRefused` (a page), never a redirect to the client."""
+        params = request.query_params if request.method == "GET" else await request.form()
+        try:
+            asked = AuthorizationRequest.model_validate(params)
+        except ValidationError as exc:
+            raise SignInRefused(
+                f"the sign-in request is malformed: {stringify_pydantic_error(exc)}"
+            ) from None
+        provider = self._provider(request)
+        try:
+            client = await provider.find_client(asked.client_id)
+        except UnknownClient as exc:
+            raise SignInRefused(_unknown_client(asked.client_id, str(exc))) from None
+        try:
+            redirect_uri = _verified_redirect(client, asked)
+            scopes = client.validate_scope(asked.scope)
+            target = await provider.authorize(
+                client,
+                AuthorizationParams(
+                    state=asked.state,
+                    scopes=scopes,
+                    code_challenge=asked.code_challenge,
+                    redirect_uri=redirect_uri,
+                    redirect_uri_provided_explicitly=asked.redirect_uri is not None,
+                    resource=asked.resource,
+                ),
+            )
+        except (InvalidRedirectUriError, InvalidScopeError) as exc:
+            raise SignInRefused(exc.message) from None
+        except AuthorizeError as exc:
+            raise SignInRefused(f"{exc.error}: {exc.error_description}") from None
+        return RedirectResponse(target, status_code=302, headers=NO_STORE)
 
     async def token(self, request: Request) -> Response:
         """Codes and refresh tokens for tokens, for this server's `/mcp` only."""
@@ -153,6 +209,7 @@ def server_metadata(site: Site) -> OAuthMetadata:
         issuer=site.base,
         token_endpoint_auth_methods_supported=["none", "client_secret_post", "client_secret_basic"],
         client_id_metadata_document_supported=True,
+        authorization_response_iss_parameter_supported=True,
     )
     return OAuthMetadata.model_validate(fields)
 
@@ -170,6 +227,24 @@ def _limited(handler: Handler, *, cors: bool = True) -> ASGIApp:
         allow_methods=["POST", "OPTIONS"],
         allow_headers=[MCP_PROTOCOL_VERSION_HEADER],
     )
+
+
+def _unknown_client(client_id: str, why: str) -> str:
+    """The page's line for a client aat cannot use: a document's host and what went wrong."""
+    if is_document_url(client_id):
+        host = urlsplit(client_id).hostname
+        return f"the client's metadata document at {host} cannot be used: {why}"
+    return why
+
+
+def _verified_redirect(client: OAuthClientInformationFull, asked: AuthorizationRequest) -> AnyUrl:
+    """The redirect URI the client registered that the request names (the SDK's check),
+    refused also when it breaks the rules every registration follows now (a client stored
+    before them)."""
+    redirect_uri = client.validate_redirect_uri(asked.redirect_uri)
+    if (problem := redirect_uri_problem(redirect_uri)) is not None:
+        raise InvalidRedirectUriError(problem)
+    return redirect_uri
 
 
 def _invalid_target(site: Site) -> Response:
