@@ -26,6 +26,7 @@ from webplatform.platform import Actor, Platform
 from webplatform.process import runner
 from webplatform.store import previews as preview_rows
 from webplatform.store.models import Job, JobState, Surface
+from webplatform.store.transitions import UNSIGNED_APPROVAL
 from webplatform.worker import Worker
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -139,6 +140,13 @@ def test_a_call_whose_preview_changed_returns_to_its_card_marked_and_needs_the_n
     assert job(platform, job_id).state is JobState.pending_approval
     assert approve(alice, platform, job_id, now).status_code == 303
     assert job(platform, job_id).state is JobState.approved
+    # Its signature covers the preview, and every page that names the approver checks it.
+    for path in ("/jobs", "/approvals", f"/jobs/{job_id}"):
+        shown = alice.get(path).text
+        assert UNSIGNED_APPROVAL not in shown, path
+    history = alice.get("/jobs").text
+    row = history[history.index(f'href="/jobs/{job_id}"') :]
+    assert "<td>alice</td>" in row[: row.index("</tr>")]
 
 
 def test_approve_selected_binds_each_cards_preview(platform: Platform, alice: TestClient) -> None:

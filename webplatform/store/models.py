@@ -297,7 +297,7 @@ JOB_SUMMARY_COLUMNS: tuple[str, ...] = (
     *("id", "kind", "name", "action", "irreversible", "state", "surface", "client"),
     *("requested_by", "requester_proof", "created_at", "updated_at", "decided_by"),
     *("allowed_by_rule", "started_at", "finished_at", "exit_code", "agent_reason"),
-    *("args_digest", "decided_at", "decision_signature"),
+    *("args_digest", "decided_at", "decision_signature", "preview_digest"),
 )
 # The approvals page's history of decisions: the summary, and how each call was decided.
 JOB_DECISION_COLUMNS: tuple[str, ...] = (
