@@ -36,9 +36,11 @@ class EditProofForm(BaseModel):
 
 
 class ApproveForm(ProofForm):
-    """Approve: the digest of the arguments the page showed, and where to go afterwards."""
+    """Approve: the digest of the arguments the page showed, the digest of the preview it
+    showed (SPEC §20; absent where it showed none), and where to go afterwards."""
 
     digest: str = ""
+    preview: str | None = None
     return_to: str = "job"
 
 

@@ -43,6 +43,10 @@ class PreviewView:
     # The card shows only the head of a preview this long (`size` characters in all).
     clipped: bool = False
     size: int = 0
+    # The digest an approval from this page binds (SPEC §20), and when a worker found the
+    # preview changed since an approval (None: it never did).
+    digest: str = ""
+    changed_at: datetime | None = None
 
 
 def preview_view(
@@ -60,7 +64,13 @@ def preview_view(
     if state == "pending" and (now or datetime.now(UTC)) - row.created_at > STALE_AFTER:
         state = "stale"
     base = PreviewView(
-        action=row.action, state=state, error=row.error, truncated=row.truncated, size=size
+        action=row.action,
+        state=state,
+        error=row.error,
+        truncated=row.truncated,
+        size=size,
+        digest=row.digest or "",
+        changed_at=row.changed_at,
     )
     if not output:
         return base

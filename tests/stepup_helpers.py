@@ -3,6 +3,7 @@ checked the operator's password (tests/dashboard and tests/browser check it over
 
 from __future__ import annotations
 
+import time
 from functools import cache
 from typing import Any
 
@@ -13,6 +14,7 @@ from webplatform.platform import Platform
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import Registry
 from webplatform.registry.validation import with_defaults
+from webplatform.store import previews as preview_rows
 from webplatform.store.engine import session_scope
 from webplatform.trust.stepup import StepUp, StepUpMethod
 
@@ -30,11 +32,26 @@ def password_step_up(
 
 
 def job_step_up(platform: Platform, job_id: int, operator: str) -> StepUp:
-    """The proof for approving queued job `job_id` as it stands now."""
+    """The proof for approving queued job `job_id` as it stands now, once its preview (if its
+    action has one) has landed: an operator decides on a card that shows it, and an approval
+    given while it was pending binds "pending", which the worker's run of the preview before
+    the run never matches (SPEC §20)."""
+    preview_landed(platform, job_id)
     with session_scope(platform.engine, write=False) as session:
         job = jobs.get_job(session=session, job_id=job_id)
         assert job is not None
         return StepUp(operator=operator, digest=job.args_digest, method=StepUpMethod.password)
+
+
+def preview_landed(platform: Platform, job_id: int, timeout_s: float = 30) -> None:
+    """Wait until job `job_id`'s preview is no longer pending (at once when it has none)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with session_scope(platform.engine, write=False) as session:
+            row = preview_rows.preview_of(session=session, job_id=job_id)
+            if row is None or row.state != preview_rows.PENDING:
+                return
+        time.sleep(0.02)
 
 
 @cache

@@ -81,7 +81,10 @@ def _state(engine: Engine, job_id: int) -> JobState:
 def test_legal_moves_are_exactly_the_specs() -> None:
     assert LEGAL_MOVES[S.pending_approval] == {S.approved, S.denied, S.expired, S.cancelled}
     assert LEGAL_MOVES[S.approved] == {S.running, S.cancelled}
-    assert LEGAL_MOVES[S.running] == {S.succeeded, S.failed, S.timed_out, S.cancelled, S.lost}
+    assert LEGAL_MOVES[S.running] == {
+        *(S.succeeded, S.failed, S.timed_out, S.cancelled, S.lost),
+        S.pending_approval,  # a preview that changed before the run (SPEC §20)
+    }
     for state in jobs.TERMINAL_STATES:
         assert LEGAL_MOVES[state] == frozenset()
     assert set(LEGAL_MOVES) == set(JobState)

@@ -5,7 +5,9 @@ runs. A worker that dies stops renewing; any worker's housekeeping then marks th
 and nothing ever runs it again. Before the subprocess starts, the worker checks the
 approval's signature (`webplatform.trust.signing`) and the job's own policy (its signed policy
 columns, and with several approvals each approver's signed row: `webplatform.trust.
-decidability.start_problem`), records the decision in this host's ledger of
+decidability.start_problem`), runs the call's preview again when its approval binds one
+and sends the call back to its approvers when the preview changed (`webplatform.jobs.
+recheck`, SPEC §20), records the decision in this host's ledger of
 started decisions (`webplatform.trust.ledger`, which refuses one it has seen or one too old), and
 re-checks the stored arguments against the digest the operator approved. `start_claimed` is
 that one door: every run of an approved job passes it.
@@ -31,7 +33,7 @@ from typing import Any
 from webplatform.canonical import args_digest
 from webplatform.config import Settings
 from webplatform.housekeeping import Housekeeper, run_passes
-from webplatform.jobs import leases
+from webplatform.jobs import leases, recheck
 from webplatform.jobs import states as jobs
 from webplatform.jobs.execution import Executor, JobCall, JobRow, RunFn
 from webplatform.jobs.leases import Ending
@@ -125,6 +127,13 @@ class Worker:
         assert decision is not None  # a verified signature covers a whole decision
         if (unruly := self._policy_problem(job, decision, verifier)) is not None:
             self._refuse(job, event=POLICY_INVALID, problem=unruly)
+            return
+        # Before the ledger: a decision sent back for a changed preview was never started.
+        if job.preview_digest is not None and recheck.changed_since_approval(
+            self.platform,
+            recheck.Recheck(job, self.worker_id, self.settings.worker_lease_s),
+            self.load_registry,
+        ):
             return
         spent = self.ledger.admit(
             decision, worker_id=self.worker_id, max_age_s=max_age_s(self.settings)

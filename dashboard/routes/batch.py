@@ -1,7 +1,8 @@
 """Deciding several queued calls at once (SPEC §16): **Approve selected** and **Deny selected**.
 
-The cards' checkboxes (`name=job`, the job id) and hidden digests (`digest_<id>`, as the card
-showed them) belong to the batch form (`form="batch"`). Approving takes one step-up, bound to
+The cards' checkboxes (`name=job`, the job id), hidden digests (`digest_<id>`, as the card
+showed them) and the digests of the previews they showed (`preview_<id>`, SPEC §20) belong to
+the batch form (`form="batch"`). Approving takes one step-up, bound to
 exactly that set of (job id, digest) pairs (`webplatform.trust.stepup.batch_digest`), so a
 passkey confirmation for one set approves no other; each job is then approved on its own, at
 its own digest, through the same path as a single Approve. Denying takes no step-up, as a
@@ -58,6 +59,13 @@ def chosen_of(form: FormData) -> list[tuple[int, str]]:
     return list(chosen.items())
 
 
+def previews_of(form: FormData, chosen: list[tuple[int, str]]) -> dict[int, str]:
+    """The digest of the preview each chosen card showed (`preview_<id>`, SPEC §20), for the
+    cards that showed one."""
+    shown = {job_id: form.get(f"preview_{job_id}") for job_id, _ in chosen}
+    return {job_id: value for job_id, value in shown.items() if isinstance(value, str)}
+
+
 def line_for(platform: Platform, outcome: Outcome) -> tuple[bool, str]:
     """(decided?, the notice's line for this job): what happened, or why it was refused."""
     job_id, job, exc = outcome.job_id, outcome.job, outcome.refused
@@ -70,6 +78,8 @@ def line_for(platform: Platform, outcome: Outcome) -> tuple[bool, str]:
 
 def _why(platform: Platform, job_id: int, exc: Exception | None) -> str:
     """Why job `job_id` was left as it was, in a few words."""
+    if isinstance(exc, jobs.PreviewChanged):
+        return "its preview changed since the page showed it, not decided: review it again"
     if isinstance(exc, jobs.DigestMismatch):
         return "changed since the page showed it, not decided: review it again"
     if isinstance(exc, jobs.ApprovalExpired) or (
@@ -136,6 +146,7 @@ async def approve_selected(
             chosen=chosen,
             address=address,
             step_up=step_up,
+            previews=previews_of(form, chosen),
         )
 
     return await _run(view, decide)

@@ -135,6 +135,11 @@ def _expired(job_id: int) -> str:
 
 def _refusal(job_id: int, exc: jobs.JobError) -> tuple[int, str]:
     """The status and message of a refused decision: 409, the job is no longer as shown."""
+    if isinstance(exc, jobs.PreviewChanged):
+        return 409, (
+            f"job {job_id}'s preview changed since this page showed it: review what it would "
+            "do now, then decide again"
+        )
     if isinstance(exc, jobs.DigestMismatch):
         return 409, (
             f"job {job_id}'s arguments are not the ones this page showed: reload the page "
@@ -208,11 +213,11 @@ async def approve(
             bound=stepup.Bound(purpose="approve", digest=digest, job_id=job_id),
             address=address,
         )
-        return decisions.approve(
+        return decisions.approve_shown(
             platform=view.platform,
             job_id=job_id,
             operator=operator,
-            digest=digest,
+            shown=decisions.Shown(digest, form.preview),
             address=address,
             step_up=step_up,
         )

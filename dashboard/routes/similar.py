@@ -113,11 +113,11 @@ def _approve_and_allow(
         bound=stepup.for_change(operator, Change.approve_allow, made.target),
         address=address,
     )
-    decisions.approve(
+    decisions.approve_shown(
         platform=platform,
         job_id=job_id,
         operator=operator,
-        digest=made.target["digest"],
+        shown=decisions.Shown(made.target["digest"], form.get("preview")),
         address=address,
         step_up=approval_share(step_up, target=made.target),
     )

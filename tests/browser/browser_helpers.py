@@ -221,6 +221,10 @@ def new_card(page: Page) -> tuple[Any, int]:
     # machine stretches past any tight bound. How soon it shows is B3's to measure.
     expect(card).to_be_visible(timeout=15_000)
     job_id = int(card.get_attribute("data-job-id") or "0")
+    card = page.locator(f"#card-{job_id}")
+    # An operator decides on the preview, not on "preview pending": an approval given while
+    # it was pending binds that, and the call would come back to the card (SPEC §20).
+    expect(card.locator('[data-preview-state="pending"]')).to_have_count(0, timeout=15_000)
     return card, job_id
 
 

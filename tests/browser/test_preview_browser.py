@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from browser_helpers import McpCall, Server, job_state, new_card
+from browser_helpers import PASSWORD, McpCall, Server, job_state, new_card, wait_state
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
@@ -65,3 +65,38 @@ def test_the_delete_preview_lists_what_would_go(page: Page, server: Server) -> N
     expect(preview.locator("tbody td").nth(2)).to_have_text("<b>Minutes</b>")
     assert preview.locator("tbody b").count() == 0
     assert len(server.outbox()) == 1  # nothing went
+
+
+def test_a_deletion_whose_preview_changed_after_approval_comes_back_marked(
+    page: Page, server: Server
+) -> None:
+    """SPEC §20 in Chromium: the card showed one message to delete; another lands before the
+    run; the approval of the card as shown deletes nothing and the card comes back with both,
+    marked changed; approved again, they go."""
+    outbox = server.home / "outbox"
+    outbox.mkdir(exist_ok=True)
+    first = {"id": "1", "to": "ann@example.org", "subject": "Minutes", "body": "b"}
+    (outbox / "20250101T000000000000Z-1.json").write_text(json.dumps(first))
+    job_id = run_no_wait(server, "delete-messages")
+    card = page.locator(f"#card-{job_id}")
+    preview = card.locator("[data-preview]")
+    expect(preview).to_have_attribute("data-preview-state", "succeeded")
+    expect(preview.locator("tbody tr")).to_have_count(1)
+    second = {"id": "2", "to": "bob@example.org", "subject": "Payroll", "body": "secret"}
+    (outbox / "20250102T000000000000Z-2.json").write_text(json.dumps(second))
+    card.locator(".approve-form input[name=password]").fill(PASSWORD)
+    with page.expect_request(f"{server.url}/jobs/{job_id}/approve") as sent:
+        card.get_by_role("button", name="Approve", exact=True).click()
+    assert "preview=" in (sent.value.post_data or "")  # the card's preview, from its section
+    changed = card.locator("[data-preview-changed]")
+    expect(changed).to_contain_text("Changed since it was approved", timeout=20_000)
+    expect(changed.locator("tbody tr")).to_have_count(2)
+    expect(changed).to_contain_text("Payroll")
+    assert len(server.outbox()) == 2  # nothing was deleted
+    # The job page (job_state leaves it open) shows the same, and approves the new preview.
+    assert job_state(page, server.url, job_id) == "pending_approval"
+    expect(page.locator("[data-preview-changed]")).to_contain_text("Payroll")
+    page.locator(".approve-form input[name=password]").fill(PASSWORD)
+    page.get_by_role("button", name="Approve", exact=True).click()
+    wait_state(page, server.url, job_id, "succeeded")
+    assert server.outbox() == []

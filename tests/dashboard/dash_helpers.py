@@ -6,11 +6,13 @@ import re
 from typing import Any
 
 from fastapi.testclient import TestClient
+from stepup_helpers import preview_landed
 
 from webplatform.jobs.answers import Answer
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.store import operators
+from webplatform.store import previews as preview_rows
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface
 from webplatform.trust.authority import seal_for
@@ -56,3 +58,13 @@ def queue_send(platform: Platform, client: str = "test-agent", **args: Any) -> A
         actor=Actor(surface=Surface.mcp_http, client=client),
         consent=Consent.QUEUE,
     )
+
+
+def card_preview(platform: Platform, job_id: int) -> dict[str, str]:
+    """What a card's decision forms send of job `job_id`'s preview, once it has landed (an
+    operator decides on the preview, SPEC §20): `{"preview": digest}`, or nothing when the
+    job has none."""
+    preview_landed(platform, job_id)
+    with session_scope(platform.engine, write=False) as session:
+        row = preview_rows.preview_of(session=session, job_id=job_id)
+        return {} if row is None else {"preview": row.digest or ""}

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf
+from dash_helpers import ORIGIN, PASSWORD, add_operator, card_preview, csrf
 from fastapi.testclient import TestClient
 from soft_authenticator import SoftAuthenticator
 from sqlmodel import select
@@ -56,12 +56,14 @@ def events(platform: Platform, name: str) -> list[AuditEvent]:
 def similar_form(
     client: TestClient, platform: Platform, job_id: int, *, exact: tuple[str, ...] = ("to",)
 ) -> dict[str, str]:
-    """The card's form as an operator fills it: `exact` matched exactly, the rest any, 1h."""
+    """The card's form as an operator fills it: `exact` matched exactly, the rest any, 1h
+    (with the preview the card shows once it landed, as the card's form sends it)."""
     form = {
         "csrf_token": csrf(client, "/approvals"),
         "digest": job(platform, job_id).args_digest,
         "return_to": "job",
         "duration": "1h",
+        **card_preview(platform, job_id),
     }
     return form | {f"match_{name}": "exact" if name in exact else "any" for name in CALL}
 

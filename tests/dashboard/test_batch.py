@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf, queue_send
+from dash_helpers import ORIGIN, PASSWORD, add_operator, card_preview, csrf, queue_send
 from fastapi.testclient import TestClient
 from passkey_helpers import LOCAL, log_in_locally, post_json, with_passkey
 from soft_authenticator import SoftAuthenticator
@@ -49,8 +49,10 @@ def _queue(platform: Platform, count: int) -> list[int]:
 
 
 def _form(client: TestClient, platform: Platform, ids: list[int], **extra: str) -> dict[str, Any]:
-    """What the page's batch form sends with the cards of `ids` ticked."""
+    """What the page's batch form sends with the cards of `ids` ticked (and the preview each
+    card shows, once it has landed)."""
     digests = {f"digest_{i}": _job(platform, i).args_digest for i in ids}
+    digests |= {f"preview_{i}": card_preview(platform, i).get("preview", "") for i in ids}
     chosen = {"csrf_token": csrf(client, "/approvals"), "job": [str(i) for i in ids]}
     return chosen | digests | extra
 

@@ -32,7 +32,7 @@ from proc_helpers import (
 )
 from serving import free_port
 from sqlmodel import select
-from stepup_helpers import job_step_up, password_step_up
+from stepup_helpers import password_step_up
 
 from webplatform.config import Settings
 from webplatform.jobs import decisions
@@ -41,6 +41,7 @@ from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.store import AuditEvent, JobState, Surface, operators, session_scope
 from webplatform.trust.authority import seal_for
+from webplatform.trust.stepup import StepUp, StepUpMethod
 
 S = JobState
 PASSWORD = "correct horse battery"
@@ -109,6 +110,19 @@ def test_worker_killed_mid_run_leaves_the_job_lost_and_never_reruns_it(
     platform.engine.dispose()
 
 
+def _settled(platform: Platform, job_id: int) -> JobState | None:
+    """`succeeded`, or `pending_approval` once a worker sent the job back for its preview."""
+    state = state_of(platform.engine, job_id)
+    if state == S.succeeded:
+        return state
+    with session_scope(platform.engine, write=False) as session:
+        stmt = select(AuditEvent.id).where(
+            AuditEvent.job_id == job_id, AuditEvent.event == "preview-changed"
+        )
+        sent_back = session.exec(stmt).first() is not None
+    return state if sent_back and state == S.pending_approval else None
+
+
 @pytest.mark.slow
 def test_bridge_killed_while_waiting_keeps_the_job_and_a_new_bridge_gets_the_result(
     settings: Settings, procs: Procs
@@ -128,16 +142,27 @@ def test_bridge_killed_while_waiting_keeps_the_job_and_a_new_bridge_gets_the_res
     time.sleep(1.0)
     assert state_of(platform.engine, job.id) == S.pending_approval, "the job outlives its caller"
 
-    decisions.approve(
-        platform=platform,
-        job_id=job.id,
-        operator="olga",
-        digest=job.args_digest,
-        address=None,
-        step_up=job_step_up(platform, job.id, "olga"),
-    )
+    def approve() -> None:
+        # Not job_step_up: it waits for the preview, which a killed bridge may never finish.
+        proof = StepUp(operator="olga", digest=job.args_digest, method=StepUpMethod.password)
+        decisions.approve(
+            platform=platform,
+            job_id=job.id or 0,
+            operator="olga",
+            digest=job.args_digest,
+            address=None,
+            step_up=proof,
+        )
+
+    approve()
     procs.start("worker", ["worker"], env)
-    wait_for(lambda: state_of(platform.engine, job.id) == S.succeeded, 60, "the approved run")
+    # Killed before the preview it started had finished, the bridge left it pending, and the
+    # approval bound that: the worker runs the preview before the run, finds it changed and
+    # sends the call back (SPEC §20); the operator then approves the preview it shows.
+    settled = wait_for(lambda: _settled(platform, job.id or 0), 60, "the approved run")
+    if settled == S.pending_approval:
+        approve()
+        wait_for(lambda: state_of(platform.engine, job.id) == S.succeeded, 60, "the run")
 
     fresh = start_bridge(procs, "bridge2", env)
     fresh.call(2, "job_status", {"job": job.id, "wait_s": 5})
@@ -146,7 +171,7 @@ def test_bridge_killed_while_waiting_keeps_the_job_and_a_new_bridge_gets_the_res
     assert answer["structuredContent"]["status"] == "succeeded"
     assert answer["structuredContent"]["result"]["id"]
     assert len(outbox_files(settings)) == 1
-    assert _claims(platform, job.id) == 1
+    assert _claims(platform, job.id) == (2 if settled == S.pending_approval else 1)
     platform.engine.dispose()
 
 

@@ -12,6 +12,7 @@ from sqlalchemy import text
 import webplatform.store.engine as engine_module
 from webplatform.config import Settings
 from webplatform.store.engine import _ids_of, head_revision, make_engine
+from webplatform.store.previews import preview_digest
 
 
 @pytest.fixture(autouse=True)
@@ -32,6 +33,7 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
     engine = make_engine(settings)
     with engine.begin() as conn:
         conn.execute(text("DROP INDEX ix_job_irreversible_updated_at"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN preview_digest"))  # 0018's
         conn.execute(text("ALTER TABLE job DROP COLUMN policy_signature"))  # 0016's
         conn.execute(text("ALTER TABLE operator DROP COLUMN signed_at"))  # 0017's
         conn.execute(text("DROP TABLE agent_token"))
@@ -106,6 +108,7 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
             conn.execute(text(f"DROP TABLE {table}"))
         for column in ("expires_at", "resource"):
             conn.execute(text(f"ALTER TABLE agent_token DROP COLUMN {column}"))
+        conn.execute(text("ALTER TABLE job DROP COLUMN preview_digest"))  # 0018's
         conn.execute(text("ALTER TABLE job DROP COLUMN policy_signature"))  # 0016's
         conn.execute(text("ALTER TABLE operator DROP COLUMN signed_at"))  # 0017's
         conn.execute(text("ALTER TABLE job_approval DROP COLUMN signature"))
@@ -130,6 +133,33 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
         found = dict(conn.execute(text("SELECT id, requester_proof FROM job ORDER BY id")).all())
     engine.dispose()
     assert found == {1: "login", 2: "token", 3: None, 4: None}
+
+
+def test_previews_from_before_get_the_digest_an_approval_binds(tmp_path: Path) -> None:
+    """0018 adds `job_preview.digest` and fills it in for the previews already there, so a
+    card drawn after the upgrade can be approved (SPEC §20)."""
+    settings = Settings(home=tmp_path)
+    engine = make_engine(settings)
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE job DROP COLUMN preview_digest"))
+        conn.execute(text("ALTER TABLE job_preview DROP COLUMN digest"))
+        conn.execute(text("ALTER TABLE job_preview DROP COLUMN changed_at"))
+        conn.execute(
+            text(
+                "INSERT INTO job_preview (job_id, action, state, created_at, output, truncated) "
+                "VALUES (7, 'show', 'succeeded', '2026-12-01 00:00:00', '{\"a\": 1}', 0)"
+            )
+        )
+        conn.execute(text("UPDATE alembic_version SET version_num = '0017'"))
+    engine.dispose()
+    engine = make_engine(settings)
+    with engine.connect() as conn:
+        digest = conn.execute(text("SELECT digest FROM job_preview WHERE job_id = 7")).scalar()
+    engine.dispose()
+    expected = preview_digest(
+        action="show", state="succeeded", output='{"a": 1}', error=None, truncated=False
+    )
+    assert digest == expected
 
 
 def test_both_header_forms_name_their_revision() -> None:

@@ -7,7 +7,7 @@ agent-facing tool and no CLI command can approve anything.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -25,6 +25,16 @@ from webplatform.trust.authority import report_forged, seal_for
 from webplatform.trust.stepup import StepUp, StepUpMismatch, check_step_up, each_in_batch
 
 
+@dataclass(frozen=True)
+class Shown:
+    """What the operator's page showed of a call: its arguments' digest, and the digest of
+    its preview ("" when it showed none; None when the caller shows none, which binds the
+    preview as stored: SPEC §20)."""
+
+    digest: str
+    preview: str | None = None
+
+
 def approve(
     *,
     platform: Platform,
@@ -34,16 +44,39 @@ def approve(
     address: str | None,
     step_up: StepUp,
 ) -> Job:
-    """Approve a pending job for exactly the arguments whose digest the operator saw.
+    """Approve a pending job for exactly the arguments whose digest the operator saw (its
+    preview as stored: `approve_shown` binds the one a page showed)."""
+    return approve_shown(
+        platform=platform,
+        job_id=job_id,
+        operator=operator,
+        shown=Shown(digest),
+        address=address,
+        step_up=step_up,
+    )
+
+
+def approve_shown(
+    *,
+    platform: Platform,
+    job_id: int,
+    operator: str,
+    shown: Shown,
+    address: str | None,
+    step_up: StepUp,
+) -> Job:
+    """Approve a pending job for exactly the call and preview the operator's page showed.
 
     `step_up` is the fresh proof the dashboard verified (password or passkey); it must be
-    this operator's and for this digest, or `StepUpMismatch` is raised and nothing changes.
-    The approval is signed with the dashboard's decision key (made on first use). Raises
-    `jobs.StaleState` (someone else decided), `jobs.ApprovalExpired`, `jobs.DigestMismatch`
-    or `jobs.JobNotFound`; the caller shows them as messages.
+    this operator's and for `shown.digest`, or `StepUpMismatch` is raised and nothing
+    changes. The approval is signed with the dashboard's decision key (made on first use),
+    over the preview's digest too. Raises `jobs.StaleState` (someone else decided),
+    `jobs.ApprovalExpired`, `jobs.DigestMismatch` (`jobs.PreviewChanged`: the preview is not
+    the one shown) or `jobs.JobNotFound`; the caller shows them as messages.
     """
+    digest = shown.digest
     check_step_up(step_up, operator=operator, digest=digest)
-    context = jobs.Context(address=address, step_up=step_up.describe())
+    context = jobs.Context(address=address, step_up=step_up.describe(), preview=shown.preview)
     return _signed_decision(
         platform, jobs.approve, context, job_id=job_id, operator=operator, digest=digest
     )
@@ -77,22 +110,25 @@ def approve_batch(
     chosen: Sequence[tuple[int, str]],
     address: str | None,
     step_up: StepUp,
+    previews: Mapping[int, str] | None = None,
 ) -> list[Outcome]:
     """Approve each (job id, digest) of `chosen` with one step-up, which must be this
-    operator's proof for exactly that set (`StepUpMismatch`, nothing approved, otherwise).
+    operator's proof for exactly that set (`StepUpMismatch`, nothing approved, otherwise),
+    each bound to the digest of the preview its card showed (`previews`, by job id).
 
     Each job goes through `approve` on its own, in its own transaction, signed on its own
     digest, as if approved alone: a job that changed, expired, was decided meanwhile or may
     not be approved by this operator is refused alone (its `Outcome.refused`).
     """
     each = each_in_batch(step_up, operator=operator, chosen=chosen)
+    shown = previews or {}
 
     def one(job_id: int, digest: str) -> Job:
-        return approve(
+        return approve_shown(
             platform=platform,
             job_id=job_id,
             operator=operator,
-            digest=digest,
+            shown=Shown(digest, shown.get(job_id)),
             address=address,
             step_up=each[job_id],
         )
@@ -170,7 +206,9 @@ def rerun(*, platform: Platform, job_id: int, actor: Actor) -> Answer:
 
 __all__ = [
     "Outcome",
+    "Shown",
     "approve",
+    "approve_shown",
     "approve_batch",
     "deny",
     "deny_batch",

@@ -23,6 +23,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -125,7 +126,8 @@ def _tracked(**kwargs: Any) -> None:
             _RUNNING.discard(threading.current_thread())
 
 
-def _tick() -> None:
+def tick() -> None:
+    """The runner's tick for a preview: raises (and so stops it) when the process exits."""
     if _STOP.is_set():
         raise _Stopping
 
@@ -158,7 +160,7 @@ def _run_in_a_slot(
 ) -> Finished:
     """`run_preview` once one of the process's preview slots is free."""
     while not _SLOTS.acquire(timeout=_TICK_S):
-        _tick()
+        tick()
     try:
         return run_preview(settings=settings, spec=spec, preview=preview, args=args)
     finally:
@@ -166,10 +168,16 @@ def _run_in_a_slot(
 
 
 def run_preview(
-    *, settings: Settings, spec: ToolSpec, preview: ActionSpec, args: dict[str, Any]
+    *,
+    settings: Settings,
+    spec: ToolSpec,
+    preview: ActionSpec,
+    args: dict[str, Any],
+    on_tick: Callable[[], None] = tick,
 ) -> Finished:
     """Run the preview action with the call's arguments, confined with no writes, and
-    describe how it ended (never raises for the tool's misbehaviour)."""
+    describe how it ended (never raises for the tool's misbehaviour). `on_tick` is called
+    while it runs (default: stop when the process exits)."""
     clean, problems = validate_args(preview, args)
     if problems:
         return Finished(
@@ -190,7 +198,7 @@ def run_preview(
         max_output_bytes=MAX_BYTES,
         redact=mask,
     )
-    result = runner.run(call, on_tick=_tick, tick_s=_TICK_S)
+    result = runner.run(call, on_tick=on_tick, tick_s=_TICK_S)
     return finished(result, mask, settings.preview_timeout_s)
 
 

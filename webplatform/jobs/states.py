@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlmodel import Session, col
 
+from webplatform.store import previews as preview_rows
 from webplatform.store.approvals import add_approval
 from webplatform.store.audit import AuditEntry, audit_events, record_event
 from webplatform.store.audit_chain import lock_chain
@@ -78,6 +79,7 @@ __all__ = [
     "JobError",
     "JobNotFound",
     "NotAllowed",
+    "PreviewChanged",
     "StaleState",
     "approve",
     "audit_events",
@@ -110,16 +112,23 @@ class AlreadyApproved(JobError):
     """The same operator approved this job before; another operator's approval is needed."""
 
 
+class PreviewChanged(DigestMismatch):
+    """The job's preview is no longer the one the operator's page showed (SPEC §20)."""
+
+
 @dataclass(frozen=True)
 class Context:
     """How a decision reached us: the decider's `address`, the step-up proof they gave
     (`step_up`, its description: never a secret), the `seal` their operator row must verify
-    with (None: the signer's own key), and the time (`now`, None: the clock's)."""
+    with (None: the signer's own key), the time (`now`, None: the clock's), and the digest
+    of the preview their page showed (`preview`: "" for none, None when nothing was shown;
+    SPEC §20)."""
 
     address: str | None = None
     step_up: str | None = None
     seal: RowSeal | None = None
     now: datetime | None = None
+    preview: str | None = None
 
 
 @dataclass(frozen=True)
@@ -206,9 +215,13 @@ def approve(
     dashboard's decision key (a worker runs nothing whose approval does not verify). The
     operator's row must verify with `context.seal` (default: the signer's own key).
 
-    Raises DigestMismatch if the job's digest differs, and what `enforce` raises when the
-    decision point refuses (StaleState; ApprovalExpired, the expiry committed; NotAllowed;
-    AlreadyApproved).
+    `context.preview` is the digest of the preview the operator's page showed ("" for none);
+    the signed decision binds it (SPEC §20), and None binds the preview as stored now (a
+    caller that shows none: the run form's operator, a test).
+
+    Raises DigestMismatch if the job's digest differs, PreviewChanged if its preview is not
+    the one shown, and what `enforce` raises when the decision point refuses (StaleState;
+    ApprovalExpired, the expiry committed; NotAllowed; AlreadyApproved).
     """
     now = context.now or utcnow()
     seal = context.seal or signer.row_seal()
@@ -221,6 +234,7 @@ def approve(
         raise DigestMismatch(
             f"job {job_id} is not the call you reviewed (digest differs); reload and decide again"
         )
+    shown = _preview_shown(session, job, context.preview)
     standing, verdict = judge(
         session=session, job=job, operator=operator, intent=Intent.approve, context=context
     )
@@ -237,7 +251,20 @@ def approve(
         ),
         seal=seal,
     )
-    return _counted(session, job, (*standing.given, operator), signer, context)
+    return _counted(session, job, (*standing.given, operator), signer, context, shown)
+
+
+def _preview_shown(session: Session, job: Job, preview: str | None) -> str | None:
+    """The digest of job's preview the approval binds: the stored one, which must be the one
+    the operator's page showed (`preview`; None: whatever is stored), else PreviewChanged."""
+    row = preview_rows.preview_of(session=session, job_id=job.id or 0)
+    stored = None if row is None else row.digest
+    if preview is not None and job.state == S.pending_approval and preview != (stored or ""):
+        raise PreviewChanged(
+            f"job {job.id}'s preview changed since your page showed it (or your page showed "
+            "none): review what it would do now, then decide again"
+        )
+    return stored
 
 
 def _counted(
@@ -246,9 +273,11 @@ def _counted(
     given: tuple[str, ...],
     signer: DecisionSigner,
     context: Context,
+    preview: str | None = None,
 ) -> Job:
     """The job once `given` approved it: still pending (an audit event says how many of how
-    many), or, with the last approval, one compare-and-set signed over every approver."""
+    many), or, with the last approval, one compare-and-set signed over every approver and
+    the digest of the preview approved (`preview`)."""
     now = context.now or utcnow()
     detail = call_detail(job) + (f"; {context.step_up}" if context.step_up else "")
     if len(given) < job.approvals_required:
@@ -267,6 +296,7 @@ def _counted(
         "decided_by": ", ".join(given),
         "decided_at": now,
         "decided_from": context.address,
+        "preview_digest": preview,
     }
     fields["decision_signature"] = _signed(signer, job, "approved", fields)
     return _cas(

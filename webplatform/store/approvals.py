@@ -56,3 +56,9 @@ def add_approval(*, session: Session, row: JobApproval, seal: RowSeal) -> JobApp
     session.add(row)
     session.flush()
     return row
+
+
+def forget_approvals(*, session: Session, job_id: int) -> int:
+    """Delete every approval job `job_id` collected (it waits for new ones: SPEC §20); how many."""
+    stmt = delete(JobApproval).where(col(JobApproval.job_id) == job_id)
+    return int(session.exec(stmt).rowcount)

@@ -209,6 +209,10 @@ class Job(JobBase, table=True):
     # job is treated (its call, its policy, who asked, its window: `webplatform.store.seals.
     # policy_message`); the decision point and the worker refuse a job where it does not verify.
     policy_signature: str | None = Field(default=None, sa_type=String(200))
+    # The digest of the preview the approving operator saw (SPEC §20: `webplatform.store.
+    # previews.preview_digest`), set with the approval and covered by its signature; the
+    # worker runs the preview again and starts the call only if it still says the same.
+    preview_digest: str | None = Field(default=None, sa_type=String(64))
 
 
 def loaded_job(values: Mapping[str, Any]) -> Job:
@@ -276,6 +280,12 @@ class JobPreview(SQLModel, table=True):
     error: str | None = Field(default=None, sa_type=Text)
     # Whether the preview printed more than was kept.
     truncated: bool = False
+    # sha256 over what the card shows of it (`webplatform.store.previews.preview_digest`):
+    # what an approval binds, kept here because a card reads only the head of the output.
+    digest: str | None = Field(default=None, sa_type=String(64))
+    # When a worker ran it again before the run and it said something else than what was
+    # approved (SPEC §20): the card marks it "changed since it was approved".
+    changed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 # A job as history lists it (the jobs page, exports): no arguments, result or output, so
@@ -287,7 +297,7 @@ JOB_SUMMARY_COLUMNS: tuple[str, ...] = (
     *("id", "kind", "name", "action", "irreversible", "state", "surface", "client"),
     *("requested_by", "requester_proof", "created_at", "updated_at", "decided_by"),
     *("allowed_by_rule", "started_at", "finished_at", "exit_code", "agent_reason"),
-    *("args_digest", "decided_at", "decision_signature"),
+    *("args_digest", "decided_at", "decision_signature", "preview_digest"),
 )
 # The approvals page's history of decisions: the summary, and how each call was decided.
 JOB_DECISION_COLUMNS: tuple[str, ...] = (

@@ -1,4 +1,9 @@
-"""Preview rows (SPEC §16): written `pending` with their job, finished once, read by pages."""
+"""Preview rows (SPEC §16): written `pending` with their job, finished once, read by pages.
+
+Each row keeps the digest of what a card shows of it (`preview_digest`), which an approval
+binds (SPEC §20); a worker that runs the preview again before the run and gets another
+answer records the new one here (`record_changed`), marked changed.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import defer
 from sqlmodel import Session, col, delete, func, select
 
+from webplatform.canonical import canonical_json, sha256_hex
 from webplatform.store.models import JobPreview, utcnow
 
 PENDING = "pending"
@@ -35,26 +41,73 @@ class Finished:
     truncated: bool = False
 
 
+def preview_digest(
+    *, action: str, state: str, output: str | None, error: str | None, truncated: bool
+) -> str:
+    """sha256 over everything a card or job page shows of a preview: its action, how it
+    ended, its output and error. Equal previews, equal digests; a pending one has its own."""
+    shown = {
+        "action": action,
+        "state": state,
+        "output": output,
+        "error": error,
+        "truncated": truncated,
+    }
+    return sha256_hex(canonical_json(shown))
+
+
+def digest_of(action: str, done: Finished) -> str:
+    """The digest of preview `action` ended as `done` (see `preview_digest`)."""
+    return preview_digest(
+        action=action,
+        state=done.state,
+        output=done.output,
+        error=done.error,
+        truncated=done.truncated,
+    )
+
+
 def add_pending(*, session: Session, job_id: int, action: str) -> None:
     """Record that job `job_id`'s preview `action` is about to run."""
-    session.add(JobPreview(job_id=job_id, action=action, state=PENDING))
+    pending = preview_digest(action=action, state=PENDING, output=None, error=None, truncated=False)
+    session.add(JobPreview(job_id=job_id, action=action, state=PENDING, digest=pending))
     session.flush()
 
 
 def finish(*, session: Session, job_id: int, done: Finished, at: datetime | None = None) -> bool:
     """Record how the preview ended, once: False when it was no longer pending (or is gone)."""
+    row = session.get(JobPreview, job_id)
+    if row is None:
+        return False
     stmt = (
         update(JobPreview)
         .where(col(JobPreview.job_id) == job_id, col(JobPreview.state) == PENDING)
-        .values(
-            state=done.state,
-            output=done.output,
-            error=done.error,
-            truncated=done.truncated,
-            finished_at=at or utcnow(),
-        )
+        .values(**_ended(row.action, done, at or utcnow()))
     )
     return bool(session.execute(stmt).rowcount)  # type: ignore[attr-defined]
+
+
+def record_changed(*, session: Session, job_id: int, done: Finished, at: datetime) -> None:
+    """Replace job `job_id`'s preview with `done`, what a run before the call's own run said,
+    marked changed at `at` (SPEC §20): the card shows it, and a new approval binds it."""
+    row = session.get(JobPreview, job_id)
+    if row is None:
+        return
+    values = _ended(row.action, done, at) | {"changed_at": at}
+    session.execute(update(JobPreview).where(col(JobPreview.job_id) == job_id).values(**values))
+    session.expire(row)
+
+
+def _ended(action: str, done: Finished, at: datetime) -> dict[str, object]:
+    """The columns of a preview that ended as `done` at `at`."""
+    return {
+        "state": done.state,
+        "output": done.output,
+        "error": done.error,
+        "truncated": done.truncated,
+        "finished_at": at,
+        "digest": digest_of(action, done),
+    }
 
 
 def preview_of(*, session: Session, job_id: int) -> JobPreview | None:

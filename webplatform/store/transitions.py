@@ -26,7 +26,11 @@ LEGAL_MOVES: dict[JobState, frozenset[JobState]] = {
     S.pending_approval: frozenset({S.approved, S.denied, S.expired, S.cancelled}),
     # An approved job nobody has claimed yet stays approved: expiry is only for decisions.
     S.approved: frozenset({S.running, S.cancelled}),
-    S.running: frozenset({S.succeeded, S.failed, S.timed_out, S.cancelled, S.lost}),
+    # Back to waiting before its tool started: the preview, run again by the worker that
+    # claimed it, no longer says what was approved (SPEC §20; `webplatform.jobs.recheck`).
+    S.running: frozenset(
+        {S.succeeded, S.failed, S.timed_out, S.cancelled, S.lost, S.pending_approval}
+    ),
     **{state: frozenset() for state in TERMINAL_STATES},
 }
 # Columns a move may set besides `state` and `updated_at`; the call itself is immutable.
@@ -48,6 +52,7 @@ _MOVABLE = frozenset(
         "error",
         "note",
         "decision_signature",
+        "preview_digest",
     }
 )
 # What a page or an error says of a job whose row claims an approval that no valid signature

@@ -6,6 +6,10 @@ name), action, decision, approving operators and time. A worker checks the signa
 the public key (`AAT_DECISION_PUBLIC_KEY`, or `AAT_HOME/decision-key.pub`) before it starts
 a job, so a database write alone (a SQL `UPDATE`, a copied row, a changed digest) cannot
 make anything run.
+
+For an action with a preview, the decision also covers the digest of the preview the
+operator saw (SPEC §20, `Job.preview_digest`): the worker runs the preview again and starts
+the call only when it says the same. A decision without one signs the bytes it always did.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class Decision:
     # A call allowed by a rule (SPEC §16): the rule, and the requester it was allowed for.
     rule: int | None = None
     requester: str | None = None
+    # The digest of the preview the operator approved (SPEC §20); None when none was shown.
+    preview: str | None = None
 
     def message(self) -> bytes:
         """The canonical bytes that are signed: equal decisions, equal bytes."""
@@ -67,6 +73,8 @@ class Decision:
         }
         if self.rule is not None:  # absent otherwise: decisions signed before still verify
             body |= {"rule": self.rule, "requester": self.requester}
+        if self.preview is not None:  # likewise: decisions on calls without one still verify
+            body["preview"] = self.preview
         return _CONTEXT + canonical_json(body).encode("utf-8")
 
 
@@ -84,6 +92,7 @@ def decision_for(job: Job, decision: str, operators: tuple[str, ...], at: dateti
         at=at,
         rule=job.allowed_by_rule,
         requester=job.requested_by if job.allowed_by_rule is not None else None,
+        preview=job.preview_digest,
     )
 
 
