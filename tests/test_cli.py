@@ -6,6 +6,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -311,12 +312,23 @@ def test_a_worker_says_at_start_when_tools_get_no_namespaces(
         text=True,
         cwd=Path(env["AAT_HOME"]).parent,
     )
-    try:
+    said: list[str] = []
+
+    def read() -> None:
         assert proc.stderr is not None
-        said = [proc.stderr.readline().rstrip("\n") for _ in range(4)]
+        said.extend(text.rstrip("\n") for text in proc.stderr)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        # Said at start, among the worker's first lines (how many others it logs is its own).
+        deadline = time.monotonic() + 30
+        while line not in said and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        reader.join(timeout=10)
     assert line in said, said
 
 
