@@ -5,12 +5,14 @@ to tap and inside the screen."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from browser_helpers import MESSAGE, OPERATOR, PASSWORD, McpCall, Server, new_card, queue_directly
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Locator, Page
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "approvals-phone.png"
 WIDTH, HEIGHT = 390, 844
@@ -65,8 +67,20 @@ def assert_fits_and_tappable(page: Page, scope: str) -> None:
     password = page.locator(f"{scope} .approve-form input[name=password]").bounding_box()
     assert password is not None and password["height"] >= TAP_PX
     assert password["x"] + password["width"] <= WIDTH
-    args = page.locator(f"{scope} pre.args, pre.args").first.bounding_box()
+    args = _box(page.locator(f"{scope} pre.args, pre.args").first)
     assert args is not None and args["x"] + args["width"] <= WIDTH
+
+
+def _box(locator: Locator) -> Any:
+    """The element's box, measured again if the queue's refresh swapped the card meanwhile
+    (a swapped-out element has no box)."""
+    for _ in range(50):
+        locator.wait_for(state="visible")
+        box = locator.bounding_box()
+        if box is not None:
+            return box
+        time.sleep(0.1)
+    return None
 
 
 def test_the_approvals_page_fits_a_phone(phone: Page, server: Server) -> None:

@@ -20,6 +20,7 @@ from dash_helpers import ORIGIN, PASSWORD, add_operator, csrf, queue_send
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlmodel import select
+from stepup_helpers import preview_landed
 
 from webplatform.canonical import args_digest
 from webplatform.config import EXAMPLES_ROOT
@@ -79,6 +80,9 @@ def _run_worker(platform: Platform) -> None:
 
 
 def _decide(client: TestClient, platform: Platform, job_id: int, verb: str) -> None:
+    # As an operator decides: on the card once its preview is there (an approval of a
+    # pending preview comes back once, when the worker runs the preview again).
+    preview_landed(platform, job_id)
     form = {
         "csrf_token": csrf(client),
         "password": PASSWORD,
@@ -154,13 +158,16 @@ def _every_kind(platform: Platform, ada: TestClient) -> dict[str, int]:
     assert asked.job is not None
     made["reversible, held by an ask rule, approved"] = asked.job
     made["approved"] = _queued(platform, subject="approved")
-    made["approved, failed"] = _queued(platform, **{"delay-s": 99999})
+    # Its preview fails (the delay is out of range), so once approved the worker's second run
+    # of the preview sends it back to its approvers instead of running it (SPEC §20).
+    made["approved, sent back by its preview"] = _queued(platform, **{"delay-s": 99999})
     made["denied"] = _queued(platform, subject="denied")
     made["expired"] = _queued(platform, subject="expired")
     made["withdrawn"] = _queued(platform, subject="withdrawn")
     made["cancelled while waiting"] = _queued(platform, subject="cancelled")
     made["edited"] = _queued(platform, subject="before the edit")
-    for kind in ("reversible, held by an ask rule, approved", "approved", "approved, failed"):
+    approved = ("reversible, held by an ask rule, approved", "approved")
+    for kind in (*approved, "approved, sent back by its preview"):
         _decide(ada, platform, made[kind], "approve")
     _decide(ada, platform, made["denied"], "deny")
     edit = {"csrf_token": csrf(ada), "_password": PASSWORD, **message, "subject": "edited"}
@@ -196,7 +203,7 @@ FINAL = {
     "allowed by a rule": JobState.succeeded,
     "reversible, held by an ask rule, approved": JobState.succeeded,
     "approved": JobState.succeeded,
-    "approved, failed": JobState.failed,
+    "approved, sent back by its preview": JobState.pending_approval,
     "denied": JobState.denied,
     "expired": JobState.expired,
     "withdrawn": JobState.denied,

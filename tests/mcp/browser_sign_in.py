@@ -165,8 +165,25 @@ class Terminal:
         self.folder = Path(tempfile.mkdtemp(prefix="aat-tmux-"))  # short: a socket path
         self.socket = str(self.folder / "s")
         # The tmux server started here gives the session this environment.
+        # The pane stays when the program exits, so a client that quits shows why on its
+        # screen instead of taking the tmux server (and the test's view of it) with it.
         self.tmux(
-            "new-session", "-d", "-x", "200", "-y", "50", "-c", str(cwd), "--", *argv, env=env
+            "new-session",
+            "-d",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            "-c",
+            str(cwd),
+            "--",
+            *argv,
+            ";",
+            "set-option",
+            "-g",
+            "remain-on-exit",
+            "on",
+            env=env,
         )
 
     def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
