@@ -157,6 +157,10 @@ def mcp_status(url: str, token: str) -> int:
     return httpx.post(f"{url}/mcp", json=init, headers=headers, timeout=30).status_code
 
 
+def _ci_variable(name: str) -> bool:
+    return name in ("CI", "CONTINUOUS_INTEGRATION") or name.startswith("CI_")
+
+
 class Terminal:
     """A terminal UI in a tmux session on a private socket, read and typed into as a user
     would."""
@@ -164,6 +168,9 @@ class Terminal:
     def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str]) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="aat-tmux-"))  # short: a socket path
         self.socket = str(self.folder / "s")
+        # A person at a terminal, not a CI job: clients that see `CI` (Gemini CLI does) refuse
+        # their interactive UI and exit asking for a prompt on stdin.
+        env = {k: v for k, v in env.items() if not _ci_variable(k)}
         # The tmux server started here gives the session this environment.
         # The pane stays when the program exits, so a client that quits shows why on its
         # screen instead of taking the tmux server (and the test's view of it) with it.

@@ -7,6 +7,7 @@ import pytest
 import tasks_client as tc
 from mcp import Client
 from mcp_helpers import aat_mcp_process, approve, serve_mcp
+from stepup_helpers import preview_landed
 from test_native_waiting import SEND, all_jobs
 from test_tasks import MODERN, poll_until_done
 
@@ -59,8 +60,12 @@ async def test_stdio_task_outlives_the_bridge_process_that_made_it(
     async with Client(params, mode=MODERN, extensions=[tc.TasksClient()]) as client:
         with anyio.fail_after(40):
             created = await tc.call(client, "run_tool_confirmed", SEND)
+        [queued] = pending_for(platform=platform)
+        # The card's preview runs in this bridge process: it ends once the preview is on the
+        # card (a preview cut off with its process never lands, and an approval of a card
+        # still saying "pending" comes back once for its preview, SPEC §20).
+        await anyio.to_thread.run_sync(preview_landed, platform, int(queued["job"]))
     assert isinstance(created, tc.CreatedTask), created
-    [queued] = pending_for(platform=platform)
     approve(platform, int(queued["job"]))
     # A new `aat mcp` (the client restarted it) polls the same task to its result.
     async with Client(params, mode=MODERN, extensions=[tc.TasksClient()]) as client:
