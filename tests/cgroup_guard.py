@@ -84,3 +84,16 @@ def _remove(groups: list[Path], mounts: list[Path]) -> None:
             os.rmdir(group)
     for mount in mounts:
         subprocess.run(["umount", str(mount)], check=False)
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Host pids whose command line carries `tag` (a test's own marker on its tools)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if tag.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cgroup_guard import guard
+from cgroup_guard import guard, tagged_pids
 
 from webplatform.process import confine, runner, spawner
 from webplatform.process.limits import explain, hit
@@ -144,19 +144,6 @@ def test_a_descriptor_leak_fails_naming_the_open_files_limit(
     )
 
 
-def _tagged(tag: str) -> list[int]:
-    """Host pids whose command line carries `tag`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if tag.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
-                    found.append(int(name))
-            except OSError:
-                continue
-    return found
-
-
 @WARM
 def test_a_child_left_behind_does_not_outlive_the_call(
     hog: ToolSpec, home: Path, warm: bool
@@ -166,11 +153,11 @@ def test_a_child_left_behind_does_not_outlive_the_call(
     try:
         assert res.outcome == "succeeded", res.error
         deadline = time.monotonic() + 2
-        while _tagged(tag) and time.monotonic() < deadline:
+        while tagged_pids(tag) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert _tagged(tag) == []
+        assert tagged_pids(tag) == []
     finally:
-        for pid in _tagged(tag):
+        for pid in tagged_pids(tag):
             os.kill(pid, 9)
 
 

@@ -9,7 +9,6 @@ each attack ends as its call's failure naming the limit it hit.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from cgroup_guard import guard
+from cgroup_guard import guard, tagged_pids
 from mcp import Client
 from serving import aat_env, free_port, wait_healthy
 
@@ -126,7 +125,7 @@ async def test_aat_keeps_answering_while_tools_hit_their_limits(tmp_path: Path) 
     assert other["status"] == "succeeded", other
     for tool in ("hog", "hog-warm"):
         assert answers[(tool, "orphan")]["status"] == "succeeded"
-    assert _tagged(TAG) == []  # no child left behind outlived its call
+    assert tagged_pids(TAG) == []  # no child left behind outlived its call
     print(f"slowest answers while attacked: {probe.slowest} over {probe.asked} asks", probe.times)
     assert probe.asked["healthz"] >= 2 and probe.asked["mcp"] >= 2, probe.asked
     assert probe.slowest["healthz"] < ANSWER_WITHIN_S, probe.slowest
@@ -160,16 +159,3 @@ async def storm(base: str) -> tuple[dict[tuple[str, str], dict[str, Any]], Probe
             attacks.start_soon(another)
         done.set()
     return answers, probe, other
-
-
-def _tagged(tag: str) -> list[int]:
-    """Host pids whose command line carries `tag`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if tag.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
-                    found.append(int(name))
-            except OSError:
-                continue
-    return found

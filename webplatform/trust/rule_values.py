@@ -160,6 +160,7 @@ def is_glob(text: str) -> bool:
 
 
 _ONE, _RUN, _LINE = "?", "*", "**"
+_CHARS_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -200,21 +201,29 @@ class Glob:
                 return states
             states = more
 
-    def _step(self, states: int, char: str, cache: dict[str, tuple[int, int]]) -> int:
-        if char not in cache:
+    @cached_property
+    def _by_char(self) -> dict[str, tuple[int, int]]:
+        """Per character seen: the tokens it advances past, and the runs it stays in. Kept
+        with the pattern, so each rule's pattern learns a character once, not once a call."""
+        return {}
+
+    def _step(self, states: int, char: str) -> int:
+        moves = self._by_char.get(char)
+        if moves is None:
             seg, line, runs = self._masks
             literal = sum(1 << i for i, t in enumerate(self.tokens) if t == char and t not in _FILL)
             accept = literal | (seg if in_segment(char) else 0) | (line if in_line(char) else 0)
-            cache[char] = (accept & ~runs, accept & runs)
-        advance, stay = cache[char]
+            moves = (accept & ~runs, accept & runs)
+            if len(self._by_char) < _CHARS_KEPT:  # an agent's alphabet cannot grow it forever
+                self._by_char[char] = moves
+        advance, stay = moves
         return self._closure(((states & advance) << 1) | (states & stay))
 
     def matches(self, value: str) -> bool:
         """Whether the whole of `value` matches the pattern."""
-        cache: dict[str, tuple[int, int]] = {}
         states = self._closure(1)
         for char in value:
-            states = self._step(states, char, cache)
+            states = self._step(states, char)
             if not states:
                 return False
         return bool(states >> len(self.tokens) & 1)

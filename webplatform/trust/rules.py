@@ -33,6 +33,7 @@ from webplatform.trust.gate import is_irreversible
 from webplatform.trust.policy import policy_for
 from webplatform.trust.rule_values import (
     RULE_DECIMALS,
+    RULE_NUMBER_LIMIT,
     cedar_encodable,
     cedar_string,
     cedar_value,
@@ -291,7 +292,10 @@ def condition_problem(cond: Condition) -> str | None:
     """Why a condition's values cannot be compared exactly with a call's, in one line."""
     for value in (cond.value, *cond.options, cond.low, cond.high):
         if (problem := rule_number_problem(value)) is not None:
-            return f"{problem}: rules name numbers within that range, to {RULE_DECIMALS} places"
+            return (
+                f"{problem}: a rule's numbers have at most {RULE_DECIMALS} decimal places and "
+                f"lie within ±{RULE_NUMBER_LIMIT:,.0f}"
+            )
         if isinstance(value, str) and not cedar_encodable(value):
             return f"{value!r} holds a lone surrogate, which no call's text can"
     return None
