@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_helpers import aat_mcp_process, body, connect, later
 from mcp_types import INVALID_PARAMS, CallToolResult, ElicitResult, InputRequiredResult
 from platforms import platform_with
+from stepup_helpers import preview_landed
 from test_native_waiting import SEND, Elicitations, all_jobs, approve_first_pending, job_page
 
 from webplatform.mcp import sealing
@@ -120,8 +121,11 @@ async def test_aat_mcp_restarted_between_the_rounds_still_answers_the_retry(
     async with Client(params, mode=MODERN, elicitation_callback=asked) as client:
         with anyio.fail_after(40):
             asked_for = await first_round(client)
+        # The card's preview lands while this bridge runs; one cut off by its exit is re-run
+        # by the worker before the run and sends the call back for a second look.
+        [queued] = all_jobs(platform)
+        await anyio.to_thread.run_sync(preview_landed, platform, queued.id or 0)
     [request] = asked_for.input_requests.values()
-    [queued] = all_jobs(platform)
     assert request.params.url == job_page(platform, queued.id or 0)  # type: ignore[union-attr]
     later(1.0, lambda: approve_first_pending(platform))
     async with Client(params, mode=MODERN, elicitation_callback=asked) as client:
