@@ -248,6 +248,58 @@ class Card:
     preview: PreviewView | None = None
 
 
+# How many cards the approvals page says the outcome of, in place, after they left the queue.
+OUTCOMES_SHOWN = 50
+# What became of a call that left the queue, as its former card says it.
+FATES = {
+    JobState.approved: "approved",
+    JobState.running: "approved",
+    JobState.succeeded: "approved",
+    JobState.failed: "approved",
+    JobState.timed_out: "approved",
+    JobState.lost: "approved",
+    JobState.denied: "denied",
+    JobState.expired: "expired",
+    JobState.cancelled: "withdrawn",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A call this page showed as a card that no longer waits: where its card was, the page
+    says what became of it and who decided (SPEC §25), instead of letting it vanish."""
+
+    job: Job
+    # approved / denied / expired / withdrawn (see FATES).
+    fate: str
+    # True when the operator viewing the page did not decide it themselves.
+    by_someone_else: bool
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call goes on to run."""
+        return self.fate == "approved"
+
+
+def outcomes(platform: Platform, job_ids: list[int], viewer: str) -> list[Outcome]:
+    """What became of the jobs `job_ids` (the cards a page showed) that no longer wait."""
+    wanted = sorted(set(job_ids))[-OUTCOMES_SHOWN:]
+
+    def read(session: Session) -> list[Job]:
+        found = (queries.get_job(session=session, job_id=i) for i in wanted)
+        return [job for job in found if job is not None]
+
+    out = []
+    for job in platform.transact(read, write=False):
+        fate = FATES.get(job.state)
+        if fate is None:
+            continue
+        decided_by = job.decided_by or ""
+        other = fate in ("approved", "denied") and decided_by != viewer
+        out.append(Outcome(job=job, fate=fate, by_someone_else=other))
+    return out
+
+
 @dataclass
 class Queue:
     """The approvals page: one page of what waits, the true count, and recent decisions."""

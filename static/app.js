@@ -98,3 +98,120 @@
   document.addEventListener("DOMContentLoaded", function () { check(); setUpNotifications(); });
   document.addEventListener("htmx:afterSettle", check);
 })();
+
+// The outcome where the hand is (SPEC §25). A decision's answer is swapped into #notice; it
+// is also said on the card that was used, and focus moves to the next card (or, when the
+// call still waits, back to the card's password). The queue's refresh is told which cards
+// this tab showed lately (`shown`), so a card that left (approved, denied, expired, decided
+// by someone else) is replaced by a line saying so, where it was, from the server's record.
+(function () {
+  "use strict";
+  var SEEN_MS = 120000;
+  var seen = {};
+  var notes = {};
+  var focusAfter = null;
+
+  function live() { return document.getElementById("approvals-live"); }
+  function cardOf(node) {
+    return node && node.closest ? node.closest("article.card[data-job-id]") : null;
+  }
+
+  function say(card, note) {
+    var slot = card.querySelector(".card-outcome");
+    if (!slot) {
+      slot = document.createElement("p");
+      slot.setAttribute("role", "status");
+      var header = card.querySelector("header");
+      card.insertBefore(slot, header ? header.nextSibling : card.firstChild);
+    }
+    slot.className = "card-outcome outcome " + (note.ok ? "ok" : "error");
+    slot.textContent = note.text;
+  }
+
+  function nextCard(card) {
+    var ways = ["nextElementSibling", "previousElementSibling"];
+    for (var w = 0; w < ways.length; w++) {
+      for (var node = card[ways[w]]; node; node = node[ways[w]]) {
+        if (node.matches("article.card[data-job-id]")) { return node.id; }
+      }
+    }
+    return null;
+  }
+
+  function settled() {
+    var now = Date.now();
+    document.querySelectorAll("article.card[data-job-id]").forEach(function (card) {
+      seen[card.getAttribute("data-job-id")] = now;
+    });
+    Object.keys(seen).forEach(function (id) { if (now - seen[id] > SEEN_MS) { delete seen[id]; } });
+    Object.keys(notes).forEach(function (id) {
+      var card = document.getElementById("card-" + id);
+      if (card) { say(card, notes[id]); } else { delete notes[id]; }
+    });
+    if (focusAfter) {
+      var target = document.getElementById(focusAfter);
+      if (target) { target.focus({ preventScroll: true }); focusAfter = null; }
+    }
+  }
+
+  document.addEventListener("htmx:configRequest", function (event) {
+    var detail = event.detail || {};
+    if (detail.elt === live()) { detail.parameters.shown = Object.keys(seen).join(","); }
+  });
+
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var detail = event.detail || {};
+    if (!detail.target || detail.target.id !== "notice") { return; }
+    var card = cardOf(detail.requestConfig && detail.requestConfig.elt);
+    var said = detail.target.querySelector(".notice");
+    if (!card || !said) { return; }
+    var id = card.getAttribute("data-job-id");
+    var note = { text: said.textContent.trim(), ok: said.classList.contains("ok") };
+    decided = note.ok ? id : null;
+    notes[id] = note;
+    say(card, note);
+    var password = document.getElementById("password-" + id);
+    focusAfter = note.ok ? nextCard(card) : (password ? password.id : card.id);
+    if (!note.ok && focusAfter) { document.getElementById(focusAfter).focus({ preventScroll: true }); }
+  });
+
+  // The queue's refresh keeps what the operator looks at where it was: the card just decided
+  // (or else the first card in view) stays at the same height on the screen, whether it
+  // comes back as a card or as the line saying its outcome. The browser's own scroll
+  // anchoring is off for the queue (app.css): it would pin the card below instead.
+  var anchor = null;
+  var decided = null;
+
+  function slotOf(id) {
+    return document.getElementById("card-" + id) || document.getElementById("outcome-" + id);
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var detail = event.detail || {};
+    if (!detail.target || detail.target !== live()) { return; }
+    var slot = decided ? slotOf(decided) : null;
+    if (!slot) {
+      var all = live().querySelectorAll("article.card");
+      for (var i = 0; i < all.length && !slot; i++) {
+        if (all[i].getBoundingClientRect().bottom > 0) { slot = all[i]; }
+      }
+    }
+    anchor = slot ? { id: slot.id.replace(/^\D+-/, ""), top: slot.getBoundingClientRect().top } : null;
+  });
+
+  function keepPlace() {
+    if (!anchor) { return; }
+    var slot = slotOf(anchor.id);
+    if (slot) { window.scrollBy(0, slot.getBoundingClientRect().top - anchor.top); }
+    // A tall card decided from its foot leaves its outcome above the screen: bring it in.
+    var top = slot ? slot.getBoundingClientRect().top : 0;
+    if (slot && anchor.id === decided && (top < 0 || top > window.innerHeight - 40)) {
+      slot.scrollIntoView({ block: "nearest" });
+    }
+    if (anchor.id === decided) { decided = null; }
+    anchor = null;
+  }
+
+  document.addEventListener("htmx:afterSettle", function () { keepPlace(); settled(); });
+  document.addEventListener("DOMContentLoaded", settled);
+})();

@@ -10,6 +10,8 @@ a new request shows up within the 2 s the spec asks for. The deny-reason inputs 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from fastapi import APIRouter
 from starlette.responses import Response
 
@@ -46,6 +48,9 @@ def render_queue(
         page = 1
     operator = getattr(request.state, "operator", "")
     queue = data.approval_queue(platform, page=page, newest_first=newest_first)
+    waiting = {card.job.id for card in queue.pending}
+    gone = [i for i in _shown_ids(request.query_params) if i not in waiting]
+    outcomes = data.outcomes(platform, gone, operator) if gone else []
     # The rules in force, on the whole page only: the polled block is read every second.
     rules = (
         []
@@ -57,6 +62,7 @@ def render_queue(
         "approvals.html",
         {
             "queue": queue,
+            "slots": _slots(queue.pending, outcomes, newest_first=newest_first),
             "pending_count": queue.total,
             "order": "newest" if newest_first else "oldest",
             **stepup.passkey_context(platform, operator),
@@ -69,6 +75,23 @@ def render_queue(
         status_code=status_code,
         headers={"HX-Trigger": "queue-changed"} if block == "notice" else None,
     )
+
+
+def _shown_ids(params: Mapping[str, str]) -> list[int]:
+    """The job ids whose cards this page showed (`shown`, sent by static/app.js; `job`, after
+    a decision without JavaScript): their outcome is said where their card was."""
+    text = ",".join(params.get(key, "") for key in ("shown", "job"))
+    ids = [int(part) for part in text.split(",") if part.strip().isdigit()]
+    return ids[-data.OUTCOMES_SHOWN :]
+
+
+def _slots(
+    cards: list[data.Card], outcomes: list[data.Outcome], *, newest_first: bool
+) -> list[data.Card | data.Outcome]:
+    """The cards and the outcomes of cards that left, in the queue's order by job id, so an
+    outcome stays where its card was."""
+    both: list[data.Card | data.Outcome] = [*cards, *outcomes]
+    return sorted(both, key=lambda slot: slot.job.id or 0, reverse=newest_first)
 
 
 @router.get("/approvals")

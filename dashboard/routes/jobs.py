@@ -155,7 +155,10 @@ def _refusal(job_id: int, exc: jobs.JobError) -> tuple[int, str]:
 
 def _refused(view: View, job_id: int, return_to: str, status_code: int, error: str) -> Response:
     """The refusal, with its true status for every client; htmx swaps the notice in anyway
-    (`responseHandling` in base.html)."""
+    (`responseHandling` in base.html). The message names the job, as every outcome does
+    (SPEC §25): an operator with several cards open sees which one it was about."""
+    if f"job {job_id}" not in error:
+        error = f"job {job_id}: {error}"
     if return_to == "approvals" or is_htmx(view.request):
         return render_queue(view, error=error, block="notice", status_code=status_code)
     return render_job(view, job_id, error=error, status_code=status_code)

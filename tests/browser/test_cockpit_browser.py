@@ -1,0 +1,77 @@
+"""The operator's cockpit (SPEC §25) in headless Chromium against a real `aat serve`, at a
+desktop (1280×800) and a phone (390×844) size: what an operator sees after each decision,
+how warnings look, and what the page says when the server cannot be reached."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from browser_helpers import OPERATOR, PASSWORD, Server, queue_directly
+from playwright.sync_api import Browser, Page, expect
+
+pytestmark = pytest.mark.browser
+
+SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
+
+
+@pytest.fixture(params=sorted(SIZES))
+def screen(request: pytest.FixtureRequest, chromium: Browser, server: Server) -> Iterator[Page]:
+    """A browser at one of the two sizes, logged in as alice, on the approvals page."""
+    width, height = SIZES[request.param]
+    phone = request.param == "phone"
+    context = chromium.new_context(
+        viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone
+    )
+    page = context.new_page()
+    page.goto(f"{server.url}/login")
+    page.fill("input[name=username]", OPERATOR)
+    page.fill("input[name=password]", PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{server.url}/")
+    yield page
+    context.close()
+
+
+def _cards(page: Page, server: Server, count: int) -> list[int]:
+    """`count` calls queued, and the approvals page showing their cards; their job ids."""
+    ids = [queue_directly(server, subject=f"s{n}") for n in range(count)]
+    page.goto(f"{server.url}/approvals")
+    for job_id in ids:
+        expect(page.locator(f"#card-{job_id}")).to_be_visible(timeout=15_000)
+    return ids
+
+
+def test_each_outcome_shows_on_the_card_used_and_focus_moves_on(screen: Page, server: Server):
+    first, used, after = _cards(screen, server, 3)
+    card = screen.locator(f"#card-{used}")
+    card.scroll_into_view_if_needed()
+
+    # A wrong password is said on the card, naming the job; focus goes back to the password.
+    card.locator(".approve-form input[name=password]").fill("not the password")
+    card.get_by_role("button", name="Approve", exact=True).click()
+    said = card.locator(".card-outcome")
+    expect(said).to_contain_text(f"job {used}")
+    expect(said).to_contain_text("wrong password")
+    expect(said).to_be_in_viewport()
+    expect(screen.locator("#notice")).to_contain_text("wrong password")
+    expect(screen.locator(f"#password-{used}")).to_be_focused()
+    # It stays said through the queue's refreshes while the call still waits.
+    screen.wait_for_timeout(2500)
+    expect(said).to_contain_text("wrong password")
+
+    # Approved: the card's place says so, naming the job, and focus is on the next card.
+    card.locator(".approve-form input[name=password]").fill(PASSWORD)
+    card.get_by_role("button", name="Approve", exact=True).click()
+    done = screen.locator(f"#outcome-{used}")
+    expect(done).to_contain_text(f"job {used}")
+    expect(done).to_contain_text("approved by you")
+    expect(done).to_be_in_viewport()
+    expect(screen.locator("#notice")).to_contain_text(f"Approved job {used}.")
+    expect(screen.locator(f"#card-{after}")).to_be_focused()
+
+    # Denied: the same, and focus moves on to the card that is left.
+    screen.locator(f"#card-{after}").get_by_role("button", name="Deny", exact=True).click()
+    expect(screen.locator(f"#outcome-{after}")).to_contain_text("denied by you")
+    expect(screen.locator(f"#outcome-{after}")).to_be_in_viewport()
+    expect(screen.locator(f"#card-{first}")).to_be_focused()
