@@ -75,3 +75,46 @@ def test_each_outcome_shows_on_the_card_used_and_focus_moves_on(screen: Page, se
     expect(screen.locator(f"#outcome-{after}")).to_contain_text("denied by you")
     expect(screen.locator(f"#outcome-{after}")).to_be_in_viewport()
     expect(screen.locator(f"#card-{first}")).to_be_focused()
+
+
+def _look(page: Page, selector: str) -> dict[str, str]:
+    """How the first element matching `selector` is drawn: its colours, bar and icon."""
+    return dict(
+        page.locator(selector).first.evaluate(
+            """e => {
+                const s = getComputedStyle(e), b = getComputedStyle(document.body);
+                return {background: s.backgroundColor, body: b.backgroundColor,
+                        color: s.color, text: b.color, bar: s.borderLeftWidth,
+                        icon: getComputedStyle(e, '::before').content};
+            }"""
+        )
+    )
+
+
+def test_warnings_and_errors_look_like_warnings_not_body_text(page: Page, server: Server):
+    job_id = queue_directly(server, subject="pay\u202eto")
+    page.goto(f"{server.url}/approvals")
+    card = page.locator(f"#card-{job_id}")
+    expect(card.locator("p.warning")).to_contain_text("invisible or direction-changing")
+    for selector, icon in ((f"#card-{job_id} p.warning", "⚠"),):
+        look = _look(page, selector)
+        assert look["background"] != look["body"], look
+        assert look["color"] != look["text"], look
+        assert look["bar"] == "5px", look
+        assert icon in look["icon"] and "Warning" in look["icon"], look
+    # A refused decision says so as an error, with its icon, not as plain text.
+    card.locator(".approve-form input[name=password]").fill("not the password")
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(card.locator(".card-outcome.error")).to_contain_text("wrong password")
+    for selector in (f"#card-{job_id} .card-outcome", "#notice .notice.error"):
+        look = _look(page, selector)
+        assert look["background"] != look["body"] and look["bar"] == "5px", look
+        assert "✖" in look["icon"], look
+    # A rule the form refuses: the Rules page's error is styled as one too.
+    page.goto(f"{server.url}/rules")
+    page.fill("#rules-text", "- effect: allow\n  tool: no-such-tool\n")
+    page.fill("#rules-password", PASSWORD)
+    page.get_by_role("button", name="Make the rules").click()
+    expect(page.locator("p.error")).to_be_visible()
+    look = _look(page, "p.error")
+    assert look["background"] != look["body"] and "✖" in look["icon"], look
