@@ -1,10 +1,8 @@
-// aat dashboard: the tab title shows the pending count, a browser notification announces a
-// new approval request, the batch form's password is cleared once sent, and the queue's
+// aat dashboard: the tab title shows the pending count (the notification of a new request is
+// the pulse's, below), the batch form's password is cleared once sent, and the queue's
 // refresh waits while a decision is being made in it. Loaded as a file (the CSP forbids inline script).
 (function () {
   "use strict";
-  var lastNewest = null;
-
   function live() { return document.getElementById("approvals-live"); }
 
   function setTitleCount(count) {
@@ -18,16 +16,7 @@
     var el = live();
     if (!el) { return; }
     var count = parseInt(el.getAttribute("data-pending-count") || "0", 10);
-    var newest = parseInt(el.getAttribute("data-newest-id") || "0", 10);
     setTitleCount(count);
-    if (lastNewest !== null && newest > lastNewest && "Notification" in window &&
-        Notification.permission === "granted") {
-      new Notification("aat: approval requested", {
-        body: count + " call" + (count === 1 ? "" : "s") + " waiting for a decision",
-        tag: "aat-approvals"
-      });
-    }
-    lastNewest = newest;
   }
 
   function setUpNotifications() {
@@ -214,4 +203,126 @@
 
   document.addEventListener("htmx:afterSettle", function () { keepPlace(); settled(); });
   document.addEventListener("DOMContentLoaded", settled);
+})();
+
+// Live on every page, honest when not (SPEC §25). Every signed-in page reads the pending
+// count every two seconds: the tab's title and favicon badge show it, and a new request
+// raises a desktop notification (once allowed) whichever page is open. When the server
+// cannot be reached (this read, or the approvals page's own refresh, fails) a banner says
+// so and every button on the page is disabled until it answers again: a click that would
+// go nowhere is not offered as if it worked.
+(function () {
+  "use strict";
+  var PULSE_MS = 2000;
+  var down = {};
+  var lastNewest = null;
+
+  function offline() { return Object.keys(down).some(function (k) { return down[k]; }); }
+
+  function holdButtons(hold) {
+    document.querySelectorAll("main button, main input[type=submit]").forEach(function (b) {
+      if (hold && !b.disabled) { b.disabled = true; b.setAttribute("data-offline", "1"); }
+      if (!hold && b.getAttribute("data-offline")) { b.disabled = false; b.removeAttribute("data-offline"); }
+    });
+  }
+
+  function mark(source, isDown) {
+    down[source] = isDown;
+    var banner = document.getElementById("connection-lost");
+    var lost = offline();
+    if (banner) { banner.hidden = !lost; }
+    document.body.classList.toggle("offline", lost);
+    holdButtons(lost);
+  }
+
+  function show(count, newest) {
+    var base = document.title.replace(/^\(\d+\)\s*/, "");
+    document.title = count > 0 ? "(" + count + ") " + base : base;
+    var badge = document.getElementById("nav-pending");
+    if (badge) { badge.textContent = String(count); badge.hidden = count === 0; }
+    var icon = document.getElementById("favicon");
+    var plain = document.body.getAttribute("data-favicon");
+    if (icon && plain) {
+      var want = count > 0 ? plain + "?n=" + count : plain;
+      if (icon.getAttribute("href") !== want) { icon.setAttribute("href", want); }
+    }
+    if (lastNewest !== null && newest > lastNewest && "Notification" in window &&
+        Notification.permission === "granted") {
+      new Notification("aat: approval requested", {
+        body: count + " call" + (count === 1 ? "" : "s") + " waiting for a decision",
+        tag: "aat-approvals"
+      });
+    }
+    lastNewest = newest;
+  }
+
+  function beat() {
+    var url = document.body.getAttribute("data-pulse");
+    if (!url) { return; }
+    fetch(url, { credentials: "same-origin", headers: { "accept": "application/json" } })
+      .then(function (response) {
+        if (!response.ok && response.status >= 500) { throw new Error("server error"); }
+        mark("pulse", false);
+        var json = (response.headers.get("content-type") || "").indexOf("json") >= 0;
+        return json ? response.json() : null;
+      })
+      .then(function (body) { if (body) { show(body.pending, body.newest); } })
+      .catch(function () { mark("pulse", true); });
+  }
+
+  // Any htmx request that cannot reach the server (the queue's refresh every second, a
+  // decision) says the connection is lost; any that is answered says it is back. (After
+  // an outerHTML swap htmx reports on the swapped element's parent, so no element test.)
+  document.addEventListener("htmx:sendError", function () { mark("live", true); });
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail && event.detail.xhr;
+    if (xhr && xhr.status >= 500) { mark("live", true); }
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (event.detail && event.detail.successful) { mark("live", false); }
+  });
+  // A refresh that lands while the connection is down brings enabled buttons back with it.
+  document.addEventListener("htmx:afterSettle", function () { if (offline()) { holdButtons(true); } });
+
+  // Cards count down on the page itself, so a countdown never freezes while the server is
+  // away, and a call that expired says so before the queue drops it.
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll("[data-expires]").forEach(function (el) {
+      var left = Math.round((Date.parse(el.getAttribute("data-expires")) - now) / 1000);
+      el.textContent = left <= 0 ? "expired" : spell(left);
+      var card = el.closest("article.card[data-job-id]");
+      if (left <= 0 && card && !card.querySelector(".expired-note")) {
+        var note = document.createElement("p");
+        note.className = "warning expired-note";
+        note.setAttribute("role", "status");
+        note.textContent = "Expired: job " + card.getAttribute("data-job-id") +
+          " will not run; whoever asked must ask again.";
+        var header = card.querySelector("header");
+        card.insertBefore(note, header ? header.nextSibling : card.firstChild);
+        card.classList.add("expired");
+      }
+    });
+  }
+
+  function spell(s) {
+    // As the server spells it (render.py `_span`).
+    if (s < 60) { return s + "s"; }
+    if (s < 3600) { return Math.floor(s / 60) + "m " + ("0" + (s % 60)).slice(-2) + "s"; }
+    if (s < 86400) { return Math.floor(s / 3600) + "h " + ("0" + Math.floor((s % 3600) / 60)).slice(-2) + "m"; }
+    return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
+  }
+
+  // The skip link lands on the first card when there is one (the approvals page).
+  document.addEventListener("click", function (event) {
+    var link = event.target && event.target.closest ? event.target.closest("a.skip-link") : null;
+    var first = link ? document.querySelector("article.card[data-job-id]") : null;
+    if (first) { event.preventDefault(); first.focus(); }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    beat();
+    setInterval(beat, PULSE_MS);
+    setInterval(tick, 1000);
+  });
 })();

@@ -14,6 +14,7 @@ from dashboard.routes import (
     jobs,
     login,
     overview,
+    pulse,
     registry,
     rules,
     run,
@@ -23,6 +24,7 @@ from dashboard.routes import (
 
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
+    pulse.router,
     login.router,
     overview.router,
     registry.router,

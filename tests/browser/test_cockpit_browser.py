@@ -4,11 +4,14 @@ how warnings look, and what the page says when the server cannot be reached."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from browser_helpers import OPERATOR, PASSWORD, Server, queue_directly
 from playwright.sync_api import Browser, Page, expect
+from serving import aat_serve
 
 pytestmark = pytest.mark.browser
 
@@ -118,3 +121,42 @@ def test_warnings_and_errors_look_like_warnings_not_body_text(page: Page, server
     expect(page.locator("p.error")).to_be_visible()
     look = _look(page, "p.error")
     assert look["background"] != look["body"] and "✖" in look["icon"], look
+
+
+def test_every_page_shows_the_pending_count_in_its_title_and_favicon(page: Page, server: Server):
+    page.goto(f"{server.url}/jobs")
+    expect(page).to_have_title("Jobs · aat")
+    icon = page.locator("link#favicon")
+    plain = page.request.get(f"{server.url}/favicon.ico")  # no more 404
+    assert plain.ok and plain.headers["content-type"].startswith("image/svg+xml")
+    queue_directly(server)
+    expect(page).to_have_title("(1) Jobs · aat", timeout=6_000)
+    expect(icon).to_have_attribute("href", re.compile(r"favicon\.svg\?n=1$"))
+    badge = page.request.get(f"{server.url}{icon.get_attribute('href')}")
+    assert badge.ok and ">1</text>" in badge.text()
+    expect(page.locator("#nav-pending")).to_have_text("1")
+
+
+def test_a_stopped_server_is_said_and_its_buttons_wait_for_it(
+    page: Page, server: Server, tmp_path: Path
+):
+    job_id = queue_directly(server)
+    page.goto(f"{server.url}/approvals")
+    approve = page.locator(f"#card-{job_id}").get_by_role("button", name="Approve", exact=True)
+    expect(approve).to_be_enabled()
+    banner = page.locator("#connection-lost")
+    expect(banner).to_be_hidden()
+    assert server.process is not None
+    server.process.terminate()
+    server.process.wait(timeout=30)
+    expect(banner).to_be_visible(timeout=5_000)
+    expect(banner).to_have_text(re.compile("Connection lost — retrying; nothing was approved"))
+    expect(approve).to_be_disabled()
+    # Back on the same port: the banner goes and the card can be decided again.
+    with aat_serve(env=server.env, port=server.port, log=tmp_path / "again.log"):
+        expect(banner).to_be_hidden(timeout=15_000)
+        card = page.locator(f"#card-{job_id}")
+        expect(card.get_by_role("button", name="Approve", exact=True)).to_be_enabled()
+        card.locator(".approve-form input[name=password]").fill(PASSWORD)
+        card.get_by_role("button", name="Approve", exact=True).click()
+        expect(page.locator(f"#outcome-{job_id}")).to_contain_text("approved by you")
