@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from dashboard.call_args import ShownArg, parse_args, shown_args
 from dashboard.previews import CARD_CHARS, PreviewView, preview_view
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
@@ -246,6 +247,10 @@ class Card:
     network: str | None = None
     # What the call would do, when its action has a preview (SPEC §16).
     preview: PreviewView | None = None
+    # The arguments one by one, as the card lays them out (None: not a JSON object).
+    args: list[ShownArg] | None = None
+    # The whole arguments JSON (for the invisible-characters check of what is not shown).
+    whole: str = ""
 
 
 # How many cards the approvals page says the outcome of, in place, after they left the queue.
@@ -332,12 +337,26 @@ def _card(
         text, clipped = _pretty(head), False
     spec = registry.runnable("agent" if job.kind == "agent" else "tool", job.name)
     network = spec.network.shown() if spec is not None else None
+    action = spec.action(job.action) if spec is not None else None
+    values = parse_args(head)
+    args = (
+        None
+        if values is None
+        else shown_args(values, [a.name for a in action.args] if action else [], ARGS_SHOWN_CHARS)
+    )
     shown = (
         None
         if preview is None
         else preview_view(preview.row, preview.head, size=preview.size, limit=CARD_CHARS)
     )
-    return Card(job, text, size, clipped, approvals=policy, network=network, preview=shown)
+    return Card(
+        job, text, size, clipped, policy, network, shown, args=args, whole=head if clipped else text
+    )
+
+
+def _whole_args(session: Session, job: Job) -> str:
+    whole = queries.get_job(session=session, job_id=job.id or 0)
+    return whole.args_json if whole is not None else ""
 
 
 def _pretty(text: str) -> str:
@@ -364,6 +383,12 @@ def approval_queue(
             newest_first=newest_first,
             head_chars=ARGS_SHOWN_CHARS + 1,
         )
+        # A clipped card still names every argument (and shows what fits of each): it reads
+        # the whole arguments of those few calls.
+        rows = [
+            (job, _whole_args(session, job) if size > ARGS_SHOWN_CHARS else head, size)
+            for job, head, size in rows
+        ]
         newest = queries.newest_pending_id(session=session)
         decided = list(dashboard_queries.recent_decisions(session=session, limit=history))
         policy = job_approvals(session, [job for job, _, _ in rows], seal)

@@ -290,7 +290,7 @@
     var now = Date.now();
     document.querySelectorAll("[data-expires]").forEach(function (el) {
       var left = Math.round((Date.parse(el.getAttribute("data-expires")) - now) / 1000);
-      el.textContent = left <= 0 ? "expired" : spell(left);
+      el.textContent = left <= 0 ? "expired" : "in " + spell(left);
       var card = el.closest("article.card[data-job-id]");
       if (left <= 0 && card && !card.querySelector(".expired-note")) {
         var note = document.createElement("p");

@@ -4,7 +4,10 @@ how warnings look, and what the page says when the server cannot be reached."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -160,3 +163,38 @@ def test_a_stopped_server_is_said_and_its_buttons_wait_for_it(
         card.locator(".approve-form input[name=password]").fill(PASSWORD)
         card.get_by_role("button", name="Approve", exact=True).click()
         expect(page.locator(f"#outcome-{job_id}")).to_contain_text("approved by you")
+
+
+def _queue(server: Server, **args: str) -> int:
+    """Queue an irreversible `outbox send-message` with these arguments; its job id."""
+    flags = [part for name, value in args.items() for part in (f"--{name}", value)]
+    out = subprocess.run(
+        [sys.executable, "-m", "webplatform", "run", "outbox", "send-message", "--no-wait", *flags],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return int(json.loads(out.stdout)["job"])
+
+
+def test_a_long_call_reads_like_the_call_and_keeps_its_recipient(page: Page, server: Server):
+    body = "Dear board,\n\n" + "The numbers are attached. " * 220 + "\n\nRegards"
+    job_id = _queue(server, body=body, subject="Quarterly report", to="board@example.org")
+    assert len(body) > 5000
+    page.goto(f"{server.url}/approvals")
+    card = page.locator(f"#card-{job_id}")
+    args = card.locator("dl.call-args")
+    # The manifest's order, the short ones first: the recipient is on the card.
+    expect(args.locator("dt")).to_have_text(["to", "subject", "delay-s", "body"])
+    expect(args.locator('dd[data-arg="to"]')).to_have_text("board@example.org")
+    # A string reads as its text, line breaks kept, no JSON quoting or \n.
+    shown = args.locator('dd[data-arg="body"]').inner_text()
+    assert shown.startswith("Dear board,\n\nThe numbers") and "\\n" not in shown
+    expect(args.locator('dd[data-arg="body"]')).to_contain_text("more characters on the job page")
+    expect(card.locator("p.warning")).to_contain_text("only the first 4000 are shown here")
+    # The digest is folded away, and who asked reads as one line.
+    expect(card.locator("code.digest")).to_be_hidden()
+    card.locator("details.digest-fold summary").click()
+    expect(card.locator("code.digest")).to_be_visible()
+    expect(card.locator("dd.asked-by")).to_contain_text("with aat run")

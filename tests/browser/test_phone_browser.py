@@ -67,7 +67,7 @@ def assert_fits_and_tappable(page: Page, scope: str) -> None:
     password = page.locator(f"{scope} .approve-form input[name=password]").bounding_box()
     assert password is not None and password["height"] >= TAP_PX
     assert password["x"] + password["width"] <= WIDTH
-    args = _box(page.locator(f"{scope} pre.args, pre.args").first)
+    args = _box(page.locator(f"{scope} dl.call-args, {scope} pre.args, pre.args").first)
     assert args is not None and args["x"] + args["width"] <= WIDTH
 
 
@@ -88,7 +88,7 @@ def test_the_approvals_page_fits_a_phone(phone: Page, server: Server) -> None:
     phone.goto(f"{server.url}/approvals")
     card = f"#card-{job_id}"
     phone.locator(card).wait_for()
-    assert LONG_SUBJECT in phone.locator(f"{card} pre.args").inner_text().replace("\n", "")
+    assert LONG_SUBJECT in phone.locator(f"{card} dl.call-args").inner_text().replace("\n", "")
     assert_fits_and_tappable(phone, card)
 
 
