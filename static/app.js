@@ -326,3 +326,67 @@
     setInterval(tick, 1000);
   });
 })();
+
+// Deciding several at once (SPEC §25): the batch bar shows only while a call is ticked and
+// says how many; Select all ticks every card on the page. Ticked calls that left the queue
+// before the press (decided by someone else, expired) are named to the server (`gone`),
+// which says so for each instead of "no call was selected".
+(function () {
+  "use strict";
+  var ticked = {};
+
+  function picks() { return document.querySelectorAll('input[form="batch"][name="job"]'); }
+
+  function update() {
+    var bar = document.getElementById("batch");
+    if (!bar) { return; }
+    var all = picks();
+    var count = 0;
+    all.forEach(function (box) {
+      if (box.checked) { count++; ticked[box.value] = true; } else { delete ticked[box.value]; }
+    });
+    bar.classList.add("js-bar");
+    bar.classList.toggle("has-picks", count > 0);
+    document.body.classList.toggle("picking", count > 0);
+    var said = document.getElementById("batch-count");
+    if (said) { said.textContent = count + " selected:"; }
+    var every = document.getElementById("batch-select-all");
+    if (every) {
+      every.hidden = all.length < 2;
+      every.textContent = count === all.length ? "Clear selection" : "Select all " + all.length;
+    }
+  }
+
+  document.addEventListener("change", function (event) {
+    if (event.target && event.target.getAttribute && event.target.getAttribute("form") === "batch") { update(); }
+  });
+  document.addEventListener("click", function (event) {
+    if (!event.target || event.target.id !== "batch-select-all") { return; }
+    var all = picks();
+    var every = Array.prototype.every.call(all, function (b) { return b.checked; });
+    all.forEach(function (box) { box.checked = !every; });
+    update();
+  });
+  document.addEventListener("htmx:configRequest", function (event) {
+    var detail = event.detail || {};
+    if (!detail.elt || detail.elt.id !== "batch") { return; }
+    detail.parameters.gone = Object.keys(ticked).filter(function (id) {
+      return !document.getElementById("pick-" + id);
+    }).join(",");
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    Object.keys(ticked).forEach(function (id) {
+      var box = document.getElementById("pick-" + id);
+      if (box && !box.checked) { delete ticked[id]; }
+    });
+    update();
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (event.detail && event.detail.elt && event.detail.elt.id === "batch") {
+      Object.keys(ticked).forEach(function (id) {
+        if (!document.getElementById("pick-" + id)) { delete ticked[id]; }
+      });
+    }
+  });
+  document.addEventListener("DOMContentLoaded", update);
+})();

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.responses import Response
 
-from dashboard import stepup
+from dashboard import data, stepup
 from dashboard.deps import AddressDep, CheckerDep, DeciderDep, View, ViewDep
 from dashboard.routes.approvals import render_queue
 from webplatform.jobs import decisions
@@ -105,12 +105,14 @@ def _edited_into(platform: Platform, job_id: int) -> int | None:
     return edited.id if edited is not None else None
 
 
-async def _run(view: View, decide: Callable[[], list[Outcome]]) -> Response:
+async def _run(
+    view: View, decide: Callable[[], list[Outcome]], gone: list[tuple[bool, str]]
+) -> Response:
     """Decide, then answer with the notice, one line per job: 200 when any was decided,
     409 when none was, 403 when the step-up was refused (then none was tried)."""
 
     def lines() -> list[tuple[bool, str]]:
-        return [line_for(view.platform, outcome) for outcome in decide()]
+        return [line_for(view.platform, outcome) for outcome in decide()] + gone
 
     try:
         said = await run_in_threadpool(lines)
@@ -129,7 +131,7 @@ async def approve_selected(
     try:
         chosen = chosen_of(form)
     except NotChosen as exc:
-        return render_queue(view, error=str(exc), block="notice", status_code=422)
+        return _not_chosen(view, form, exc)
     proof = stepup.Proof(password=_text(form, "password"), passkey=_text(form, "passkey"))
 
     def decide() -> list[Outcome]:
@@ -149,7 +151,7 @@ async def approve_selected(
             previews=previews_of(form, chosen),
         )
 
-    return await _run(view, decide)
+    return await _run(view, decide, _gone(view, form))
 
 
 @router.post("/approvals/deny")
@@ -159,7 +161,7 @@ async def deny_selected(view: ViewDep, operator: DeciderDep, address: AddressDep
     try:
         chosen = chosen_of(form)
     except NotChosen as exc:
-        return render_queue(view, error=str(exc), block="notice", status_code=422)
+        return _not_chosen(view, form, exc)
 
     def decide() -> list[Outcome]:
         return decisions.deny_batch(
@@ -170,7 +172,33 @@ async def deny_selected(view: ViewDep, operator: DeciderDep, address: AddressDep
             address=address,
         )
 
-    return await _run(view, decide)
+    return await _run(view, decide, _gone(view, form))
+
+
+def _not_chosen(view: View, form: FormData, exc: NotChosen) -> Response:
+    """The refusal of a form that chose nothing: when the calls ticked all left the queue
+    before the press, their lines say so (`_gone`), not "no call was selected"."""
+    gone = _gone(view, form) if str(exc) == NONE_CHOSEN else []
+    if not gone:
+        return render_queue(view, error=str(exc), block="notice", status_code=422)
+    return render_queue(view, lines=gone, block="notice", status_code=409)
+
+
+def _gone(view: View, form: FormData) -> list[tuple[bool, str]]:
+    """A line for each call the operator ticked that left the queue before they pressed
+    (decided by someone else, expired): the page's script names them (`gone`), since their
+    boxes left with their cards."""
+    ids = [int(v) for v in _text(form, "gone").split(",") if v.strip().isdigit()]
+    viewer = getattr(view.request.state, "operator", "")
+    outcomes = data.outcomes(view.platform, ids, viewer) if ids else []
+    return [(False, f"job {o.job.id}: {_gone_line(o)}, not decided") for o in outcomes]
+
+
+def _gone_line(outcome: data.Outcome) -> str:
+    if outcome.fate in ("expired", "withdrawn"):
+        return outcome.fate
+    who = "someone else" if outcome.by_someone_else else "you"
+    return f"already decided by {who} ({outcome.fate} by {outcome.job.decided_by})"
 
 
 def _text(form: FormData, name: str) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_helpers import OPERATOR, PASSWORD, Server, queue_directly
+from browser_helpers import OPERATOR, PASSWORD, Server, add_to_store, log_in, queue_directly
 from playwright.sync_api import Browser, Page, expect
 from serving import aat_serve
 
@@ -198,3 +198,47 @@ def test_a_long_call_reads_like_the_call_and_keeps_its_recipient(page: Page, ser
     card.locator("details.digest-fold summary").click()
     expect(card.locator("code.digest")).to_be_visible()
     expect(card.locator("dd.asked-by")).to_contain_text("with aat run")
+
+
+def test_the_batch_bar_counts_what_is_ticked_and_says_who_decided_first(
+    page: Page, server: Server, chromium: Browser
+):
+    add_to_store(server.home, [("bob", None)])
+    ids = _cards(page, server, 3)
+    bar = page.locator("#batch")
+    expect(bar).to_be_hidden()  # nothing ticked, no bar
+    page.locator(f"#pick-{ids[0]}").check()
+    expect(bar).to_be_visible()
+    expect(page.locator("#batch-count")).to_have_text("1 selected:")
+    # The bar leaves the ticked card's header uncovered.
+    header = page.locator(f"#card-{ids[0]} header")
+    covered = header.evaluate(
+        """h => { const r = h.getBoundingClientRect();
+                  const at = document.elementFromPoint(r.left + 5, r.top + r.height / 2);
+                  return !h.contains(at); }"""
+    )
+    assert not covered
+    page.get_by_role("button", name="Select all 3").click()
+    expect(page.locator("#batch-count")).to_have_text("3 selected:")
+    page.get_by_role("button", name="Clear selection").click()
+    expect(bar).to_be_hidden()
+
+    # Ticked here, denied by bob in his own browser before alice presses.
+    page.locator(f"#pick-{ids[1]}").check()
+    page.locator(f"#pick-{ids[2]}").check()
+    page.evaluate("document.activeElement.blur()")  # a tick in focus holds the refresh 15 s
+    bob = log_in(chromium, server.url, "bob")
+    bob.locator(f"#card-{ids[1]}").get_by_role("button", name="Deny", exact=True).click()
+    expect(bob.locator("#notice")).to_contain_text(f"Denied job {ids[1]}.")
+    bob.context.close()
+    expect(page.locator(f"#outcome-{ids[1]}")).to_contain_text(
+        "already decided by someone else: denied by bob"
+    )
+    page.fill("#batch-reason", "too late")
+    page.get_by_role("button", name="Deny selected").click()
+    expect(page.locator("#notice ul.batch-outcome li")).to_have_text(
+        [
+            f"job {ids[2]}: denied",
+            f"job {ids[1]}: already decided by someone else (denied by bob), not decided",
+        ]
+    )
