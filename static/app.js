@@ -390,3 +390,55 @@
   });
   document.addEventListener("DOMContentLoaded", update);
 })();
+
+// Keyboard (SPEC §25): j / k move between cards, a approves the card in focus (its
+// password field first when approving needs one typed), d denies it, ? lists the keys.
+// Never while typing in a field, nor with a modifier held.
+(function () {
+  "use strict";
+  function cards() { return Array.prototype.slice.call(document.querySelectorAll("article.card[data-job-id]")); }
+  function current() {
+    var node = document.activeElement;
+    return node && node.closest ? node.closest("article.card[data-job-id]") : null;
+  }
+  function typing(target) {
+    if (!target || !target.tagName) { return false; }
+    var tag = target.tagName.toLowerCase();
+    return tag === "input" || tag === "textarea" || tag === "select" || target.isContentEditable;
+  }
+  function go(step) {
+    var all = cards();
+    if (!all.length) { return; }
+    var at = all.indexOf(current());
+    var next = all[Math.max(0, Math.min(all.length - 1, at < 0 ? 0 : at + step))];
+    next.focus({ preventScroll: true });
+    next.scrollIntoView({ block: "nearest" });
+  }
+  function approve(card) {
+    var form = card.querySelector(".approve-form");
+    if (!form) { return; }
+    var password = form.querySelector('input[name="password"]');
+    if (form.getAttribute("data-passkey") === "yes" || (password && password.value)) {
+      form.querySelector("button.approve").click();
+    } else if (password) {
+      password.focus();
+    }
+  }
+  function toggleHelp() {
+    var help = document.getElementById("shortcuts");
+    if (help) { help.hidden = !help.hidden; }
+  }
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) { return; }
+    var card = current();
+    if (event.key === "j") { go(1); } else if (event.key === "k") { go(-1); }
+    else if (event.key === "?") { toggleHelp(); }
+    else if (event.key === "Escape") { var h = document.getElementById("shortcuts"); if (h) { h.hidden = true; } return; }
+    else if (event.key === "a" && card) { approve(card); }
+    else if (event.key === "d" && card) {
+      var deny = card.querySelector("button.deny");
+      if (deny) { deny.click(); }
+    } else { return; }
+    event.preventDefault();
+  });
+})();

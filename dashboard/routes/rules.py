@@ -45,7 +45,10 @@ def render_rules(
     """Every rule (newest first, forged ones marked) and the form to write more."""
     rules = rulebook.listing(view.platform)
     context: dict[str, Any] = {"rules": rules, "message": message, "error": error}
-    context |= {"text": text or EXAMPLE, "max_hours": view.platform.settings.rule_max_hours}
+    # The example is the field's placeholder, never its value: a form that submitted as it
+    # came would make a working allow rule (SPEC §25).
+    hours = view.platform.settings.rule_max_hours
+    context |= {"text": text, "example": EXAMPLE, "max_hours": hours}
     return view.pages.render(view.request, "rules.html", context, status_code=status_code)
 
 

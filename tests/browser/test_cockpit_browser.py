@@ -242,3 +242,56 @@ def test_the_batch_bar_counts_what_is_ticked_and_says_who_decided_first(
             f"job {ids[1]}: already decided by someone else (denied by bob), not decided",
         ]
     )
+
+
+def test_keyboard_only_approval_with_the_skip_link_and_shortcuts(page: Page, server: Server):
+    first, second, third = _cards(page, server, 3)
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to the first call")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator(f"#card-{first}")).to_be_focused()
+    page.keyboard.press("?")
+    expect(page.locator("#shortcuts")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page.locator("#shortcuts")).to_be_hidden()
+    page.keyboard.press("j")
+    expect(page.locator(f"#card-{second}")).to_be_focused()
+    page.keyboard.press("a")  # approving needs the password: its field first
+    expect(page.locator(f"#password-{second}")).to_be_focused()
+    page.keyboard.type("jjj")  # keys typed in a field are text, not shortcuts
+    expect(page.locator(f"#password-{second}")).to_be_focused()
+    page.locator(f"#password-{second}").fill("")
+    page.keyboard.type(PASSWORD)
+    page.keyboard.press("Enter")
+    expect(page.locator(f"#outcome-{second}")).to_contain_text("approved by you")
+    expect(page.locator(f"#card-{third}")).to_be_focused()
+    page.keyboard.press("d")
+    expect(page.locator(f"#outcome-{third}")).to_contain_text("denied by you")
+    expect(page.locator(f"#card-{first}")).to_be_focused()
+
+
+def test_first_minutes_rules_in_full_and_dark(page: Page, server: Server):
+    page.goto(f"{server.url}/approvals")
+    expect(page.locator("p.empty").first).to_contain_text("aat run outbox send-message")
+    # The Rules form suggests a rule, and submitting it untouched makes none.
+    page.goto(f"{server.url}/rules")
+    text = page.locator("#rules-text")
+    expect(text).to_have_value("")
+    expect(text).to_have_attribute("placeholder", re.compile("effect: allow"))
+    # A rule limited to one recipient reads as limited where calls are decided.
+    page.fill(
+        "#rules-text",
+        "- effect: allow\n  tool: outbox\n  action: send-message\n"
+        '  args: {to: "board@example.org"}\n  expires_in: 1h\n',
+    )
+    page.fill("#rules-password", PASSWORD)
+    page.get_by_role("button", name="Make the rules").click()
+    expect(page.locator("table.rules tbody tr")).to_have_count(1)
+    page.goto(f"{server.url}/approvals")
+    expect(page.locator(".rules-in-force li")).to_contain_text(
+        'allow outbox send-message, only when to: "board@example.org"'
+    )
+    # Dark when the system asks for it.
+    page.emulate_media(color_scheme="dark")
+    dark = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert dark == "rgb(20, 24, 28)", dark
