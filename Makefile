@@ -19,8 +19,9 @@ $(NODE_STAMP): $(NODE)/package.json $(NODE)/package-lock.json
 	cd $(NODE) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
 
+# `make run PORT=8123` serves on another port.
 run: $(STAMP)
-	$(BIN)/aat serve
+	$(BIN)/aat serve $(if $(PORT),--port $(PORT))
 
 lint: $(STAMP)
 	$(BIN)/ruff check webplatform dashboard tests bench hatch_build.py

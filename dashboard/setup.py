@@ -60,6 +60,10 @@ def setup_base_url(settings: Settings, host: str | None, port: int | None) -> st
         return f"http://{host}:{port}"
     if address.is_unspecified:
         return settings.dashboard_url.rstrip("/")
+    if address.is_loopback:
+        # The same listener, by the one name passkeys accept (a WebAuthn relying party is a
+        # domain, never an IP address), so the operator set up there can add one at once.
+        return f"http://localhost:{port}"
     shown = f"[{address}]" if address.version == 6 else str(address)
     return f"http://{shown}:{port}"
 

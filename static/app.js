@@ -442,3 +442,20 @@
     event.preventDefault();
   });
 })();
+
+// Times one way (SPEC §25): a time the server wrote as UTC ("2026-01-02 03:04:05 UTC") is
+// shown in the viewer's local time, the UTC form kept on hover.
+(function () {
+  "use strict";
+  var UTC = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d) UTC$/;
+  function localise() {
+    document.querySelectorAll("[title$=' UTC']").forEach(function (el) {
+      var text = el.textContent.trim();
+      var m = UTC.exec(text);
+      if (!m || el.getAttribute("title") !== text) { return; }
+      el.textContent = new Date(m[1] + "T" + m[2] + "Z").toLocaleString();
+    });
+  }
+  document.addEventListener("DOMContentLoaded", localise);
+  document.addEventListener("htmx:afterSettle", localise);
+})();
