@@ -29,7 +29,7 @@ from webplatform.store.models import (
 )
 from webplatform.store.queries import HistoryFilter
 from webplatform.store.seals import RowSeal
-from webplatform.trust import claims
+from webplatform.trust import claims, permissions
 from webplatform.trust.authority import report_forged, seal_for
 from webplatform.trust.decidability import (
     POLICY_INVALID,
@@ -196,22 +196,22 @@ class Approvals:
         """How many more approvals exist than operators who could give them (0: none)."""
         return max(0, self.required - self.eligible)
 
-    def blocked_for(self, operator: str | None, role: str | None) -> str | None:
-        """Why `operator` gets no Approve button on this job, or None when they may approve:
-        the decision point's own verdict, as the card says it."""
+    def blocked_for(self, actor: Decider) -> str | None:
+        """Why `actor` (the page's operator) gets no Approve button on this job, or None when
+        they may approve: the decision point's own verdict, as the card says it."""
         if self.standing is None:
             return None
         # The page's operator is always a listed one: no role (a row that does not verify)
         # decides nothing, as a viewer.
-        decider = Decider(name=operator or "", role=role)
-        verdict = judge(self.standing, decider, intent=Intent.approve, now=utcnow())
+        verdict = judge(self.standing, actor, intent=Intent.approve, now=utcnow())
         return verdict.on_card
 
 
 def job_approvals(session: Session, jobs_: list[Job], seal: RowSeal) -> dict[int, Approvals]:
     """The approvals of each pending job in `jobs_`, by id."""
     rows = approvals.approvals_for(session=session, job_ids=[j.id or 0 for j in jobs_])
-    deciders = set(operators.deciders(session=session, seal=seal))
+    roles = permissions.APPROVING_ROLES
+    deciders = set(operators.deciders(session=session, seal=seal, roles=roles))
     out: dict[int, Approvals] = {}
     for job in jobs_:
         eligible = len(deciders - ({job.asked_by_operator} if not job.self_approval else set()))

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Form
 from starlette.responses import Response
 
 from dashboard import stepup
-from dashboard.deps import AddressDep, AdminDep, CheckerDep, View, ViewDep
+from dashboard.deps import AddressDep, CheckerDep, RuleMakerDep, View, ViewDep
 from dashboard.forms import ProofForm, RulesForm
 from webplatform.jobs import ruling
 from webplatform.platform import Platform
@@ -50,7 +50,7 @@ def render_rules(
 
 
 @router.get("/rules")
-def rules_page(view: ViewDep, _admin: AdminDep) -> Response:
+def rules_page(view: ViewDep, _admin: RuleMakerDep) -> Response:
     """The rules and the form to make one."""
     return render_rules(view)
 
@@ -72,7 +72,7 @@ def keep_rules(platform: Platform, rules: list[Rule], *, by: str) -> list[int]:
 def add_rules(
     view: ViewDep,
     checker: CheckerDep,
-    admin: AdminDep,
+    admin: RuleMakerDep,
     address: AddressDep,
     form: Annotated[RulesForm, Form()],
 ) -> Response:
@@ -100,7 +100,7 @@ def add_rules(
 def revoke_rule(
     view: ViewDep,
     checker: CheckerDep,
-    admin: AdminDep,
+    admin: RuleMakerDep,
     address: AddressDep,
     rule_id: int,
     form: Annotated[ProofForm, Form()],

@@ -66,6 +66,7 @@ def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
     """EXIT_USAGE unless `--by` names an admin and the password given is theirs."""
     from webplatform.store import operators
     from webplatform.trust.authority import seal_for
+    from webplatform.trust.permissions import Decider, Permission, may
 
     if not ns.by:
         print(f"aat rules {ns.op}: say who you are: --by ADMIN", file=sys.stderr)
@@ -79,7 +80,8 @@ def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
 
     def admin(session: Session) -> bool:
         ok = operators.authenticate(session=session, name=ns.by, password=password, seal=seal)
-        return ok and operators.operator_role(session=session, name=ns.by, seal=seal) == "admin"
+        role = operators.operator_role(session=session, name=ns.by, seal=seal)
+        return ok and may(Decider(name=ns.by, role=role), Permission.make_rules)
 
     if not platform.transact(admin, write=False):
         print(
