@@ -196,14 +196,15 @@ class Approvals:
         """How many more approvals exist than operators who could give them (0: none)."""
         return max(0, self.required - self.eligible)
 
-    def blocked_for(self, actor: Decider) -> str | None:
-        """Why `actor` (the page's operator) gets no Approve button on this job, or None when
-        they may approve: the decision point's own verdict, as the card says it."""
+    def blocked_for(self, operator: str | None, role: str | None) -> str | None:
+        """Why `operator` gets no Approve button on this job, or None when they may approve:
+        the decision point's own verdict, as the card says it."""
         if self.standing is None:
             return None
         # The page's operator is always a listed one: no role (a row that does not verify)
         # decides nothing, as a viewer.
-        verdict = judge(self.standing, actor, intent=Intent.approve, now=utcnow())
+        decider = Decider(name=operator or "", role=role)
+        verdict = judge(self.standing, decider, intent=Intent.approve, now=utcnow())
         return verdict.on_card
 
 

@@ -78,7 +78,7 @@ def render_edit(
             "job": job,
             "action": act,
             "fields": views.form_fields(act, raw if raw is not None else current),
-            "why_not": detail.approvals.blocked_for(current_actor(request)),
+            "why_not": detail.approvals.blocked_for(operator, current_actor(request).role),
             **stepup.passkey_context(platform, operator),
             "error": error,
         },
