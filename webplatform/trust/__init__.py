@@ -1,5 +1,7 @@
 """Who may decide, and how it is proven.
 
+- `permissions`: who may do what, `may(actor, permission, target)`: the one place roles
+  are read; pages get its answers as booleans.
 - `gate`: the reversibility gate; which calls need an operator at all.
 - `policy`: an irreversible action's approval policy (N distinct operators, self-approval).
 - `decidability`: the one decision point: may this operator decide this job now, and what
