@@ -118,7 +118,9 @@ class Worker:
     def start_claimed(self, job: Job, verifier: signing.DecisionVerifier) -> None:
         """Run a job this worker has just claimed (`running`, its row written) once `admit`
         lets it start, or end it `failed` with the reason `admit` gives."""
-        gate = StartGate(self.platform, verifier, self.ledger, self.worker_id, self.load_registry)
+        gate = StartGate(
+            self.platform, self.settings, verifier, self.ledger, self.worker_id, self.load_registry
+        )
         verdict = admit(gate, job)
         if verdict.refused is not None:
             event, problem = verdict.refused
@@ -264,10 +266,12 @@ class Worker:
 
 @dataclass(frozen=True)
 class StartGate:
-    """What a worker checks an approved job's start with: its platform, the decision key,
-    this host's ledger, its id (for leases and the ledger) and the registry loader."""
+    """What a worker checks an approved job's start with: its platform and settings, the
+    decision key, this host's ledger, its id (for leases and the ledger) and the registry
+    loader."""
 
     platform: Platform
+    settings: Settings
     verifier: signing.DecisionVerifier
     ledger: DecisionLedger
     worker_id: str
@@ -297,12 +301,12 @@ def admit(gate: StartGate, job: Job) -> Admission:
     if (unruly := _policy_problem(gate, job, decision)) is not None:
         return Admission(False, (POLICY_INVALID, unruly))
     # Before the ledger: a decision sent back for a changed preview was never started.
-    lease_s = gate.platform.settings.worker_lease_s
+    lease_s = gate.settings.worker_lease_s
     if job.preview_digest is not None and recheck.changed_since_approval(
         gate.platform, recheck.Recheck(job, gate.worker_id, lease_s), gate.load_registry
     ):
         return Admission(False)
-    max_age = max_age_s(gate.platform.settings)
+    max_age = max_age_s(gate.settings)
     spent = gate.ledger.admit(decision, worker_id=gate.worker_id, max_age_s=max_age)
     if spent is not None:
         return Admission(False, (spent.event, spent.problem))
