@@ -19,7 +19,7 @@ from dashboard.deps import AddressDep, CheckerDep, RuleMakerDep, View, ViewDep
 from dashboard.forms import ProofForm, RulesForm
 from webplatform.jobs import ruling
 from webplatform.platform import Platform
-from webplatform.trust import rulebook
+from webplatform.trust import door, rulebook
 from webplatform.trust.rules import Rule, RuleError
 from webplatform.trust.stepup import Change, StepUpMismatch
 
@@ -107,14 +107,14 @@ def revoke_rule(
 ) -> Response:
     """Revoke a rule, confirmed with the admin's step-up for exactly this rule."""
     try:
-        stepup.verify(
+        door.decide(
             checker,
             operator=admin,
             proof=form.proof(),
             bound=stepup.for_change(admin, Change.rule_revoke, {"rule": str(rule_id)}),
             address=address,
+            record=lambda _step_up: rulebook.revoke(view.platform, rule_id, by=admin),
         )
-        rulebook.revoke(view.platform, rule_id, by=admin)
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
         return render_rules(view, error=str(exc), status_code=403)
     except RuleError as exc:
