@@ -8,6 +8,8 @@
   is still needed (state, expiry, signed policy, role, self-approval, signed approvals
   given), and the worker's check of the same before it starts a job.
 - `stepup`: the proof (password or passkey) an operator gives to decide.
+- `door`: the one trust door: verifies a step-up and records the decision it confirms, for
+  the dashboard and the command line.
 - `signing`: an approval is an Ed25519 signature over the job's digest, not a row.
 - `ledger`: one signed approval starts one run.
 - `revocations`: signed rows aat revoked, listed outside the database so none comes back.
