@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import logging
 import threading
 
 from webplatform.cli.common import (
@@ -29,7 +28,6 @@ def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
     platform = Platform(settings)
     stop = threading.Event()
     worker = make_worker(platform)
-    logging.getLogger("aat.worker").info("worker %s started", worker.worker_id)
     try:
         worker.run_forever(stop)
     except KeyboardInterrupt:
