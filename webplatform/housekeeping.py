@@ -1,7 +1,8 @@
 """Background duties, one module for every long-running process (`aat serve`, `aat worker`).
 
 The duties: leave this process's heartbeat, close approval windows that ran out, mark jobs
-whose worker stopped renewing its lease `lost`, hand new pending approvals (and those with a
+whose worker stopped renewing its lease `lost`, run again the previews of waiting calls whose
+own process ended first, hand new pending approvals (and those with a
 fifth of their window left) to the `AAT_NOTIFY` sender, and (at the first pass, then every
 `prune_every_s`) remove what nobody needs any more: finished jobs past retention, expired
 operator sessions and heartbeats of processes long gone. Every duty is idempotent, so any
