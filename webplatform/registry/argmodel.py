@@ -182,8 +182,7 @@ class ActionModel:
         return {
             "type": "object",
             "properties": {
-                a.name: property_schema(a.type, a.description, a.default, a.enum)
-                for a in self.args
+                a.name: property_schema(a.type, a.description, a.default, a.enum) for a in self.args
             },
             "required": [a.name for a in self.args if a.required],
             "additionalProperties": False,
