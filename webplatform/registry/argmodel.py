@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Annotated, Any, Final, Literal
@@ -107,6 +107,21 @@ def fits(arg_type: ArgType, value: Any) -> bool:
     """Whether a rule's constant `value` can be compared with an argument of `arg_type`: a
     value of that type (`true` is no integer, `1` is a number)."""
     return arg_type in COMPARABLE_TYPES and matches_type(value, arg_type)
+
+
+def condition_problem(arg: ArgSpec, kind: str, values: Sequence[Any]) -> str | None:
+    """Why a rule's condition (`equal`, `one_of`, `range` or `glob`, with its constants) cannot
+    judge this argument's values, in one line; None when it can."""
+    what = f"argument {arg.name!r} is {arg.type}"
+    if not comparable(arg):
+        return f"{what}: conditions can name only string, number, integer and boolean arguments"
+    if kind == "range" and arg.type not in ("integer", "number"):
+        return f"{what}: min and max need a number"
+    if kind == "glob" and arg.type != "string":
+        return f"{what}: a glob needs a string"
+    if kind in ("equal", "one_of") and not all(fits(arg.type, v) for v in values):
+        return f"{what}: compare it with a {arg.type}"
+    return None
 
 
 def comparable(arg: ArgSpec) -> bool:

@@ -557,15 +557,7 @@ def _check_argument(
 
 
 def _check_type(spec: ArgSpec, cond: Condition) -> None:
-    if not argmodel.comparable(spec):
-        raise RuleError(
-            f"argument {spec.name!r} is {spec.type}: conditions can name only string, "
-            "number, integer and boolean arguments"
-        )
     values = list(cond.options) if cond.kind == "one_of" else [cond.value]
-    if cond.kind == "range" and spec.type not in ("integer", "number"):
-        raise RuleError(f"argument {spec.name!r} is {spec.type}: min and max need a number")
-    if cond.kind == "glob" and spec.type != "string":
-        raise RuleError(f"argument {spec.name!r} is {spec.type}: a glob needs a string")
-    if cond.kind in ("equal", "one_of") and not all(argmodel.fits(spec.type, v) for v in values):
-        raise RuleError(f"argument {spec.name!r} is {spec.type}: compare it with a {spec.type}")
+    problem = argmodel.condition_problem(spec, cond.kind, values)
+    if problem:
+        raise RuleError(problem)
