@@ -167,12 +167,19 @@ def test_an_upstream_json_schema_becomes_the_same_model_and_is_offered_unchanged
         ([], "an input schema must be a JSON object schema of type object"),
         ({"type": "string"}, "an input schema must be a JSON object schema of type object"),
         (
-            {"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}]}}},
-            "property 'x' has type null; supported: one of string, integer, number, boolean, "
-            "array, object",
+            {
+                "type": "object",
+                "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+            },
+            'property \'x\' has type [{"type": "string"}, {"type": "integer"}]; supported: one '
+            "of string, integer, number, boolean, array, object",
         ),
         ({"type": "object", "properties": {"x": {"type": "null"}}}, "property 'x' has type"),
         ({"type": "object", "properties": {"x": 3}}, "property 'x' must be a JSON Schema object"),
+        (
+            {"type": "object", "properties": {"x": {"$ref": "#/$defs/Gone"}}},
+            "property 'x' refers to '#/$defs/Gone', which is not here",
+        ),
     ],
 )
 def test_a_schema_outside_the_subset_is_one_line_naming_the_property(
@@ -182,6 +189,29 @@ def test_a_schema_outside_the_subset_is_one_line_naming_the_property(
         args_from_json_schema(schema)
     assert str(exc.value).startswith(line)
     assert "\n" not in str(exc.value)
+
+
+def test_what_generators_write_for_optional_values_counts_as_its_type() -> None:
+    """Python servers (pydantic) write `anyOf` with `null` and `$ref`s; others `const`."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+            "order": {"$ref": "#/$defs/Order", "description": "Sort order"},
+            "kind": {"const": "file"},
+            "level": {"enum": [1, 2.5, None]},
+        },
+        "$defs": {"Order": {"enum": ["asc", "desc"], "type": "string", "title": "Order"}},
+    }
+    args = {a.name: a for a in args_from_json_schema(schema)}
+    assert args["limit"] == ArgSpec("limit", "integer")
+    assert args["order"] == ArgSpec(
+        "order", "string", description="Sort order", enum=("asc", "desc")
+    )
+    assert args["kind"] == ArgSpec("kind", "string", enum=("file",))
+    assert args["level"] == ArgSpec("level", "number", enum=(1, 2.5))
+    _, errors = model_from_json_schema(schema).validate({"limit": None, "order": "up"})
+    assert errors.problems == ['argument \'order\' must be one of "asc", "desc"']
 
 
 def test_an_empty_schema_is_an_action_without_arguments() -> None:

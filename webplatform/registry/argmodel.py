@@ -323,23 +323,50 @@ def _from_text(arg_type: ArgType, text: str) -> Any:
 
 def args_from_json_schema(schema: Any) -> tuple[ArgSpec, ...]:
     """The arguments an object JSON Schema describes (an upstream MCP tool's `inputSchema`):
-    properties of type string, integer, number, boolean, array or object (a type list with
-    `null` counts as the other type), with `enum`, `default`, `description` and `required`.
-    Anything else raises `UnsupportedSchema` with one line naming the property."""
+    properties of type string, integer, number, boolean, array or object, with `enum` (or
+    `const`), `default`, `description` and `required`. What generators write for an optional
+    value counts as its type: a type list with `null`, an `anyOf`/`oneOf` of one type and
+    `null`, a local `$ref`. Anything else raises `UnsupportedSchema`, one line naming the
+    property. What the subset leaves out (`items`, `minimum`, patterns) the upstream checks."""
     if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
         raise UnsupportedSchema("an input schema must be a JSON object schema of type object")
     properties = schema.get("properties") or {}
     required = schema.get("required") or []
     if not isinstance(properties, Mapping) or not isinstance(required, list):
         raise UnsupportedSchema("`properties` must be an object and `required` a list")
+    defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
     return tuple(
-        _arg_from_property(str(name), prop, name in required) for name, prop in properties.items()
+        _arg_from_property(str(name), _resolved(str(name), prop, defs), name in required)
+        for name, prop in properties.items()
     )
 
 
-def _arg_from_property(name: str, prop: Any, required: bool) -> ArgSpec:
+def _resolved(name: str, prop: Any, defs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The property with a local `$ref` followed and an optional value's `null` branch left
+    out; its own description and default win over what it refers to."""
     if not isinstance(prop, Mapping):
         raise UnsupportedSchema(f"property {name!r} must be a JSON Schema object")
+    ref = prop.get("$ref")
+    if isinstance(ref, str):
+        target = defs.get(ref.rsplit("/", 1)[-1]) if ref.startswith("#/") else None
+        if not isinstance(target, Mapping):
+            raise UnsupportedSchema(f"property {name!r} refers to {ref!r}, which is not here")
+        return {**_resolved(name, target, {}), **{k: v for k, v in prop.items() if k != "$ref"}}
+    for key in ("anyOf", "oneOf"):
+        branches = prop.get(key)
+        if isinstance(branches, list):
+            others = [
+                b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")
+            ]
+            if len(others) == 1:
+                rest = {k: v for k, v in prop.items() if k != key}
+                return {**_resolved(name, others[0], defs), **rest}
+    if "const" in prop and "enum" not in prop:
+        return {**prop, "enum": [prop["const"]]}
+    return prop
+
+
+def _arg_from_property(name: str, prop: Mapping[str, Any], required: bool) -> ArgSpec:
     kind = _schema_type(name, prop)
     enum = prop.get("enum")
     if enum is not None and not isinstance(enum, list):
@@ -351,24 +378,36 @@ def _arg_from_property(name: str, prop: Any, required: bool) -> ArgSpec:
         required=required,
         description=description if isinstance(description, str) else "",
         default=prop.get("default"),
-        enum=tuple(enum) if enum is not None else None,
+        enum=tuple(e for e in enum if e is not None) if enum is not None else None,
     )
 
 
 def _schema_type(name: str, prop: Mapping[str, Any]) -> ArgType:
     declared = prop.get("type")
     if declared is None and "enum" in prop:
-        declared = "string" if all(isinstance(e, str) for e in prop["enum"]) else None
+        declared = _type_of_values(prop["enum"])
     if isinstance(declared, list):
         others = [t for t in declared if t != "null"]
         declared = others[0] if len(others) == 1 else None
     kind = _SCHEMA_TYPES.get(declared) if isinstance(declared, str) else None
     if kind is None:
+        shown = json.dumps(prop.get("type", prop.get("anyOf", prop.get("oneOf"))))
         raise UnsupportedSchema(
-            f"property {name!r} has type {json.dumps(prop.get('type'))}; "
-            f"supported: one of {', '.join(ARG_TYPES)}"
+            f"property {name!r} has type {shown[:80]}; supported: one of {', '.join(ARG_TYPES)}"
         )
     return kind
+
+
+def _type_of_values(values: Any) -> ArgType | None:
+    """The one type every choice of an untyped `enum` has (`null` aside), or None."""
+    found = {
+        next((t for t in ARG_TYPES if matches_type(v, t)), None)
+        for v in (values if isinstance(values, list) else [None])
+        if v is not None
+    }
+    if found == {"integer", "number"}:
+        return "number"
+    return found.pop() if len(found) == 1 else None
 
 
 def model_from_json_schema(schema: Mapping[str, Any]) -> ActionModel:
