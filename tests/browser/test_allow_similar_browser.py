@@ -72,7 +72,8 @@ def test_approve_and_allow_similar_lets_the_next_identical_call_run(
     assert answer["status"] == "succeeded", answer
     assert answer["allowed_by"]["rule"] == 1 and answer["allowed_by"]["by"] == OPERATOR
     assert answer["job"] != job_id and len(server.outbox()) == 2
-    expect(page.locator("article.card")).to_have_count(0)
+    # No call waits (the decided card left its outcome where it was, SPEC §25).
+    expect(page.locator("article.card[data-job-id]")).to_have_count(0)
     expect(page.locator(f'table.history tr[data-job-id="{answer["job"]}"]')).to_be_visible()
 
 
