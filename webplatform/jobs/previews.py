@@ -148,9 +148,7 @@ def _run_and_record(
         log.error("job %d: the preview's runner raised %s", job_id, type(exc).__name__)
         done = Finished("failed", None, f"the preview could not run: {type(exc).__name__}")
     try:
-        platform.transact(
-            lambda s: store.finish(session=s, job_id=job_id, done=done),
-        )
+        platform.jobs.finish_preview(job_id, done)
     except Exception as exc:  # e.g. the database went away: the card keeps "pending"
         log.error("job %d: the preview was not recorded (%s)", job_id, type(exc).__name__)
 
