@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING
 from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from
 
 if TYPE_CHECKING:
-    from sqlmodel import Session
-
     from webplatform.platform import Platform
 
 
@@ -64,9 +62,6 @@ def _rule_id(text: str) -> int:
 
 def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
     """EXIT_USAGE unless `--by` names an admin and the password given is theirs."""
-    from webplatform.store import operators
-    from webplatform.trust.authority import seal_for
-
     if not ns.by:
         print(f"aat rules {ns.op}: say who you are: --by ADMIN", file=sys.stderr)
         return EXIT_USAGE
@@ -75,13 +70,7 @@ def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
         if ns.password_stdin
         else getpass.getpass(f"password for {ns.by}: ")
     )
-    seal = seal_for(platform)
-
-    def admin(session: Session) -> bool:
-        ok = operators.authenticate(session=session, name=ns.by, password=password, seal=seal)
-        return ok and operators.operator_role(session=session, name=ns.by, seal=seal) == "admin"
-
-    if not platform.transact(admin, write=False):
+    if not platform.operators.is_admin(ns.by, password):
         print(
             f"aat rules {ns.op}: refused: {ns.by!r} is not an admin, or the password is wrong",
             file=sys.stderr,

@@ -216,6 +216,18 @@ class Tokens(Aggregate):
         seal = self.seal
         return self._read(lambda s: find_agent(session=s, token=token, seal=seal))
 
+    def check(self, token: str, *, minted: bool) -> tuple[bool, AgentTokenPublic | None]:
+        """(agent tokens exist, the agent holding `token` or None), in one read; `minted`
+        (a token was once minted here) counts as tokens existing."""
+        seal = self.seal
+
+        def read(session: Session) -> tuple[bool, AgentTokenPublic | None]:
+            exist = minted or agents_exist(session=session)
+            found = find_agent(session=session, token=token, seal=seal) if exist else None
+            return exist, found
+
+        return self._read(read)
+
     def touch(self, name: str) -> None:
         """Note that agent `name` was just seen (`touch_agent`)."""
         self._write(lambda s: touch_agent(session=s, name=name))

@@ -136,6 +136,22 @@ def rule_row(*, session: Session, rule_id: int) -> RuleRow | None:
 class Rules(Aggregate):
     """The rule rows, as `platform.rules`: each method one transaction."""
 
+    def add_all(self, rules: list[NewRule], by: str) -> list[int]:
+        """Keep `rules`, made by admin `by`, each signed, in one transaction; their ids."""
+        seal = self.seal
+
+        def write(session: Session) -> list[int]:
+            rows = [add_rule(session=session, rule=rule, by=by, seal=seal) for rule in rules]
+            return [row.id for row in rows if row.id is not None]
+
+        return self._write(write)
+
+    def listed(self) -> tuple[list[tuple[RuleRow, bool]], dict[int, str]]:
+        """Every rule row with whether its signature holds, and the unusable ones' faults,
+        in one read."""
+        seal = self.seal
+        return self._read(lambda s: (all_rules(session=s, seal=seal), unusable(session=s)))
+
     def by_id(self, rule_id: int) -> RuleRow | None:
         """Rule `rule_id` when its signature holds (`find_rule`)."""
         seal = self.seal
