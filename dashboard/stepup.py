@@ -18,11 +18,10 @@ from typing import Any
 from dashboard import passkeys
 from dashboard.auth import LoginLimiter
 from webplatform.platform import Platform
-from webplatform.store import audit, operators
-from webplatform.store import passkeys as passkey_store
+from webplatform.store import audit
 from webplatform.store.models import Passkey, utcnow
 from webplatform.store.passkeys import ChallengeFor
-from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.authority import report_forged
 from webplatform.trust.stepup import Change, StepUp, StepUpMethod, batch_digest, change_digest
 
 BATCH_NEEDED = (
@@ -99,12 +98,8 @@ def for_batch(operator: str, chosen: Sequence[tuple[int, str]]) -> Bound:
 
 def usable_passkeys(platform: Platform, operator: str) -> list[Passkey]:
     """The operator's passkeys that count: signed by aat, made for this dashboard's RP ID."""
-    seal = seal_for(platform)
     rp_id = passkeys.rp_id_for(platform.settings)
-    keys = platform.transact(
-        lambda s: passkey_store.list_passkeys(session=s, operator=operator, seal=seal),
-        write=False,
-    )
+    keys = platform.passkeys.of(operator)
     return [key for key in keys if key.rp_id == rp_id]
 
 
@@ -182,10 +177,7 @@ def _verify(
 
 def _require_operator(platform: Platform, operator: str) -> None:
     """A passkey proves presence only for an operator whose own row aat signed."""
-    seal = seal_for(platform)
-    row = platform.transact(
-        lambda s: operators.find_operator(session=s, name=operator, seal=seal), write=False
-    )
+    row = platform.operators.by_name(operator)
     if row is None:
         raise passkeys.PasskeyError(f"{operator} is not an operator aat knows: log in again")
 
@@ -201,12 +193,7 @@ def _check_password(
         raise StepUpRefused(
             f"too many wrong passwords typed in this session: wait {int(wait) + 1} s and try again"
         )
-    seal = seal_for(platform)
-    ok = platform.transact(
-        lambda session: operators.authenticate(
-            session=session, name=operator, password=password, seal=seal
-        )
-    )
+    ok = platform.operators.authenticate(operator, password)
     if not ok:
         _refused(platform, operator, address, bound, "password")
         outcome = "the call was not approved" if bound.purpose != "change" else "nothing changed"
@@ -217,15 +204,12 @@ def _check_password(
 def _refused(
     platform: Platform, operator: str, address: str | None, bound: Bound, method: str
 ) -> None:
-    platform.transact(
-        lambda session: audit.record_event(
-            session,
-            audit.AuditEntry(
-                actor=operator,
-                event="step-up-refused",
-                job_id=bound.job_id,
-                detail=f"{bound.what} refused: step-up {method} missing or invalid",
-                address=address,
-            ),
+    platform.audit.record(
+        audit.AuditEntry(
+            actor=operator,
+            event="step-up-refused",
+            job_id=bound.job_id,
+            detail=f"{bound.what} refused: step-up {method} missing or invalid",
+            address=address,
         )
     )

@@ -267,12 +267,7 @@ class Housekeeper:
     def forget(self) -> None:
         """Remove the heartbeats this housekeeper left (its process is stopping)."""
         gone = [process_id for process_id, _role in self._beats]
-
-        def forget_all(session: Session) -> None:
-            for process_id in gone:
-                jobs.forget_heartbeat(session=session, process_id=process_id)
-
         try:
-            self.platform.transact(forget_all)
+            self.platform.heartbeats.forget(gone)
         except Exception:
             log.warning("%s %s: could not remove its heartbeat", self.role, self.process_id)

@@ -105,9 +105,7 @@ class Worker:
         if verifier is None:
             return False
         lease_s = self.settings.worker_lease_s
-        job = self.platform.transact(
-            lambda s: leases.claim_next(session=s, worker_id=self.worker_id, lease_s=lease_s),
-        )
+        job = self.platform.leases.claim_next(self.worker_id, lease_s)
         if job is None:
             return False
         self.start_claimed(job, verifier)

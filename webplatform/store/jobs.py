@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from sqlmodel import Session
+
 from webplatform.store import leases, previews, queries
 from webplatform.store.approvals import approvals_of
 from webplatform.store.deadlines import Deadlines, next_deadlines
 from webplatform.store.door import Aggregate
-from webplatform.store.heartbeats import beat_all, prune_heartbeats
+from webplatform.store.heartbeats import beat_all, forget_heartbeat, prune_heartbeats
 from webplatform.store.models import Job, JobApproval, Surface
 from webplatform.store.notices import next_notice_due
 from webplatform.store.oauth import prune_expired
@@ -136,6 +138,15 @@ class Heartbeats(Aggregate):
     def beat_all(self, beats: Sequence[tuple[str, str]], host: str, pid: int) -> None:
         """Leave one heartbeat per (process id, role) in `beats`."""
         self._write(lambda s: beat_all(session=s, beats=beats, host=host, pid=pid))
+
+    def forget(self, process_ids: Sequence[str]) -> None:
+        """Remove the heartbeats of `process_ids` (their processes are stopping), together."""
+
+        def forget_all(session: Session) -> None:
+            for process_id in process_ids:
+                forget_heartbeat(session=session, process_id=process_id)
+
+        self._write(forget_all)
 
     def prune(self, older_than: datetime) -> int:
         """Heartbeats older than `older_than` removed; how many."""

@@ -128,7 +128,7 @@ def unusable(*, session: Session) -> dict[int, str]:
     return found
 
 
-def rule_row(*, session: Session, rule_id: int) -> RuleRow | None:
+def rule_row(*, session: Session, rule_id: int | None) -> RuleRow | None:
     """Rule `rule_id`'s row as it is, signed or not, or None."""
     return session.get(RuleRow, rule_id)
 

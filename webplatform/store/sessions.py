@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, delete
 
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.door import Aggregate
 from webplatform.store.models import OperatorSession, utcnow
 from webplatform.store.operators import find_operator
@@ -85,6 +86,15 @@ class Sessions(Aggregate):
         return self._write(
             lambda s: start_session(session=s, operator=operator, ttl_s=ttl_s, seal=seal)
         )
+
+    def end(self, token: str, entry: AuditEntry) -> None:
+        """End the session `token` opened, and audit it as `entry`, together."""
+
+        def end(session: Session) -> None:
+            end_session(session=session, token=token)
+            record_event(session, entry)
+
+        self._write(end)
 
     def operator_of(self, token: str) -> str | None:
         """Whose session `token` is, without extending it (a read); None when none holds."""
