@@ -15,7 +15,8 @@ from typing import TypeVar
 
 from sqlmodel import Session, col, delete, select
 
-from webplatform.store.agents import token_hash
+from webplatform.store.agents import revoke_agent, token_hash
+from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.door import Aggregate
 from webplatform.store.models import OAuthClient, OAuthGrant, OAuthRefreshToken, utcnow
 from webplatform.store.seals import RowSeal, row_holds, sign_row
@@ -224,6 +225,20 @@ class SignIns(Aggregate):
                 session=s, client_id=client_id, client_name=client_name, params=params, ttl=ttl
             )
         )
+
+    def revoke_family(self, agent: str, why: str) -> None:
+        """Revoke agent `agent` and forget its refresh tokens, audited with `why`, together."""
+        seal = self.seal
+
+        def revoke(session: Session) -> None:
+            revoke_agent(session=session, name=agent, seal=seal, actor="aat")
+            forget_refresh_tokens(session=session, agent=agent)
+            detail = f"{agent}: {why}"
+            record_event(
+                session, AuditEntry(actor="aat", event="agent-sign-in-revoked", detail=detail)
+            )
+
+        self._write(revoke)
 
     def code(self, code: str) -> OAuthGrant | None:
         """The allowed grant `code` names, locked for its exchange (`find_code`)."""

@@ -349,18 +349,8 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         raise TokenError("invalid_grant", refusal.description)
 
     async def _revoke_family(self, agent: str, why: str) -> None:
-        seal = self.platform.seal()
-
-        def revoke(session: Session) -> None:
-            agents.revoke_agent(session=session, name=agent, seal=seal, actor="aat")
-            store.forget_refresh_tokens(session=session, agent=agent)
-            detail = f"{agent}: {why}"
-            audit.record_event(
-                session, audit.AuditEntry(actor="aat", event="agent-sign-in-revoked", detail=detail)
-            )
-
         logger.warning("agent %s revoked: %s", agent, why)
-        await self._transact(revoke)
+        await self._off_loop(lambda: self.platform.sign_ins.revoke_family(agent, why))
 
     @property
     def _ttl(self) -> timedelta:
