@@ -81,6 +81,15 @@ class Jobs(Aggregate):
         """Record the preview of job `job_id` as `done` (`previews.finish`)."""
         return self._write(lambda s: previews.finish(session=s, job_id=job_id, done=done))
 
+    def claim_orphan_previews(self, stopped_error: str, stale_before: datetime) -> list[int]:
+        """Take the previews whose process ended before they did, to run again here
+        (`previews.claim_orphans`); their jobs' ids."""
+        return self._write(
+            lambda s: previews.claim_orphans(
+                session=s, stopped_error=stopped_error, stale_before=stale_before
+            )
+        )
+
     def next_deadlines(self) -> Deadlines:
         """The earliest approval expiry and lease end (one short read)."""
         return self._read(lambda s: next_deadlines(session=s))
