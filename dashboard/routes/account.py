@@ -21,24 +21,25 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from dashboard import auth, passkeys, stepup
 from dashboard.deps import (
     AddressDep,
-    AdminDep,
     OperatorDep,
+    OperatorManagerDep,
     PlatformDep,
     RelyingPartyDep,
     View,
     ViewDep,
-    current_role,
     get_checker,
     get_limiter,
     get_pages,
     get_platform,
     get_relying_party,
+    permitted,
 )
 from dashboard.forms import PasswordForm, ProofForm, RoleForm
 from dashboard.urls import url_for
 from webplatform.store import operators
 from webplatform.trust import changes
 from webplatform.trust.authority import report_forged
+from webplatform.trust.permissions import Permission
 from webplatform.trust.stepup import Change, StepUp, StepUpMismatch
 
 router = APIRouter()
@@ -73,7 +74,7 @@ def render_account(
     """The account page: passkeys (unsigned rows marked), password, and operators for admins."""
     request, platform = view.request, view.platform
     keys = platform.passkeys.all_of(operator)
-    people = platform.operators.listed() if current_role(request) == "admin" else []
+    people = platform.operators.listed() if permitted(request, Permission.manage_operators) else []
     report_forged(platform)
     rp = get_relying_party(request)
     context = {
@@ -255,7 +256,7 @@ def change_password(
 def change_role(
     request: Request,
     platform: PlatformDep,
-    admin: AdminDep,
+    admin: OperatorManagerDep,
     address: AddressDep,
     name: str,
     form: Annotated[RoleForm, Form()],

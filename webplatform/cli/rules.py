@@ -61,7 +61,11 @@ def _rule_id(text: str) -> int:
 
 
 def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
-    """EXIT_USAGE unless `--by` names an admin and the password given is theirs."""
+    """EXIT_USAGE unless `--by` names an admin and the password given is theirs: checked
+    through the trust door (`webplatform.trust.door`), as on the dashboard's Rules page."""
+    from webplatform.trust import door
+    from webplatform.trust.permissions import Decider, Permission, may
+
     if not ns.by:
         print(f"aat rules {ns.op}: say who you are: --by ADMIN", file=sys.stderr)
         return EXIT_USAGE
@@ -70,7 +74,20 @@ def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
         if ns.password_stdin
         else getpass.getpass(f"password for {ns.by}: ")
     )
-    if not platform.operators.is_admin(ns.by, password):
+    role = platform.operators.role_of(ns.by)
+    change = door.Change.rule_add if ns.op == "add" else door.Change.rule_revoke
+    try:
+        door.verify(
+            door.Terminal(platform),
+            operator=ns.by,
+            proof=door.Proof(password=password),
+            bound=door.for_change(ns.by, change, {"target": str(ns.target)}),
+            address=None,
+        )
+        admitted = may(Decider(name=ns.by, role=role), Permission.make_rules)
+    except door.StepUpRefused:
+        admitted = False
+    if not admitted:
         print(
             f"aat rules {ns.op}: refused: {ns.by!r} is not an admin, or the password is wrong",
             file=sys.stderr,
