@@ -265,17 +265,6 @@ class Operators(Aggregate):
         seal = self.seal
         return self._read(lambda s: operator_role(session=s, name=name, seal=seal))
 
-    def is_admin(self, name: str, password: str) -> bool:
-        """True when `password` is admin `name`'s, checked in one read (the command line's
-        proof for a change only an admin makes)."""
-        seal = self.seal
-
-        def admin(session: Session) -> bool:
-            ok = authenticate(session=session, name=name, password=password, seal=seal)
-            return ok and operator_role(session=session, name=name, seal=seal) == "admin"
-
-        return self._read(admin)
-
     def count(self) -> int:
         """How many operators there are."""
         return self._read(lambda s: count_operators(session=s))
