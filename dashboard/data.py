@@ -282,13 +282,8 @@ class Outcome:
 def outcomes(platform: Platform, job_ids: list[int], viewer: str) -> list[Outcome]:
     """What became of the jobs `job_ids` (the cards a page showed) that no longer wait."""
     wanted = sorted(set(job_ids))[-OUTCOMES_SHOWN:]
-
-    def read(session: Session) -> list[Job]:
-        found = (queries.get_job(session=session, job_id=i) for i in wanted)
-        return [job for job in found if job is not None]
-
     out = []
-    for job in platform.transact(read, write=False):
+    for job in platform.jobs.get_many(wanted):
         fate = FATES.get(job.state)
         if fate is None:
             continue

@@ -14,7 +14,6 @@ from starlette.responses import RedirectResponse, Response
 
 from dashboard import data
 from dashboard.deps import OperatorDep, PlatformDep
-from webplatform.store import queries
 
 router = APIRouter()
 ICON = (
@@ -33,9 +32,7 @@ BADGE = (
 @router.get("/approvals/pulse")
 def pulse(platform: PlatformDep, _operator: OperatorDep) -> dict[str, int]:
     """How many calls wait for a decision, and the newest one's id (0: none)."""
-    count = data.pending_count(platform)
-    newest = platform.transact(lambda s: queries.newest_pending_id(session=s), write=False)
-    return {"pending": count, "newest": newest}
+    return {"pending": data.pending_count(platform), "newest": platform.jobs.newest_pending_id()}
 
 
 @router.get("/favicon.svg")

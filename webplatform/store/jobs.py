@@ -47,6 +47,19 @@ class Jobs(Aggregate):
             lambda s: queries.list_jobs(session=s, which=which, before_id=before_id, limit=limit)
         )
 
+    def get_many(self, job_ids: Sequence[int]) -> list[Job]:
+        """The job rows of `job_ids` that exist, in one read."""
+
+        def read(session: Session) -> list[Job]:
+            found = (queries.get_job(session=session, job_id=i) for i in job_ids)
+            return [job for job in found if job is not None]
+
+        return self._read(read)
+
+    def newest_pending_id(self) -> int:
+        """The id of the newest job waiting for an operator (0: none)."""
+        return self._read(lambda s: queries.newest_pending_id(session=s))
+
     def count_pending(self) -> int:
         """How many jobs wait for an operator."""
         return self._read(lambda s: queries.count_pending(session=s))
