@@ -22,7 +22,8 @@ from webplatform.store.transitions import (
 )
 
 S = JobState
-FINISH_STATES = frozenset({S.succeeded, S.failed, S.timed_out})
+# `lost` too: an upstream MCP server's connection broke after its call was sent (SPEC §22).
+FINISH_STATES = frozenset({S.succeeded, S.failed, S.timed_out, S.lost})
 
 
 def approved_waiting(*, session: Session) -> bool:

@@ -131,6 +131,10 @@ class ServerPool:
             future.cancel()
             raise TimeoutError(f"it did not answer within {START_TIMEOUT_S:g} s") from None
 
+    def links(self) -> list[Link]:
+        """The connections this process holds now."""
+        return list(self._links.values())
+
     def stop_all(self) -> None:
         """Stop every server of this process (at exit, and in tests)."""
         loop = self._loop
@@ -138,6 +142,8 @@ class ServerPool:
             return
         links = list(self._links.values())
         self._links.clear()
+        with self._lock:
+            self.listed.clear()
 
         async def stop() -> None:
             for link in links:
@@ -212,7 +218,7 @@ def run(
     try:
         link = POOL.link(launch)
     except Exception as exc:  # noqa: BLE001 - a start that fails is the call's failure
-        return _ended("failed", _start_problem(server, exc), started, call)
+        return _ended("failed", start_problem(server, exc), started, call)
     held = _held(server, call.action.name, link.tools.get(call.action.name))
     if held is not None:
         return _ended("failed", held, started, call)
@@ -294,7 +300,8 @@ def _held(server: ServerSpec, tool: str, listed: dict[str, Any] | None) -> str |
     return None
 
 
-def _start_problem(server: ServerSpec, exc: BaseException) -> str:
+def start_problem(server: ServerSpec, exc: BaseException) -> str:
+    """One line saying why `server` could not be started or reached."""
     why = str(exc).strip() or type(exc).__name__
     if isinstance(exc, ExceptionGroup):
         why = "; ".join(str(e) or type(e).__name__ for e in exc.exceptions)

@@ -380,7 +380,9 @@ def compose(
         pins = accepted.get(name, {})
         server = replace(server, accepted=tuple((t, d) for t, (d, _) in sorted(pins.items())))
         kept[name] = server
-        definitions = [definition for _, (_, definition) in sorted(pins.items())]
+        # A tool whose definition changed is held: its older accepted one is not offered.
+        waiting = set(held.get(name, ()))
+        definitions = [d for tool, (_, d) in sorted(pins.items()) if tool not in waiting]
         if definitions:
             tools[name] = _with_previews(server_tool(server, definitions))
     return replace(
