@@ -63,6 +63,14 @@ def platform_settings(
         f"command: [{sys.executable}, {UPSTREAM}, {definitions / 'peek.txt'}]\n"
         "secrets: [SECRET_TOKEN]\n"
         f"reads: [{UPSTREAM.parent}, {definitions}]\n"
+        "tools:\n  hang: {timeout_s: 1}\n"
+    )
+    (root / "servers" / "noise").mkdir()
+    (root / "servers" / "noise" / "server.yaml").write_text(
+        "name: noise\n"
+        "description: Prints what is not JSON-RPC\n"
+        f"command: [{sys.executable}, {UPSTREAM}, {definitions / 'peek.txt'}, garbage]\n"
+        f"reads: [{UPSTREAM.parent}, {definitions}]\n"
     )
     monkeypatch.setenv("SECRET_TOKEN", SECRET)
     return settings.model_copy(update={"registry": f"{root}:{EXAMPLES_ROOT}"})
@@ -127,7 +135,7 @@ def test_a_server_s_tools_are_held_until_an_admin_accepts_them(
     before = call(platform, tmp_path, "peek")
     assert before.status is Status.invalid and "no accepted tools" in (before.error or "")
     held = servers.refresh(platform, servers.find(platform, "up"), tmp_path)
-    assert set(held) == {"peek", "read", "note", "fail", "die"}
+    assert set(held) == {"peek", "read", "note", "fail", "die", "hang", "ask"}
     assert "up" not in platform.registry().tools  # not offered
     refused = call(platform, tmp_path, "peek")
     assert refused.status is Status.invalid and "aat servers accept up" in (refused.error or "")
@@ -231,3 +239,44 @@ def test_a_stdio_server_reads_only_what_it_declares(platform: Platform, tmp_path
     assert "in the workspace" in str(call(platform, tmp_path, "read", path=str(inside)).result)
     refused = call(platform, tmp_path, "read", path=str(outside))
     assert refused.status is Status.failed and "not the server's" not in str(refused)
+
+
+def test_a_server_that_hangs_times_out_and_others_go_on(platform: Platform, tmp_path: Path) -> None:
+    started = time.monotonic()
+    hung = call(accepted(platform, tmp_path), tmp_path, "hang")
+    assert hung.status is Status.timed_out and time.monotonic() - started < 10
+    assert call(platform, tmp_path, "peek").status is Status.succeeded
+
+
+def test_a_server_that_answers_garbage_is_a_failed_start_in_one_line(
+    platform: Platform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(server_pool, "START_TIMEOUT_S", 2.0)
+    with pytest.raises(servers.ServerProblem) as failed:
+        servers.refresh(platform, servers.find(platform, "noise"), tmp_path)
+    assert "noise" in str(failed.value) and "\n" not in str(failed.value)
+    assert "noise" not in platform.registry().tools
+
+
+def test_a_server_that_asks_for_input_is_refused_in_one_line(
+    platform: Platform, tmp_path: Path
+) -> None:
+    asked = call(accepted(platform, tmp_path), tmp_path, "ask")
+    assert asked.status is Status.failed and asked.error and "\n" not in asked.error.strip()
+    assert "elicitation" in asked.error
+    assert call(platform, tmp_path, "peek").status is Status.succeeded
+
+
+def test_an_idle_server_is_stopped(platform: Platform, tmp_path: Path) -> None:
+    server_pool.configure(0.3)
+    try:
+        assert call(accepted(platform, tmp_path), tmp_path, "peek").status is Status.succeeded
+        (link,) = server_pool.POOL.links()
+        deadline = time.monotonic() + 10
+        while not link.ended.is_set():
+            assert time.monotonic() < deadline, "the idle server was not stopped"
+            time.sleep(0.05)
+        assert link.proc is not None and link.proc.has_exited()
+    finally:
+        server_pool.configure(300.0)
+    assert call(platform, tmp_path, "peek").status is Status.succeeded

@@ -65,7 +65,7 @@ def _held(registry: Registry, name: str, action: str | None) -> str | None:
         return None
     if action and action in registry.held.get(name, ()):
         return (
-            f"{name} {action} is held: its definition is new or changed since an admin "
+            f"{name} {action} is held: its definition is new, or changed since an admin "
             f"accepted it; nothing is sent until an admin runs `aat servers accept {name}`"
         )
     if registry.runnable("tool", name) is None:

@@ -68,6 +68,7 @@ class Link:
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     crashed: bool = False
     pid: int | None = None
+    proc: spawner.SpawnedProcess | None = None
     last_used: float = field(default_factory=time.monotonic)
     in_flight: int = 0
 
@@ -89,6 +90,20 @@ async def hold(link: Link, ready: asyncio.Future[None]) -> None:
     finally:
         link.client = None
         link.ended.set()
+
+
+def failure(link: Link, exc: BaseException) -> str:
+    """Why `link`'s server did not start, in one line: what the exec said, else the tail
+    of what it printed on stderr, else the client's own words."""
+    proc = link.proc
+    if proc is not None and proc.has_exited() and proc.exec_error:
+        return f"could not run {link.launch.server.command[0]}: {proc.exec_error}"
+    said = bytes(link.stderr).decode("utf-8", "replace").strip().splitlines()
+    if said:
+        return f"it exited saying: {said[-1][:300]}"
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(str(e) or type(e).__name__ for e in exc.exceptions)
+    return str(exc).strip() or type(exc).__name__
 
 
 async def _list_tools(client: Client) -> dict[str, dict[str, Any]]:
@@ -150,7 +165,7 @@ async def _carried(
     link: Link, proc: spawner.SpawnedProcess, stdin: int
 ) -> AsyncIterator[TransportStreams]:
     """Messages over the started process's stdin and stdout; its stderr's tail kept."""
-    link.pid = proc.pid
+    link.pid, link.proc = proc.pid, proc
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=64 << 20)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), proc.stdout)

@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 
 from webplatform.process import confine
 from webplatform.process.outcome import RunResult
-from webplatform.process.server_link import Launch, Link, hold
+from webplatform.process.server_link import Launch, Link, failure, hold
 from webplatform.registry.model import ServerSpec
 from webplatform.registry.servers import definition_digest, pinned_definition
 
@@ -41,6 +41,10 @@ START_TIMEOUT_S = 60.0
 _BACKOFF_S = 0.5
 _BACKOFF_MAX_S = 30.0
 _ERROR_MAX_CHARS = 2000
+
+
+class ServerNotStarted(Exception):
+    """A server that did not start or answer; the message is one line saying why."""
 
 
 @dataclass
@@ -116,9 +120,9 @@ class ServerPool:
 
     def _start(self, launch: Launch) -> Link:
         loop = self.loop()
+        link = Link(launch)
 
         async def start() -> Link:
-            link = Link(launch)
             ready: asyncio.Future[None] = loop.create_future()
             loop.create_task(hold(link, ready))
             await ready
@@ -129,7 +133,11 @@ class ServerPool:
             return future.result(timeout=START_TIMEOUT_S)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            raise TimeoutError(f"it did not answer within {START_TIMEOUT_S:g} s") from None
+            link.closing.set()
+            raise ServerNotStarted(f"it did not answer within {START_TIMEOUT_S:g} s") from None
+        except Exception as exc:
+            time.sleep(0.05)  # its exit and last words are on their way
+            raise ServerNotStarted(failure(link, exc)) from exc
 
     def links(self) -> list[Link]:
         """The connections this process holds now."""
@@ -246,25 +254,25 @@ def _answer(
     """Wait for the answer, ticking; what it amounts to. A tick that raises cancels the
     call (the caller's failure) and propagates."""
     server = call.tool.server.name
-    while True:
-        try:
-            result = future.result(timeout=tick_s)
-            break
-        except concurrent.futures.TimeoutError:
-            if on_tick is not None:
-                try:
-                    on_tick()
-                except BaseException:
-                    future.cancel()
-                    raise
-        except TimeoutError:
-            return _ended("timed_out", f"{server} did not answer in time", started, call)
-        except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED:
-                return _ended("lost", _lost(server), started, call)
-            return _ended("failed", f"{server} refused the call: {exc}", started, call)
-        except Exception:  # noqa: BLE001 - the connection broke after the call was sent
+    while not concurrent.futures.wait([future], timeout=tick_s).done:
+        if on_tick is not None:
+            try:
+                on_tick()
+            except BaseException:
+                future.cancel()
+                raise
+    try:
+        result = future.result()
+    except TimeoutError:
+        limit = call.action.timeout_s or call.timeout_s or DEFAULT_TIMEOUT_S
+        said = f"{server} did not answer within {limit:g} s (its tools' timeout_s)"
+        return _ended("timed_out", said, started, call)
+    except MCPError as exc:
+        if exc.code == types.CONNECTION_CLOSED:
             return _ended("lost", _lost(server), started, call)
+        return _ended("failed", f"{server} refused the call: {exc}", started, call)
+    except Exception:  # noqa: BLE001 - the connection broke after the call was sent
+        return _ended("lost", _lost(server), started, call)
     if result.is_error:
         return _ended("failed", _text(result) or f"{server} reported an error", started, call)
     body: dict[str, Any] = {
@@ -303,8 +311,6 @@ def _held(server: ServerSpec, tool: str, listed: dict[str, Any] | None) -> str |
 def start_problem(server: ServerSpec, exc: BaseException) -> str:
     """One line saying why `server` could not be started or reached."""
     why = str(exc).strip() or type(exc).__name__
-    if isinstance(exc, ExceptionGroup):
-        why = "; ".join(str(e) or type(e).__name__ for e in exc.exceptions)
     return f"could not start or reach MCP server {server.name}: {why}"
 
 

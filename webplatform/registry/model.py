@@ -236,12 +236,14 @@ class Registry:
 class ServerToolRule:
     """What an operator's `server.yaml` says of one upstream tool (SPEC §22): `read_only`
     (only an operator's file can make an upstream tool read-only), `reversible: false`
-    (stricter), and the upstream read tool whose answer previews it."""
+    (stricter), the upstream read tool whose answer previews it, and its timeout."""
 
     name: str
     read_only: bool | None = None
     reversible: bool | None = None
     preview: str | None = None
+    # How long a call may wait for its answer (None: 60 s).
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,9 @@ def import_file(source: Path, root: Path) -> list[Imported]:
             path = folder / "server.yaml"
             written.append(Imported(name, path, (f"{folder} exists already; left as it is",)))
             continue
-        doc, guesses = server_document(name, entry if isinstance(entry, dict) else {})
+        doc, guesses = server_document(
+            name, entry if isinstance(entry, dict) else {}, source.parent
+        )
         folder.mkdir(parents=True)
         text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
         (folder / "server.yaml").write_text(text, encoding="utf-8")
@@ -77,8 +79,11 @@ def _entries(data: Any) -> dict[str, Any]:
     raise ImportProblem("no `mcpServers` (or opencode's `mcp`) object in the file")
 
 
-def server_document(name: str, entry: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The `server.yaml` of one client entry, and what was guessed about it."""
+def server_document(
+    name: str, entry: dict[str, Any], project: Path
+) -> tuple[dict[str, Any], list[str]]:
+    """The `server.yaml` of one client entry (read from a file in folder `project`), and
+    what was guessed about it."""
     doc: dict[str, Any] = {"name": name, "description": f"{name} (imported)"}
     guesses: list[str] = []
     url = entry.get("url") or entry.get("httpUrl") or entry.get("serverUrl")
@@ -94,13 +99,13 @@ def server_document(name: str, entry: dict[str, Any]) -> tuple[dict[str, Any], l
     if not command:
         guesses.append("no command or url: edit `command:` before using it")
         command = ["true"]
-    doc["command"] = command
+    doc["command"] = [_as_workspace(arg, project, guesses) for arg in command]
     env, secrets = _environment(entry.get("env") or entry.get("environment") or {}, guesses)
     if env:
         doc["env"] = env
     if secrets:
         doc["secrets"] = secrets
-    doc |= _reach(command, guesses)
+    doc |= _reach(doc["command"], guesses)
     return doc, guesses
 
 
@@ -109,6 +114,15 @@ def _command(entry: dict[str, Any]) -> list[str]:
     args = entry.get("args") or []
     command = list(raw) if isinstance(raw, list) else [raw] if isinstance(raw, str) else []
     return [str(x) for x in (*command, *args) if isinstance(x, str | int | float)]
+
+
+def _as_workspace(arg: str, project: Path, guesses: list[str]) -> str:
+    """`$WORKSPACE` for an argument naming the project folder the file is in (a project's
+    `.mcp.json` means the project: through aat, the caller's workspace), else `arg`."""
+    if arg in (".", "./") or (arg.startswith("/") and Path(arg) == project.resolve()):
+        guesses.append(f"{arg} is the project folder: $WORKSPACE (the caller's workspace)")
+        return "$WORKSPACE"
+    return arg
 
 
 def _environment(raw: Any, guesses: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -151,10 +165,19 @@ def _reach(command: list[str], guesses: list[str]) -> dict[str, Any]:
         reach["network"] = "any"
         writes.append(_FETCHERS[launcher])
         guesses.append(f"{launcher} fetches the server: network any, writes {writes[0]}")
+    reads: list[str] = []
     for arg in command[1:]:
-        if arg.startswith(("/", "~")) and Path(arg).expanduser().is_dir():
+        path = Path(arg).expanduser()
+        if not arg.startswith(("/", "~")):
+            continue
+        if path.is_dir():
             writes.append(arg)
             guesses.append(f"{arg} is a folder it serves: writes {arg}")
+        elif path.is_file() and str(path.parent) not in reads:
+            reads.append(str(path.parent))
+            guesses.append(f"{arg} is a file it runs or reads: reads {path.parent}")
+    if reads:
+        reach["reads"] = reads
     if reach["network"] == "none":
         guesses.append("network none: add `network: any` if it calls out")
     if writes:

@@ -49,7 +49,7 @@ SERVER_KEYS = (
     "limits",
     "tools",
 )
-TOOL_KEYS = ("read_only", "reversible", "preview")
+TOOL_KEYS = ("read_only", "reversible", "preview", "timeout_s")
 # `$WORKSPACE` (or `${WORKSPACE}`): the caller's workspace, in `command` and `env` values.
 WORKSPACE_VAR = re.compile(r"\$\{WORKSPACE\}|\$WORKSPACE(?![A-Za-z0-9_])")
 _URL = re.compile(r"https?://[^\s]+")
@@ -179,7 +179,8 @@ class _ServerCheck(_ManifestCheck):
             if read_only and reversible is False:
                 self.fail(f"tools.{name} says read_only and reversible: false; pick one", where)
             preview = self.text(item, "preview", f"tools.{name}", where, required=False)
-            rules.append(ServerToolRule(str(name), read_only, reversible, preview))
+            timeout = self.timeout(item, f"tools.{name}", where)
+            rules.append(ServerToolRule(str(name), read_only, reversible, preview, timeout))
         return tuple(rules)
 
 
@@ -330,6 +331,7 @@ def upstream_action(server: ServerSpec, definition: dict[str, Any]) -> ActionSpe
         reversible=None if read_only else False,
         args=schema_args(definition.get("inputSchema")),
         preview=server.rule(name).preview,
+        timeout_s=server.rule(name).timeout_s,
     )
 
 
