@@ -90,13 +90,17 @@ def overview(platform: Platform, cwd: Path | None = None) -> list[Listed]:
     return listed
 
 
-def details(platform: Platform, name: str, cwd: Path | None = None) -> dict[str, Any]:
+def details(
+    platform: Platform, name: str, cwd: Path | None = None, *, connect: bool = True
+) -> dict[str, Any]:
     """Server `name` with each recorded definition (state, digest, gate) and, for each held
-    one, its difference from the accepted definition of the same tool."""
+    one, its difference from the accepted definition of the same tool; connected to first
+    (so new or changed definitions are recorded) unless `connect` is False."""
     server = find(platform, name)
     error = None
     try:
-        refresh(platform, server, cwd)
+        if connect:
+            refresh(platform, server, cwd)
     except ServerProblem as exc:
         error = str(exc)
     rows = platform.transact(lambda s: pins.server_pins(session=s, server=name), write=False)
