@@ -65,6 +65,7 @@ async def test_server_tools_are_discovered_and_called_like_any_tool(
     assert "peek" in str(found)
     assert shape["reversibility"] == "irreversible"
     assert {a["name"] for a in shape["args"]} == {"folder", "text"}
+    assert set(shape["input_schema"]["properties"]) == {"folder", "text"}
     answer = body(peek)
     assert answer["status"] == "succeeded" and "token is" in str(answer)
     assert SECRET not in str(answer)

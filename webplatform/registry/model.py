@@ -270,10 +270,16 @@ class ServerSpec:
     limits: ToolLimits = field(default_factory=ToolLimits)
     tools: tuple[ServerToolRule, ...] = ()
     accepted: tuple[tuple[str, str], ...] = ()
+    # Each accepted tool's own input schema, as JSON text: what agents are shown of it.
+    input_schemas: tuple[tuple[str, str], ...] = ()
 
     def rule(self, tool: str) -> ServerToolRule:
         """What `server.yaml` says of upstream tool `tool` (nothing: an empty rule)."""
         return next((r for r in self.tools if r.name == tool), ServerToolRule(tool))
+
+    def input_schema(self, tool: str) -> str | None:
+        """The accepted definition's input schema of `tool` (JSON text), or None."""
+        return next((text for name, text in self.input_schemas if name == tool), None)
 
     def accepted_digest(self, tool: str) -> str | None:
         """The digest of `tool`'s accepted definition, or None when none is accepted."""

@@ -380,7 +380,14 @@ def compose(
             problems.append(ManifestError("tool", name, server.path, why + "; rename one"))
             continue
         pins = accepted.get(name, {})
-        server = replace(server, accepted=tuple((t, d) for t, (d, _) in sorted(pins.items())))
+        server = replace(
+            server,
+            accepted=tuple((t, d) for t, (d, _) in sorted(pins.items())),
+            input_schemas=tuple(
+                (t, canonical_json(d.get("inputSchema") or {}))
+                for t, (_, d) in sorted(pins.items())
+            ),
+        )
         kept[name] = server
         # A tool whose definition changed is held: its older accepted one is not offered.
         waiting = set(held.get(name, ()))
