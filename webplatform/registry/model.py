@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from copy import deepcopy
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+
+if TYPE_CHECKING:
+    from webplatform.registry.argmodel import ActionModel
 
 Kind = Literal["tool", "agent", "skill"]
 RunnableKind = Literal["tool", "agent"]
@@ -87,10 +91,22 @@ class ActionSpec:
     self_approval: bool | None = None
     # The read-only action of the same tool that shows what this one would do (SPEC §16).
     preview: str | None = None
+    # An upstream MCP tool's own `inputSchema` (SPEC §22), offered to agents as it is; None
+    # for a manifest's action, whose schema comes from `args`.
+    input_schema: Any = None
 
     def arg(self, name: str) -> ArgSpec | None:
         """The argument called exactly `name`, or None."""
         return next((a for a in self.args if a.name == name), None)
+
+    @cached_property
+    def model(self) -> ActionModel:
+        """The action's typed model (validation, defaults, JSON Schema, form widgets), built
+        on first use and kept with this snapshot: a registry of 10,000 actions loads without
+        building one."""
+        from webplatform.registry.argmodel import ActionModel  # pydantic: only when needed
+
+        return ActionModel(self.args, self.input_schema)
 
 
 @dataclass(frozen=True)
@@ -270,16 +286,10 @@ class ServerSpec:
     limits: ToolLimits = field(default_factory=ToolLimits)
     tools: tuple[ServerToolRule, ...] = ()
     accepted: tuple[tuple[str, str], ...] = ()
-    # Each accepted tool's own input schema, as JSON text: what agents are shown of it.
-    input_schemas: tuple[tuple[str, str], ...] = ()
 
     def rule(self, tool: str) -> ServerToolRule:
         """What `server.yaml` says of upstream tool `tool` (nothing: an empty rule)."""
         return next((r for r in self.tools if r.name == tool), ServerToolRule(tool))
-
-    def input_schema(self, tool: str) -> str | None:
-        """The accepted definition's input schema of `tool` (JSON text), or None."""
-        return next((text for name, text in self.input_schemas if name == tool), None)
 
     def accepted_digest(self, tool: str) -> str | None:
         """The digest of `tool`'s accepted definition, or None when none is accepted."""

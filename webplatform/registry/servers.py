@@ -274,15 +274,18 @@ _JSON_TYPES: dict[str, ArgType] = {
 
 
 def schema_args(schema: Any) -> tuple[ArgSpec, ...]:
-    """An upstream tool's `inputSchema` as the registry's arguments (names kept verbatim).
+    """An upstream tool's `inputSchema` as the registry's arguments (names kept verbatim):
+    the typed model's reading of it (`argmodel.args_from_json_schema`), or, for a schema
+    outside what that reads, each property at its plain type (`object` when it has none),
+    so validation never refuses what the upstream accepts for want of a type: the upstream
+    checks the rest, and agents are offered its own schema unchanged."""
+    from webplatform.registry.argmodel import UnsupportedSchema, args_from_json_schema
 
-    One small function on purpose: the per-action model built from a JSON Schema replaces it.
-    A property whose type is missing or a union takes `object`/`string` by its default's
-    shape, so validation never refuses what the upstream accepts for want of a type.
-    """
-    if not isinstance(schema, dict):
-        return ()
-    props = schema.get("properties")
+    try:
+        return args_from_json_schema(schema)
+    except UnsupportedSchema:
+        pass
+    props = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(props, dict):
         return ()
     required = set(schema.get("required") or ())
@@ -330,6 +333,7 @@ def upstream_action(server: ServerSpec, definition: dict[str, Any]) -> ActionSpe
         read_only=read_only,
         reversible=None if read_only else False,
         args=schema_args(definition.get("inputSchema")),
+        input_schema=schema if isinstance(schema := definition.get("inputSchema"), dict) else None,
         preview=server.rule(name).preview,
         timeout_s=server.rule(name).timeout_s,
     )
@@ -380,14 +384,7 @@ def compose(
             problems.append(ManifestError("tool", name, server.path, why + "; rename one"))
             continue
         pins = accepted.get(name, {})
-        server = replace(
-            server,
-            accepted=tuple((t, d) for t, (d, _) in sorted(pins.items())),
-            input_schemas=tuple(
-                (t, canonical_json(d.get("inputSchema") or {}))
-                for t, (_, d) in sorted(pins.items())
-            ),
-        )
+        server = replace(server, accepted=tuple((t, d) for t, (d, _) in sorted(pins.items())))
         kept[name] = server
         # A tool whose definition changed is held: its older accepted one is not offered.
         waiting = set(held.get(name, ()))
