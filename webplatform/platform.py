@@ -20,11 +20,31 @@ from webplatform.registry import RegistryLoader
 from webplatform.registry.limits import ceilings
 from webplatform.registry.model import Registry
 from webplatform.registry.servers import ServerLoader, compose, definition_digest, pinned_definition
-from webplatform.store import servers as pins
+from webplatform.store.adoption import Adoption
+from webplatform.store.agents import Tokens
 from webplatform.store.engine import make_engine, transact
+from webplatform.store.jobs import Heartbeats, Jobs, Leases
 from webplatform.store.models import LOGIN_PROOF, TOKEN_PROOF, Surface
+from webplatform.store.oauth import SignIns
+from webplatform.store.operators import Operators
+from webplatform.store.passkeys import Passkeys
+from webplatform.store.rules import Rules
+from webplatform.store.seals import RowSeal
+from webplatform.store.servers import ServerPins
+from webplatform.store.sessions import Sessions
+from webplatform.store.trail import Audit
 
 T = TypeVar("T")
+
+# How a process makes its seal on authority rows. The decision key it is made from lives a
+# floor above (`webplatform.trust.authority` installs its `seal_for` here when imported).
+_sealer: Callable[[Platform], RowSeal] | None = None
+
+
+def install_sealer(sealer: Callable[[Platform], RowSeal]) -> None:
+    """Make `sealer(platform)` the seal every platform's store objects sign and check with."""
+    global _sealer
+    _sealer = sealer
 
 
 @dataclass(frozen=True)
@@ -91,6 +111,20 @@ class Platform:
             ceilings=ceilings(settings),
         )
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # The store objects, one per aggregate: each owns its queries, holds the door and
+        # asks for the seal only when it reads or writes a sealed row.
+        self.jobs = Jobs(self.transact, self.seal)
+        self.leases = Leases(self.transact, self.seal)
+        self.heartbeats = Heartbeats(self.transact, self.seal)
+        self.operators = Operators(self.transact, self.seal)
+        self.tokens = Tokens(self.transact, self.seal)
+        self.rules = Rules(self.transact, self.seal)
+        self.sign_ins = SignIns(self.transact, self.seal)
+        self.passkeys = Passkeys(self.transact, self.seal)
+        self.sessions = Sessions(self.transact, self.seal)
+        self.audit = Audit(self.transact, self.seal)
+        self.adoption = Adoption(self.transact, self.seal)
+        self.server_pins = ServerPins(self.transact, self.seal)
         self.server_loader = ServerLoader(settings.registry_roots)
         server_pool.configure(settings.server_idle_s)
         self._composed: tuple[object, Registry] | None = None
@@ -104,12 +138,12 @@ class Platform:
         if not found[0] and not found[1]:
             return base
         self.record_listings()
-        stamp = self.transact(lambda s: pins.stamp(session=s), write=False)
+        stamp = self.server_pins.stamp()
         key = (id(base), id(found), stamp)
         composed = self._composed
         if composed is not None and composed[0] == key:
             return composed[1]
-        seen = self.transact(lambda s: pins.pins(session=s), write=False)
+        seen = self.server_pins.pins()
         registry = compose(base, found, seen.accepted, seen.held)
         self._composed = (key, registry)
         return registry
@@ -128,7 +162,13 @@ class Platform:
     def record_seen(self, server: str, tools: dict[str, dict[str, Any]]) -> list[str]:
         """Record `server`'s listed `tools` (held when new or changed); the tools held."""
         seen = [(definition_digest(d), d) for d in map(pinned_definition, tools.values())]
-        return self.transact(lambda s: pins.record_seen(session=s, server=server, seen=seen))
+        return self.server_pins.record_seen(server, seen)
+
+    def seal(self) -> RowSeal:
+        """This process's seal on authority rows (`webplatform.trust.authority.seal_for`)."""
+        if _sealer is None:
+            raise RuntimeError("no seal: webplatform.trust.authority was never imported")
+        return _sealer(self)
 
     def transact(self, fn: Callable[[Session], T], *, write: bool = True) -> T:
         """The one door to the database: run `fn(session)` in one transaction and return

@@ -103,7 +103,7 @@ def details(
             refresh(platform, server, cwd)
     except ServerProblem as exc:
         error = str(exc)
-    rows = platform.transact(lambda s: pins.server_pins(session=s, server=name), write=False)
+    rows = platform.server_pins.of(name)
     accepted = {r.tool: json.loads(r.definition_json) for r in rows if r.state == pins.ACCEPTED}
     tools = []
     for row in rows:
@@ -136,4 +136,4 @@ def accept(platform: Platform, name: str, *, by: str) -> list[str]:
     caller checked); the tools accepted. Only what was recorded, and so could be shown,
     is accepted: the server is not asked again here."""
     find(platform, name)
-    return platform.transact(lambda s: pins.accept(session=s, server=name, by=by))
+    return platform.server_pins.accept(name, by)

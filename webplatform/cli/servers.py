@@ -75,9 +75,7 @@ def _import(ns: argparse.Namespace, roots: list[Path]) -> int:
 def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
     """EXIT_USAGE unless `--by` names an operator who may accept server tools and the
     password given is theirs: checked through the trust door (`webplatform.trust.door`)."""
-    from webplatform.store import operators
     from webplatform.trust import door
-    from webplatform.trust.authority import seal_for
     from webplatform.trust.permissions import Decider, Permission, may
 
     if not ns.by:
@@ -88,10 +86,7 @@ def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
         if ns.password_stdin
         else getpass.getpass(f"password for {ns.by}: ")
     )
-    seal = seal_for(platform)
-    role = platform.transact(
-        lambda s: operators.operator_role(session=s, name=ns.by, seal=seal), write=False
-    )
+    role = platform.operators.role_of(ns.by)
     try:
         door.verify(
             door.Terminal(platform),

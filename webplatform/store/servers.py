@@ -16,6 +16,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.door import Aggregate
 from webplatform.store.models import ServerToolPin, utcnow
 
 HELD, ACCEPTED, REPLACED = "held", "accepted", "replaced"
@@ -120,3 +121,28 @@ def server_pins(*, session: Session, server: str) -> list[ServerToolPin]:
             .order_by(col(ServerToolPin.id))
         ).all()
     )
+
+
+class ServerPins(Aggregate):
+    """The pinned definitions of upstream servers' tools, as `platform.server_pins`: each
+    method one transaction."""
+
+    def record_seen(self, server: str, seen: list[tuple[str, dict[str, Any]]]) -> list[str]:
+        """`record_seen` in one transaction; the tools it held."""
+        return self._write(lambda s: record_seen(session=s, server=server, seen=seen))
+
+    def accept(self, server: str, by: str) -> list[str]:
+        """`accept` in one transaction; the tools accepted."""
+        return self._write(lambda s: accept(session=s, server=server, by=by))
+
+    def pins(self) -> Pins:
+        """Every server's accepted definitions and held tools."""
+        return self._read(lambda s: pins(session=s))
+
+    def stamp(self) -> tuple[int, int, Any]:
+        """What changes whenever a pin is recorded or accepted."""
+        return self._read(lambda s: stamp(session=s))
+
+    def of(self, server: str) -> list[ServerToolPin]:
+        """Every definition recorded for `server`, oldest first."""
+        return self._read(lambda s: server_pins(session=s, server=server))
