@@ -8,6 +8,7 @@ import importlib
 import logging
 import threading
 
+from webplatform import telemetry
 from webplatform.cli.common import (
     EXIT_OK,
     notify_refusal,
@@ -26,6 +27,7 @@ def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
     if (refused := notify_refusal(settings, "aat worker")) is not None:
         return refused
     say_confinement(settings, "aat worker")
+    telemetry.start()
     platform = Platform(settings)
     stop = threading.Event()
     worker = make_worker(platform)
@@ -52,6 +54,7 @@ def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
 
     settings = settings_from(ns)
     say_confinement(settings, "aat mcp", after_s=1.0)
+    telemetry.start()
     run_stdio(settings, surface=ns.surface)
     return EXIT_OK
 
@@ -64,5 +67,6 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
     if (refused := notify_refusal(settings, "aat serve")) is not None:
         return refused
     say_confinement(settings, "aat serve")
+    telemetry.start()
     code: int = serve.serve(settings, host=ns.host, port=ns.port, worker=not ns.no_worker)
     return code

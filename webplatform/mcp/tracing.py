@@ -1,0 +1,110 @@
+"""Traces of MCP requests (SPEC §23): the SDK's span per request, completed; the approval wait.
+
+The MCP SDK makes one server span per request following the MCP semantic conventions
+(`mcp.server._otel.OpenTelemetryMiddleware`, first on every server's middleware): its name is
+`{mcp.method.name} {target}`, it carries the method, tool, operation, request id, protocol
+version and `error.type`, and its parent comes from `params._meta.traceparent`. It costs a
+no-op span until `webplatform.telemetry.start` sets a tracer provider. What only aat knows is
+added here, inside that span: the transport and the HTTP session, and the approval wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+import anyio.to_thread
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+
+from webplatform import telemetry
+from webplatform.jobs.answers import Answer, Status
+from webplatform.jobs.tracking import current_job
+from webplatform.platform import Platform
+from webplatform.store.models import Surface
+from webplatform.telemetry import spans
+from webplatform.trust import claims
+from webplatform.trust.authority import seal_for
+
+__all__ = ["approval_wait", "install"]
+
+
+def install(server: MCPServer, surface: Surface) -> None:
+    """Complete the SDK's request spans with what this surface knows; nothing when off."""
+    if telemetry.tracing():
+        server.middleware.append(_request_attributes(surface))
+
+
+def session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The MCP session this request belongs to (HTTP sessions only), or None."""
+    connection = getattr(ctx.session, "_connection", None)  # the SDK keeps it unexported
+    found = getattr(connection, "session_id", None)
+    if found is None:
+        headers = getattr(ctx.request, "headers", None)
+        found = headers.get("mcp-session-id") if headers is not None else None
+    return found if isinstance(found, str) else None
+
+
+def _request_attributes(surface: Surface) -> Callable[..., Any]:
+    from opentelemetry import trace
+
+    base = (
+        {"network.transport": "pipe"}
+        if surface is Surface.mcp_stdio
+        else {"network.transport": "tcp", "network.protocol.name": "http"}
+    )
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attributes(base)
+            if (sid := session_id(ctx)) is not None:
+                span.set_attribute("mcp.session.id", sid)
+        return await call_next(ctx)
+
+    return middleware
+
+
+async def approval_wait(platform: Platform, queued: Answer, wait: Awaitable[Answer]) -> Answer:
+    """`wait`'s answer, timed as `aat.approval.wait` when `queued` waits for an operator or a
+    rule let it through: ended when the operator decided, naming them, the rule and the
+    digest of the exact call (the one the audit trail records)."""
+    waits = queued.status is Status.pending_approval or queued.allowed_by is not None
+    if not telemetry.tracing() or queued.job is None or not waits:
+        return await wait
+    job_id = queued.job
+    with spans.approval_wait({"aat.job.id": job_id}) as span:
+        answer = await wait
+        attributes, decided_at = await anyio.to_thread.run_sync(
+            lambda: decision_of(platform, job_id, answer)
+        )
+        spans.set_attributes(span, attributes)
+        spans.end(span, decided_at)
+    return answer
+
+
+def decision_of(
+    platform: Platform, job_id: int, answer: Answer
+) -> tuple[dict[str, Any], datetime | None]:
+    """The wait span's attributes for job `job_id` answered `answer`, and when it was
+    decided. An approver is named only when the decision's signature bears the row out
+    (`trust.claims`), as on every page."""
+    job = platform.transact(lambda s: current_job(session=s, job_id=job_id), write=False)
+    if job is None:
+        return {"aat.approval.status": answer.status.value}, None
+    status = answer.status
+    if claims.claims_approval(job):
+        verdict, approver = "approved", claims.approvers(job, seal_for(platform))
+    elif status is Status.pending_approval:
+        verdict, approver = "pending", None  # the call stopped waiting; the job did not
+    else:
+        verdict = status.value
+        approver = answer.decided_by if status is Status.denied else None
+    attributes = {
+        "aat.approval.status": verdict,
+        "aat.approval.approver": approver,
+        "aat.approval.rule": None if job.allowed_by_rule is None else str(job.allowed_by_rule),
+        "aat.args.digest": job.args_digest,
+    }
+    return attributes, job.decided_at
