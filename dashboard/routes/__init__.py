@@ -13,6 +13,7 @@ from dashboard.routes import (
     health,
     jobs,
     login,
+    metrics,
     overview,
     registry,
     rules,
@@ -23,6 +24,7 @@ from dashboard.routes import (
 
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
+    metrics.router,
     login.router,
     overview.router,
     registry.router,

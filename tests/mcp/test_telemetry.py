@@ -11,9 +11,10 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from mcp import Client
 from mcp_helpers import aat_mcp_process, approve, body, deny, later_when
@@ -25,6 +26,8 @@ from webplatform.jobs.tracking import pending_for
 from webplatform.platform import Platform
 from webplatform.store.audit_chain import export_rows
 
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -34,6 +37,7 @@ TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
 META = {"traceparent": TRACEPARENT}
 # Values that must never leave aat in a span, a metric or an audit line.
 CANARY = "canary-argument-7f3e"
+METRICS_TOKEN = "metrics-token-0b7a"
 SECRET = "secret-token-91c2"
 SEND = {
     "tool": "outbox",
@@ -88,8 +92,14 @@ def worker_process(platform: Platform, collector: tuple[str, Received]) -> Itera
         proc.wait(timeout=20)
 
 
-def decide_first_pending(platform: Platform, *, approved: bool) -> None:
-    """An operator approves (or denies) the call waiting, once it waits."""
+def decide_first_pending(platform: Platform, *, approved: bool) -> Progress:
+    """An operator approves (or denies) the call waiting once its client has seen it wait (a
+    progress notification): a decision landing before the call waits is no wait to trace.
+    Returns the progress callback to give that call."""
+    seen: list[float] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(value)
 
     def decide() -> None:
         job = int(pending_for(platform=platform)[0]["job"])
@@ -98,7 +108,8 @@ def decide_first_pending(platform: Platform, *, approved: bool) -> None:
         else:
             deny(platform, job, "not today")
 
-    later_when(lambda: pending_for(platform=platform), decide)
+    later_when(lambda: seen and pending_for(platform=platform), decide)
+    return progress
 
 
 def only(spans: list[Span], name: str) -> Span:
@@ -134,9 +145,11 @@ async def test_an_approved_stdio_call_is_traced_from_the_agents_span_to_the_tool
     url, received = collector
     params = aat_mcp_process(platform.settings)
     params.env = process_env(platform.settings, url)
-    decide_first_pending(platform, approved=True)
+    progress = decide_first_pending(platform, approved=True)
     async with Client(params, mode="legacy") as client:
-        result = await client.call_tool("run_tool_confirmed", SEND, meta=META)
+        result = await client.call_tool(
+            "run_tool_confirmed", SEND, meta=META, progress_callback=progress
+        )
     answer = body(result)
     assert answer["status"] == "succeeded", answer
     spans = received.wait_for(lambda s: {"aat.run", "aat.approval.wait"} <= {x.name for x in s})
@@ -168,15 +181,30 @@ async def test_http_calls_carry_the_session_a_denial_and_a_failing_tool(
     platform: Platform, collector: tuple[str, Received], tmp_path: Path
 ) -> None:
     url, received = collector
-    env = aat_env(None, **process_env(platform.settings, url))
+    env = aat_env(None, **process_env(platform.settings, url), AAT_METRICS_TOKEN=METRICS_TOKEN)
     port = free_port()
     with aat_serve(env=env, port=port, log=tmp_path / "serve.log") as base:
-        decide_first_pending(platform, approved=False)
+        progress = decide_first_pending(platform, approved=False)
         async with Client(f"{base}/mcp", mode="legacy") as client:
-            denied = await client.call_tool("run_tool_confirmed", SEND, meta=META)
+            denied = await client.call_tool(
+                "run_tool_confirmed", SEND, meta=META, progress_callback=progress
+            )
             crashed = await client.call_tool(
                 "run_tool", {"tool": "misbehave", "action": "crash"}, meta=META
             )
+        bearer = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+        scraped = httpx.get(f"{base}/metrics", headers=bearer)
+    assert scraped.status_code == 200
+    # The requests this `aat serve` answered, timed, with the conventions' attributes.
+    failed_runs = (
+        'mcp_server_operation_duration_seconds_count{error_type="tool_error",'
+        'gen_ai_tool_name="run_tool",mcp_method_name="tools/call"} 1.0'
+    )
+    assert failed_runs in scraped.text
+    # What the database holds for every process: this denial was decided by another one.
+    assert 'aat_jobs_total{outcome="denied"} 1.0' in scraped.text
+    assert 'aat_jobs_total{outcome="failed"} 1.0' in scraped.text
+    assert CANARY not in scraped.text
     assert body(denied)["status"] == "denied" and body(crashed)["status"] == "failed"
     spans = received.wait_for(
         lambda s: (
@@ -235,12 +263,17 @@ async def test_no_argument_value_or_secret_leaves_in_a_span_or_metric(
     url, received = collector
     params = aat_mcp_process(platform.settings)
     params.env = process_env(platform.settings, url)
-    decide_first_pending(platform, approved=True)
+    progress = decide_first_pending(platform, approved=True)
     async with Client(params, mode="legacy") as client:
         echoed = await client.call_tool("run_tool", ECHO, meta=META)
-        sent = await client.call_tool("run_tool_confirmed", SEND, meta=META)
+        sent = await client.call_tool(
+            "run_tool_confirmed", SEND, meta=META, progress_callback=progress
+        )
     assert body(echoed)["status"] == "succeeded" and body(sent)["status"] == "succeeded"
     received.wait_for(lambda s: len([x for x in s if x.name == "aat.run"]) == 2)
+    received.wait_for(
+        lambda s: any(name == "mcp.server.operation.duration" for name, _ in received.metrics)
+    )
     everything = b"".join(received.raw)
     assert CANARY.encode() not in everything
     assert SECRET.encode() not in everything

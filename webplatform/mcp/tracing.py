@@ -10,6 +10,7 @@ added here, inside that span: the transport and the HTTP session, and the approv
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -17,13 +18,15 @@ from typing import Any
 import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult
 
 from webplatform import telemetry
 from webplatform.jobs.answers import Answer, Status
 from webplatform.jobs.tracking import current_job
 from webplatform.platform import Platform
 from webplatform.store.models import Surface
-from webplatform.telemetry import spans
+from webplatform.telemetry import metrics, spans
 from webplatform.trust import claims
 from webplatform.trust.authority import seal_for
 
@@ -31,9 +34,10 @@ __all__ = ["approval_wait", "install"]
 
 
 def install(server: MCPServer, surface: Surface) -> None:
-    """Complete the SDK's request spans with what this surface knows; nothing when off."""
-    if telemetry.tracing():
-        server.middleware.append(_request_attributes(surface))
+    """Complete the SDK's request spans with what this surface knows, and time each request
+    for the metrics; nothing at all when this process neither traces nor records metrics."""
+    if telemetry.tracing() or metrics.recording():
+        server.middleware.append(_observed(surface))
 
 
 def session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -46,24 +50,64 @@ def session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def _request_attributes(surface: Surface) -> Callable[..., Any]:
-    from opentelemetry import trace
-
-    base = (
-        {"network.transport": "pipe"}
-        if surface is Surface.mcp_stdio
-        else {"network.transport": "tcp", "network.protocol.name": "http"}
-    )
+def _observed(surface: Surface) -> Callable[..., Any]:
+    transport = "pipe" if surface is Surface.mcp_stdio else "tcp"
 
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        span = trace.get_current_span()
-        if span.is_recording():
-            span.set_attributes(base)
-            if (sid := session_id(ctx)) is not None:
-                span.set_attribute("mcp.session.id", sid)
-        return await call_next(ctx)
+        if telemetry.tracing():
+            _describe(ctx, transport)
+        if not metrics.recording():
+            return await call_next(ctx)
+        began, error = time.perf_counter(), None
+        try:
+            result = await call_next(ctx)
+        except MCPError as exc:
+            error = str(exc.error.code)
+            raise
+        except Exception as exc:
+            error = type(exc).__qualname__
+            raise
+        else:
+            if isinstance(result, dict | CallToolResult) and _is_error(result):
+                error = "tool_error"
+            return result
+        finally:
+            metrics.operation(_labels(ctx, transport, error), time.perf_counter() - began)
 
     return middleware
+
+
+def _describe(ctx: ServerRequestContext[Any, Any], transport: str) -> None:
+    """The transport and session on the SDK's span for this request."""
+    from opentelemetry import trace
+
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    span.set_attribute("network.transport", transport)
+    if transport == "tcp":
+        span.set_attribute("network.protocol.name", "http")
+    if (sid := session_id(ctx)) is not None:
+        span.set_attribute("mcp.session.id", sid)
+
+
+def _is_error(result: dict[str, Any] | CallToolResult) -> bool:
+    if isinstance(result, CallToolResult):
+        return bool(result.is_error)
+    return result.get("isError") is True
+
+
+def _labels(
+    ctx: ServerRequestContext[Any, Any], transport: str, error: str | None
+) -> dict[str, str]:
+    """The metric's attributes: the method, the tool (a name aat serves), the error kind."""
+    labels = {"mcp.method.name": ctx.method, "network.transport": transport}
+    name = (ctx.params or {}).get("name") if ctx.method == "tools/call" else None
+    if isinstance(name, str) and len(name) <= 64:  # a client's made-up name stays out
+        labels["gen_ai.tool.name"] = name
+    if error is not None:
+        labels["error.type"] = error
+    return labels
 
 
 async def approval_wait(platform: Platform, queued: Answer, wait: Awaitable[Answer]) -> Answer:

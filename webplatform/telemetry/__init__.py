@@ -55,6 +55,9 @@ def start() -> None:
         if metrics and not _on["metrics"]:
             sdk.start_metrics(metrics)
             _on["metrics"] = True
+            from webplatform.telemetry import metrics as instruments
+
+            instruments.start_otlp()
     except ValueError as exc:  # an exporter aat does not send to: said once, the rest runs
         log.warning("%s; nothing more is sent", exc)
 
