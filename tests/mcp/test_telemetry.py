@@ -274,6 +274,14 @@ async def test_no_argument_value_or_secret_leaves_in_a_span_or_metric(
     received.wait_for(
         lambda s: any(name == "mcp.server.operation.duration" for name, _ in received.metrics)
     )
-    everything = b"".join(received.raw)
+    trail = subprocess.run(
+        [sys.executable, "-m", "webplatform", "audit", "tail", "--since", "2000-01-01"],
+        env=process_env(platform.settings, None),
+        capture_output=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert len(trail.splitlines()) >= 6  # both calls' events, each on its line
+    everything = b"".join(received.raw) + trail
     assert CANARY.encode() not in everything
     assert SECRET.encode() not in everything

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+import threading
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from webplatform.platform import Platform
 
 
 def cmd_keys(ns: argparse.Namespace, _extra: list[str]) -> int:
@@ -34,7 +42,8 @@ def cmd_keys(ns: argparse.Namespace, _extra: list[str]) -> int:
 def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
     """`aat audit verify`: check the hash chain, and that every job's state is the one its
     own audit events left it in (one line per job that disagrees); `aat audit export`: JSON
-    Lines with hashes."""
+    Lines with hashes; `aat audit tail`: the same lines for the latest events (or those from
+    `--since` on), then, with `--follow`, each new one as it is appended."""
     from webplatform.platform import Platform
     from webplatform.store.audit_chain import export_rows, verify_chain
     from webplatform.store.job_trail import jobs_out_of_step
@@ -45,7 +54,7 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
             since = datetime.fromisoformat(ns.since)
         except ValueError:
             print(
-                f"aat audit export: --since {ns.since!r} is not an ISO date or time "
+                f"aat audit {ns.op}: --since {ns.since!r} is not an ISO date or time "
                 "(e.g. 2025-01-31 or 2025-01-31T12:00:00+00:00)",
                 file=sys.stderr,
             )
@@ -53,6 +62,8 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
         since = since if since.tzinfo else since.replace(tzinfo=UTC)
     platform = Platform(settings_from(ns))
     try:
+        if ns.op == "tail":
+            return tail(platform, since=since, follow=ns.follow)
         if ns.op == "export":
             # Read whole, then printed: the transaction may be retried, the output must not.
             rows = platform.transact(
@@ -76,3 +87,41 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
     for line in out_of_step:
         print(line, file=sys.stderr)
     return EXIT_OK if report.intact and not out_of_step else EXIT_FAILED
+
+
+# Without --since, `aat audit tail` starts with the latest events, as `tail` does.
+TAIL_LINES = 10
+# How often --follow reads the trail for new events: one indexed query on any database, seen
+# by every host sharing it.
+FOLLOW_EVERY_S = 0.5
+
+
+def tail(platform: Platform, *, since: datetime | None, follow: bool) -> int:
+    """Print the latest events (or those from `since` on) as JSON Lines, then, when
+    `follow`, every event appended after them, until interrupted."""
+    from webplatform.store.audit_chain import id_before_last
+
+    after = 0
+    if since is None:
+        after = platform.transact(
+            lambda s: id_before_last(session=s, count=TAIL_LINES), write=False
+        )
+    stop = threading.Event()
+    while True:
+        read = functools.partial(_rows_after, after_id=after, since=since)
+        rows = platform.transact(read, write=False)
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False))
+        sys.stdout.flush()  # a log shipper reads each line as it comes
+        if rows:
+            after = int(rows[-1]["id"])
+            continue  # a full page may have more behind it
+        if not follow:
+            return EXIT_OK
+        stop.wait(FOLLOW_EVERY_S)
+
+
+def _rows_after(session: Session, *, after_id: int, since: datetime | None) -> list[dict[str, Any]]:
+    from webplatform.store.audit_chain import rows_after
+
+    return rows_after(session=session, after_id=after_id, since=since)

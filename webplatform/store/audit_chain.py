@@ -158,21 +158,46 @@ def verify_chain(*, session: Session) -> ChainReport:
 def export_rows(*, session: Session, since: datetime | None = None) -> Iterator[dict[str, Any]]:
     """Every event (from `since` on) oldest first, as JSON-ready dicts with their hashes."""
     for row in _events(session, since=since):
-        yield {
-            "id": row.id,
-            "at": row.at.astimezone(UTC).isoformat(timespec="microseconds"),
-            "job_id": row.job_id,
-            "actor": row.actor,
-            "event": row.event,
-            "from_state": row.from_state,
-            "to_state": row.to_state,
-            "detail": row.detail,
-            "address": row.address,
-            "prev_hash": row.prev_hash,
-            "hash": row.event_hash,
-            "trace_id": row.trace_id,
-            "span_id": row.span_id,
-        }
+        yield exported(row)
+
+
+def rows_after(
+    *, session: Session, after_id: int, since: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The events after event `after_id` (and from `since` on), oldest first, at most a page,
+    as `export_rows` gives them. Appends are serialised (the chain's lock), so ids grow in
+    the order events were committed: reading on from the last id seen misses none."""
+    stmt = select(AuditEvent).where(col(AuditEvent.id) > after_id)
+    if since is not None:
+        stmt = stmt.where(col(AuditEvent.at) >= since)
+    return [exported(row) for row in session.exec(stmt.order_by(col(AuditEvent.id)).limit(_PAGE))]
+
+
+def id_before_last(*, session: Session, count: int) -> int:
+    """The id after which the last `count` events start (0 when there are no more)."""
+    stmt = select(AuditEvent.id).order_by(col(AuditEvent.id).desc()).offset(count).limit(1)
+    found = session.exec(stmt).first()
+    return int(found) if found is not None else 0
+
+
+def exported(row: AuditEvent) -> dict[str, Any]:
+    """One event as the export and `aat audit tail` print it: JSON-ready, with its hashes and
+    the trace it was recorded in."""
+    return {
+        "id": row.id,
+        "at": row.at.astimezone(UTC).isoformat(timespec="microseconds"),
+        "job_id": row.job_id,
+        "actor": row.actor,
+        "event": row.event,
+        "from_state": row.from_state,
+        "to_state": row.to_state,
+        "detail": row.detail,
+        "address": row.address,
+        "prev_hash": row.prev_hash,
+        "hash": row.event_hash,
+        "trace_id": row.trace_id,
+        "span_id": row.span_id,
+    }
 
 
 def _links(prev: str, claimed: str | None, bridges: dict[str, str]) -> bool:
