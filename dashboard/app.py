@@ -62,6 +62,7 @@ def create_app(
     signing.signer_for(settings.home)
     seal_for(platform)
     metrics.prometheus()  # before /mcp is built: its requests are timed for /metrics
+    metrics.observe_pending(lambda: pending_count(platform))
     mcp_app, mcp_lifespan = _mcp_parts(platform) if mcp else (None, None)
     chat_app, chat_lifespan = create_chat_mcp_app(platform) if mcp else (None, None)
     lifespans: list[Callable[[], AbstractAsyncContextManager[Any]]] = [

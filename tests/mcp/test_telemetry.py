@@ -221,6 +221,10 @@ async def test_http_calls_carry_the_session_a_denial_and_a_failing_tool(
     assert wait.attributes["aat.approval.status"] == "denied"
     assert wait.attributes["aat.approval.approver"] == "olga"
     assert wait.attributes["aat.args.digest"] == audit_digest(platform, body(denied)["job"])
+    # Metrics through OTLP too: request durations, and the approvals pending as the
+    # database holds them (only `aat serve` reports those).
+    names = {"mcp.server.operation.duration", "aat.approvals.pending"}
+    received.wait_for(lambda _: names <= {name for name, _ in received.metrics})
     failing = only(spans, "tools/call run_tool")
     check_request_span(failing, tool="run_tool", transport="tcp")
     assert failing.attributes["error.type"] == "tool_error"

@@ -14,12 +14,14 @@ when Prometheus scrapes (`dashboard.routes.metrics`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 __all__ = [
     "DURATION_BUCKETS",
     "approval_decided",
     "job_finished",
+    "observe_pending",
     "operation",
     "prometheus",
     "recording",
@@ -108,6 +110,19 @@ class _Otlp:
     def job(self, outcome: str) -> None:
         self._jobs.add(1, {"aat.job.outcome": outcome})
 
+    def pending(self, read: Callable[[], int]) -> None:
+        from opentelemetry import metrics
+        from opentelemetry.metrics import CallbackOptions, Observation
+
+        def observe(_options: CallbackOptions) -> list[Observation]:
+            return [Observation(read())]
+
+        metrics.get_meter("aat").create_observable_gauge(
+            "aat.approvals.pending",
+            callbacks=[observe],
+            description="Calls waiting for an operator's decision, as the database holds them",
+        )
+
 
 class _Prometheus:
     """The same figures as Prometheus instruments, in a registry of their own."""
@@ -150,6 +165,14 @@ class _Prometheus:
 
     def job(self, outcome: str) -> None:
         del outcome  # /metrics counts jobs by outcome from the database, for every process
+
+
+def observe_pending(read: Callable[[], int]) -> None:
+    """Report through OTLP, at each export, the approvals pending as `read()` finds them in
+    the database: only `aat serve` asks, so one process reports what all of them share."""
+    for sink in _sinks:
+        if isinstance(sink, _Otlp):
+            sink.pending(read)
 
 
 def start_otlp() -> None:
