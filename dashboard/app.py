@@ -61,8 +61,7 @@ def create_app(
     # authority rows from before rows were signed are adopted then, once (SECURITY.md).
     signing.signer_for(settings.home)
     seal_for(platform)
-    metrics.prometheus()  # before /mcp is built: its requests are timed for /metrics
-    metrics.observe_pending(lambda: pending_count(platform))
+    _measure(platform)  # before /mcp is built: its requests are timed for /metrics
     mcp_app, mcp_lifespan = _mcp_parts(platform) if mcp else (None, None)
     chat_app, chat_lifespan = create_chat_mcp_app(platform) if mcp else (None, None)
     lifespans: list[Callable[[], AbstractAsyncContextManager[Any]]] = [
@@ -102,6 +101,12 @@ def create_app(
     # Added last, so it runs first: the guard and the routes already see the root path.
     app.add_middleware(RootPath, root=settings.root_path)
     return app
+
+
+def _measure(platform: Platform) -> None:
+    """This process's figures for /metrics, and the approvals pending for OTLP (when asked)."""
+    metrics.prometheus()
+    metrics.observe_pending(lambda: pending_count(platform))
 
 
 def _lifespan(

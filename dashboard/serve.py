@@ -32,7 +32,9 @@ def served_settings(settings: Settings, host: str, port: int) -> Settings:
 
 def serve(settings: Settings, *, host: str, port: int, worker: bool) -> int:
     """Run until stopped; the exit code `aat serve` returns."""
-    platform = Platform(settings)
+    platform = Platform.when_reachable(
+        settings, say=lambda line: print(f"aat serve: {line}", file=sys.stderr, flush=True)
+    )
     if not is_loopback(host) and not _mcp_is_guarded(settings, platform):
         print(
             f"aat serve: refusing to listen on {host} without a bearer token for /mcp; "

@@ -20,6 +20,7 @@ import yaml
 
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
+from webplatform.registry import argmodel
 from webplatform.registry.model import ActionSpec, ArgSpec
 from webplatform.store.models import TOKEN_PROOF, Job, JobState
 from webplatform.trust.policy import Policy
@@ -28,8 +29,6 @@ from webplatform.trust.stepup import approve_allow_target
 
 DURATIONS = ("15m", "1h", "8h")
 _HOURS = {"15m": 0.25, "1h": 1.0, "8h": 8.0}
-# Argument types a rule's condition can compare (as `webplatform.trust.rules` checks them).
-_COMPARABLE = ("string", "integer", "number", "boolean")
 # How much of a long value the form shows beside its select.
 _SHOWN = 80
 
@@ -102,7 +101,7 @@ def _only_any(spec: ArgSpec, args: Mapping[str, Any]) -> str | None:
         return "a secret, which is never stored"
     if spec.name not in args:
         return "not given in this call"
-    if spec.type not in _COMPARABLE:
+    if not argmodel.comparable(spec):
         return f"of type {spec.type}, which a rule cannot compare"
     return None
 

@@ -192,3 +192,18 @@ def test_a_file_really_missing_where_the_tool_may_look_gets_no_hint(
     target = TESTS / "tools" / "escape" / "no-such-file"
     answer = _run(platform, tmp_path, "escape", "probe", target=str(target), mode="read")
     assert answer.error == f"exit 1: read {target}: No such file or directory"
+
+
+def test_a_refused_path_of_another_process_names_no_manifest_fix(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """Another process's /proc entry is hidden by the call's own PID namespace: the hint says
+    so, rather than offering `reads:` for something no manifest can grant."""
+    target = Path(f"/proc/{os.getpid()}/status")
+    answer = _run(platform, tmp_path, "escape", "probe", target=str(target), mode="read")
+    assert answer.status is Status.failed
+    assert answer.error == (
+        f"exit 1: read {target}: No such file or directory; {target} belongs to another "
+        "process: a tool sees only the processes of its own call (its own are under "
+        "/proc/self), and no manifest can change that"
+    )

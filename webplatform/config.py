@@ -38,6 +38,14 @@ class HomeUnavailable(PermissionError):
         )
 
 
+class DatabaseUnreachable(ConnectionError):
+    """The database server did not take a connection: one line naming it (password hidden)
+    and why."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"the database at {where} cannot be reached ({reason})")
+
+
 class Settings(BaseSettings):
     """Everything aat can be configured with; each field is `AAT_<NAME>` in the environment."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from webplatform.config import Settings
+from webplatform.config import DatabaseUnreachable, Settings
 from webplatform.registry import RegistryLoader
 from webplatform.registry.limits import ceilings
 from webplatform.registry.model import Registry
@@ -53,8 +54,29 @@ class Actor:
         return TOKEN_PROOF if self.agent else None
 
 
+# A long-running process waiting for its database server asks again this often at most.
+_MAX_DB_WAIT_S = 10.0
+
+
 class Platform:
     """One process's handle on settings, database and registry, built once and passed around."""
+
+    @classmethod
+    def when_reachable(cls, settings: Settings, say: Callable[[str], None]) -> Platform:
+        """The platform, once its database server answers: a long-running process that
+        starts before its database says so once (`say`, one line) and asks again with a
+        backoff, rather than exiting with a traceback."""
+        delay = 0.5
+        told = False
+        while True:
+            try:
+                return cls(settings)
+            except DatabaseUnreachable as exc:
+                if not told:
+                    say(f"{exc}; trying again until it answers")
+                    told = True
+            time.sleep(delay)
+            delay = min(delay * 2, _MAX_DB_WAIT_S)
 
     def __init__(self, settings: Settings, *, engine: Engine | None = None) -> None:
         self.settings = settings

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -28,7 +29,8 @@ from webplatform.store.audit_chain import export_rows
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
-pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+# Real processes on a loaded machine: more than the default two minutes for the slowest.
+pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(300)]
 
 TESTS = Path(__file__).resolve().parents[1]
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -70,7 +72,7 @@ def process_env(settings: Settings, url: str | None) -> dict[str, str]:
         AAT_DB_URL=settings.db_url.get_secret_value(),
         AAT_REGISTRY=settings.registry,
         AAT_WORKSPACES=settings.workspaces,
-        AAT_APPROVAL_WAIT_S="30",
+        AAT_APPROVAL_WAIT_S="90",
     )
     return {**env, **(otel_env(url) if url else {})}
 
@@ -79,13 +81,19 @@ def process_env(settings: Settings, url: str | None) -> dict[str, str]:
 def worker_process(platform: Platform, collector: tuple[str, Received]) -> Iterator[None]:
     """An `aat worker` process sending its traces too: it runs what an operator approved."""
     env = process_env(platform.settings, collector[0])
+    log = platform.settings.home / "worker.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "webplatform", "worker"],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=log.open("w"),
     )
     try:
+        # Started before any call: a loaded machine's slow start is no part of the wait.
+        deadline = time.monotonic() + 60
+        while " started" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.05)
         yield
     finally:
         proc.terminate()

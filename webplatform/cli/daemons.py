@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import logging
+import sys
 import threading
 
 from webplatform import telemetry
@@ -28,10 +28,11 @@ def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
         return refused
     say_confinement(settings, "aat worker")
     telemetry.start()
-    platform = Platform(settings)
+    platform = Platform.when_reachable(
+        settings, say=lambda line: print(f"aat worker: {line}", file=sys.stderr, flush=True)
+    )
     stop = threading.Event()
     worker = make_worker(platform)
-    logging.getLogger("aat.worker").info("worker %s started", worker.worker_id)
     try:
         worker.run_forever(stop)
     except KeyboardInterrupt:

@@ -16,7 +16,12 @@ from importlib import import_module
 
 from webplatform import __version__
 from webplatform.cli.common import EXIT_FAILED, EXIT_USAGE, add_common, port
-from webplatform.config import HomeUnavailable, SettingsError, get_settings
+from webplatform.config import (
+    DatabaseUnreachable,
+    HomeUnavailable,
+    SettingsError,
+    get_settings,
+)
 from webplatform.keyfiles import KeyFileError
 
 # Each command's module, imported only when that command runs: `aat mcp` answers its client
@@ -187,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
-    except (HomeUnavailable, KeyFileError) as exc:
+    except (HomeUnavailable, KeyFileError, DatabaseUnreachable) as exc:
         print(f"aat {ns.command}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except BrokenPipeError:

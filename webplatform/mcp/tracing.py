@@ -37,7 +37,7 @@ def install(server: MCPServer, surface: Surface) -> None:
     """Complete the SDK's request spans with what this surface knows, and time each request
     for the metrics; nothing at all when this process neither traces nor records metrics."""
     if telemetry.tracing() or metrics.recording():
-        server.middleware.append(_observed(surface))
+        server.middleware.append(_observed(server, surface))
 
 
 def session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -50,14 +50,17 @@ def session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def _observed(surface: Surface) -> Callable[..., Any]:
+def _observed(server: MCPServer, surface: Surface) -> Callable[..., Any]:
     transport = "pipe" if surface is Surface.mcp_stdio else "tcp"
+    served: set[str] = set()  # the tool names this server offers, read at its first call
 
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if telemetry.tracing():
             _describe(ctx, transport)
         if not metrics.recording():
             return await call_next(ctx)
+        if ctx.method == "tools/call" and not served:
+            served.update(tool.name for tool in await server.list_tools())
         began, error = time.perf_counter(), None
         try:
             result = await call_next(ctx)
@@ -72,7 +75,8 @@ def _observed(surface: Surface) -> Callable[..., Any]:
                 error = "tool_error"
             return result
         finally:
-            metrics.operation(_labels(ctx, transport, error), time.perf_counter() - began)
+            labels = _labels(ctx, transport, error, served)
+            metrics.operation(labels, time.perf_counter() - began)
 
     return middleware
 
@@ -98,12 +102,13 @@ def _is_error(result: dict[str, Any] | CallToolResult) -> bool:
 
 
 def _labels(
-    ctx: ServerRequestContext[Any, Any], transport: str, error: str | None
+    ctx: ServerRequestContext[Any, Any], transport: str, error: str | None, served: set[str]
 ) -> dict[str, str]:
-    """The metric's attributes: the method, the tool (a name aat serves), the error kind."""
+    """The metric's attributes: the method, the tool, the error kind. Only a tool this
+    server offers is named: a name a client made up would be a new series each time."""
     labels = {"mcp.method.name": ctx.method, "network.transport": transport}
     name = (ctx.params or {}).get("name") if ctx.method == "tools/call" else None
-    if isinstance(name, str) and len(name) <= 64:  # a client's made-up name stays out
+    if isinstance(name, str) and name in served:
         labels["gen_ai.tool.name"] = name
     if error is not None:
         labels["error.type"] = error

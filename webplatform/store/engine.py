@@ -25,7 +25,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
-from webplatform.config import HomeUnavailable, Settings
+from webplatform.config import DatabaseUnreachable, HomeUnavailable, Settings
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,8 @@ _MAX_BACKOFF_S = 1.0
 def make_engine(settings: Settings) -> Engine:
     """An engine for `settings.database_url`, with the schema migrated to the latest version.
 
-    Raises `HomeUnavailable` when this OS user cannot open `AAT_HOME` or the SQLite file in it.
+    Raises `HomeUnavailable` when this OS user cannot open `AAT_HOME` or the SQLite file in it,
+    and `DatabaseUnreachable` when a database server does not take the first connection.
     """
     url = make_url(settings.database_url)
     try:
@@ -55,8 +56,22 @@ def make_engine(settings: Settings) -> Engine:
             engine = create_engine(url, pool_pre_ping=True)
     except PermissionError as exc:
         raise HomeUnavailable(settings.home) from exc
+    if url.get_backend_name() != "sqlite":
+        _first_connection(engine, url)
     migrate(engine)
     return engine
+
+
+def _first_connection(engine: Engine, url: URL) -> None:
+    """Connect once, so a server that is down is said in one line rather than a traceback
+    from deep inside the migrations."""
+    try:
+        with engine.connect():
+            pass
+    except OperationalError as exc:
+        engine.dispose()
+        reason = (str(exc.orig or exc).strip().splitlines() or ["no reason given"])[0]
+        raise DatabaseUnreachable(url.render_as_string(hide_password=True), reason) from None
 
 
 def _sqlite_engine(url: URL, home: Path) -> Engine:

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from webplatform.config import Settings
-from webplatform.registry import yamldoc
+from webplatform.registry import argmodel, yamldoc
 from webplatform.registry.model import ActionSpec, ArgSpec, Registry, ToolSpec
 from webplatform.registry.yamldoc import YamlDoc, YamlProblem
 from webplatform.suggest import did_you_mean
@@ -52,9 +52,6 @@ _KEYS: tuple[str, ...] = ("effect", "tool", "action", "requester", "args", "expi
 _KEYS += ("expires_at", "max_runs", "note", "any")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-# Argument types a condition can name (Cedar compares sets, not lists). Numbers reach the
-# engine exactly (see rule_values.number_proxy).
-_COMPARABLE = ("string", "integer", "number", "boolean")
 
 
 class RuleError(ValueError):
@@ -560,25 +557,7 @@ def _check_argument(
 
 
 def _check_type(spec: ArgSpec, cond: Condition) -> None:
-    if spec.type not in _COMPARABLE:
-        raise RuleError(
-            f"argument {spec.name!r} is {spec.type}: conditions can name only string, "
-            "number, integer and boolean arguments"
-        )
     values = list(cond.options) if cond.kind == "one_of" else [cond.value]
-    if cond.kind == "range" and spec.type not in ("integer", "number"):
-        raise RuleError(f"argument {spec.name!r} is {spec.type}: min and max need a number")
-    if cond.kind == "glob" and spec.type != "string":
-        raise RuleError(f"argument {spec.name!r} is {spec.type}: a glob needs a string")
-    if cond.kind in ("equal", "one_of") and not all(_fits(spec.type, v) for v in values):
-        raise RuleError(f"argument {spec.name!r} is {spec.type}: compare it with a {spec.type}")
-
-
-def _fits(kind: str, value: Any) -> bool:
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return is_number(value)
-    return isinstance(value, str)
+    problem = argmodel.condition_problem(spec, cond.kind, values)
+    if problem:
+        raise RuleError(problem)

@@ -7,7 +7,7 @@ In its namespaces (SPEC §17) a path outside what the run was granted is not the
 (`No such file or directory`), and a folder it may only read is a read-only file system.
 When the path it names lies outside what the run was granted, the job's error says so and
 names the fix: `reads:` or `writes:` in the manifest, or a workspace. A path that is aat's
-own, or that no tool may have, is named as such instead.
+own, another process's, or that no tool may have, is named as such instead.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def hint(
         if not refused and not (namespaces and _MISSING.search(line)):
             continue
         for path in _paths(line):
-            if not refused and not _hidden(path, rules):
+            if not refused and not (_another_process(path) or _hidden(path, rules)):
                 continue  # really missing: not a matter of confinement
             found = _explain(path, rules, fence)
             if found:
@@ -68,9 +68,20 @@ def _covered(path: Path, rules: Sequence[str]) -> bool:
     return any(p.is_relative_to(Path(os.path.realpath(r))) for r in rules for p in (path, real))
 
 
+def _another_process(path: Path) -> bool:
+    """A path under `/proc/<pid>`: the call's own PID namespace hides every other process."""
+    parts = path.parts
+    return len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit()
+
+
 def _explain(path: Path, rules: dict[str, list[str]], fence: Fence) -> str | None:
     if _covered(path, rules["write"]):
         return None  # granted: refused by the file's own permissions, not by aat
+    if _another_process(path):
+        return (
+            f"{path} belongs to another process: a tool sees only the processes of its own "
+            "call (its own are under /proc/self), and no manifest can change that"
+        )
     home = fence.home.expanduser().resolve()
     if home_problem(path, home=home, what=str(path)) or any(
         path.is_relative_to(s) for s in fence.secret_paths
