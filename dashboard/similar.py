@@ -23,7 +23,7 @@ from webplatform.platform import Platform
 from webplatform.registry import argmodel
 from webplatform.registry.model import ActionSpec, ArgSpec
 from webplatform.store.models import TOKEN_PROOF, Job, JobState
-from webplatform.trust.policy import Policy
+from webplatform.trust.policy import Policy, people_needed
 from webplatform.trust.rules import RuleError
 from webplatform.trust.stepup import approve_allow_target
 
@@ -88,11 +88,8 @@ def why_not(job: Job, action: ActionSpec | None) -> str | None:
     """Why no rule can be made from `job`, in one line; None when one can."""
     if job.kind != "tool" or action is None:
         return f"{job.name} {job.action} is not a tool action in the registry: rules name tools"
-    if Policy(job.approvals_required, job.self_approval).always_asks:
-        return (
-            f"{job.name} {job.action} needs more than one operator, or one other than the "
-            "asker: no rule stands in for them; use Approve"
-        )
+    if (needed := people_needed(Policy.recorded(job))) is not None:
+        return f"{job.name} {job.action} {needed}: no rule stands in for them; use Approve"
     return None
 
 

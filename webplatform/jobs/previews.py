@@ -24,15 +24,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Literal
 
 from sqlmodel import Session
 
 from webplatform.config import Settings
+from webplatform.jobs import execution
 from webplatform.platform import Platform
-from webplatform.process import confine, runner
+from webplatform.process import runner
 from webplatform.process.outcome import RunResult
 from webplatform.redaction import Redactor
 from webplatform.registry import resolve_secrets
@@ -46,7 +46,7 @@ from webplatform.store.queries import get_job
 log = logging.getLogger(__name__)
 
 # What is kept of a preview's output: enough for a long diff or table, small enough to show.
-MAX_BYTES = 64 * 1024
+MAX_BYTES = execution.PREVIEW_MAX_BYTES
 # Previews running at once in one process; more wait their turn (still `pending`), so a
 # burst of queued calls cannot start a burst of processes.
 _SLOTS = threading.BoundedSemaphore(4)
@@ -223,16 +223,8 @@ def run_preview(
         )
     secrets = resolve_secrets(spec.secrets)
     mask = Redactor(list(secrets.values()))
-    call = runner.ToolCall(
-        spec,
-        replace(preview, timeout_s=settings.preview_timeout_s),
-        clean,
-        home=settings.home,
-        secrets=secrets,
-        fence=replace(confine.Fence.from_settings(settings), no_writes=True),
-        max_output_bytes=MAX_BYTES,
-        redact=mask,
-    )
+    job_call = execution.JobCall(spec, preview, clean, secrets)
+    call = execution.process_call(settings, job_call, mask, preview=True)
     result = runner.run(call, on_tick=on_tick, tick_s=_TICK_S)
     return finished(result, mask, settings.preview_timeout_s)
 

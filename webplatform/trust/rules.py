@@ -30,7 +30,7 @@ from webplatform.registry.model import ActionSpec, ArgSpec, Registry, ToolSpec
 from webplatform.registry.yamldoc import YamlDoc, YamlProblem
 from webplatform.suggest import did_you_mean
 from webplatform.trust.gate import is_irreversible
-from webplatform.trust.policy import policy_for
+from webplatform.trust.policy import PEOPLE_NEEDED, people_needed, policy_for
 from webplatform.trust.rule_values import (
     RULE_DECIMALS,
     RULE_NUMBER_LIMIT,
@@ -526,11 +526,11 @@ def _check_allow(
             f"an allow rule may last at most {max_hours:g} h (AAT_RULE_MAX_HOURS): "
             "give an earlier expiry"
         )
-    if all(policy_for(settings, action).always_asks for action in actions):
+    if all(people_needed(policy_for(settings, action)) for action in actions):
         what = f"{tool.name} {rule.action}" if rule.action else f"every action of {tool.name}"
         raise RuleError(
-            f"{what} needs more than one operator, or one other than the asker (its "
-            "manifest, AAT_APPROVALS_REQUIRED or AAT_SELF_APPROVAL): no rule can allow it"
+            f"{what} {PEOPLE_NEEDED} (its manifest, AAT_APPROVALS_REQUIRED or "
+            "AAT_SELF_APPROVAL): no rule can allow it"
         )
     unbounded = not rule.args or all(_matches_all(c) for _n, c in rule.args)
     if unbounded and not rule.any_args and any(is_irreversible(tool.name, a) for a in actions):
