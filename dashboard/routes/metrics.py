@@ -13,11 +13,12 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 
-from dashboard.deps import PlatformDep, current_role
+from dashboard.deps import PlatformDep, permitted
 from webplatform.platform import Platform
 from webplatform.store.gauges import jobs_by_state
 from webplatform.store.models import TERMINAL_STATES, JobState
 from webplatform.telemetry import metrics
+from webplatform.trust.permissions import Permission
 
 router = APIRouter()
 
@@ -46,7 +47,8 @@ def _may_read(request: Request, platform: Platform) -> bool:
     sent = request.headers.get("authorization", "")
     if token and hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
         return True
-    return bool(getattr(request.state, "operator", None)) and current_role(request) == "admin"
+    signed_in = bool(getattr(request.state, "operator", None))
+    return signed_in and permitted(request, Permission.read_metrics)
 
 
 def _from_database(states: dict[str, int]) -> CollectorRegistry:
