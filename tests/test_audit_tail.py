@@ -16,8 +16,7 @@ import pytest
 
 from webplatform.config import Settings
 from webplatform.platform import Platform
-from webplatform.store.audit import AuditEntry, record_event
-from webplatform.store.audit_chain import export_rows
+from webplatform.store.audit import AuditEntry
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +27,7 @@ def tail_env(settings: Settings) -> dict[str, str]:
 
 
 def add_event(platform: Platform, event: str, detail: str) -> None:
-    platform.transact(
-        lambda s: record_event(s, AuditEntry(actor="ada", event=event, detail=detail))
-    )
+    platform.audit.record(AuditEntry(actor="ada", event=event, detail=detail))
 
 
 @pytest.fixture
@@ -73,7 +70,7 @@ def test_follow_prints_an_event_appended_after_it_started(
     assert next_line(follower, "operator-added")["detail"] == "before (ada)"
     add_event(platform, "operator-removed", "after")
     line = next_line(follower, "operator-removed")
-    exported = platform.transact(lambda s: list(export_rows(session=s)), write=False)
+    exported = platform.audit.export(None)
     assert line == exported[-1]  # the export's format: hashes, trace id and all
     assert line["prev_hash"] == exported[-2]["hash"] and len(line["hash"]) == 64
     assert "trace_id" in line
@@ -82,7 +79,7 @@ def test_follow_prints_an_event_appended_after_it_started(
 def test_since_and_the_latest_events_without_follow(platform: Platform) -> None:
     for n in range(12):
         add_event(platform, "login", f"n{n}")
-    middle = platform.transact(lambda s: list(export_rows(session=s)), write=False)[5]["at"]
+    middle = platform.audit.export(None)[5]["at"]
     env = tail_env(platform.settings)
     argv = [sys.executable, "-m", "webplatform", "audit", "tail"]
     latest = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)

@@ -15,7 +15,6 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 
 from dashboard.deps import PlatformDep, permitted
 from webplatform.platform import Platform
-from webplatform.store.gauges import jobs_by_state
 from webplatform.store.models import TERMINAL_STATES, JobState
 from webplatform.telemetry import metrics
 from webplatform.trust.permissions import Permission
@@ -36,7 +35,7 @@ def read_metrics(request: Request, platform: PlatformDep) -> Response:
             media_type="text/plain",
             headers={"WWW-Authenticate": 'Bearer realm="aat metrics"'},
         )
-    states = platform.transact(lambda s: jobs_by_state(session=s), write=False)
+    states = platform.jobs.by_state()
     body = generate_latest(metrics.prometheus()) + generate_latest(_from_database(states))
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 

@@ -25,7 +25,6 @@ from serving import aat_env, aat_serve, free_port
 from webplatform.config import EXAMPLES_ROOT, Settings
 from webplatform.jobs.tracking import pending_for
 from webplatform.platform import Platform
-from webplatform.store.audit_chain import export_rows
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -128,7 +127,7 @@ def only(spans: list[Span], name: str) -> Span:
 
 def audit_digest(platform: Platform, job_id: int) -> str:
     """The digest the audit export records for a job's call (`kind name action sha256:D`)."""
-    rows = platform.transact(lambda s: list(export_rows(session=s)), write=False)
+    rows = platform.audit.export(None)
     created = next(r for r in rows if r["job_id"] == job_id and r["event"] == "created")
     return str(created["detail"]).rsplit("sha256:", 1)[1]
 
@@ -179,7 +178,7 @@ async def test_an_approved_stdio_call_is_traced_from_the_agents_span_to_the_tool
     assert run.attributes["aat.job.state"] == "succeeded"
     assert run.start_ns >= wait.end_ns - 50_000_000  # it ran after the decision
     # The audit events recorded inside the call's span name its trace.
-    rows = platform.transact(lambda s: list(export_rows(session=s)), write=False)
+    rows = platform.audit.export(None)
     traced = {r["event"] for r in rows if r["job_id"] == answer["job"] and r["trace_id"]}
     assert {"created", "finished"} <= traced, rows
     assert all(r["trace_id"] in (None, TRACE_ID) for r in rows)

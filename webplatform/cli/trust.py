@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 import threading
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from
 
 if TYPE_CHECKING:
-    from sqlmodel import Session
-
     from webplatform.platform import Platform
 
 
@@ -45,8 +42,6 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
     Lines with hashes; `aat audit tail`: the same lines for the latest events (or those from
     `--since` on), then, with `--follow`, each new one as it is appended."""
     from webplatform.platform import Platform
-    from webplatform.store.audit_chain import export_rows, verify_chain
-    from webplatform.store.job_trail import jobs_out_of_step
 
     since = None
     if ns.since:
@@ -66,15 +61,11 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
             return tail(platform, since=since, follow=ns.follow)
         if ns.op == "export":
             # Read whole, then printed: the transaction may be retried, the output must not.
-            rows = platform.transact(
-                lambda s: list(export_rows(session=s, since=since)), write=False
-            )
+            rows = platform.audit.export(since)
             for row in rows:
                 print(json.dumps(row, ensure_ascii=False))
             return EXIT_OK
-        report, out_of_step = platform.transact(
-            lambda s: (verify_chain(session=s), list(jobs_out_of_step(session=s))), write=False
-        )
+        report, out_of_step = platform.audit.verify()
     finally:
         platform.engine.dispose()
     if not report.intact:
@@ -99,17 +90,10 @@ FOLLOW_EVERY_S = 0.5
 def tail(platform: Platform, *, since: datetime | None, follow: bool) -> int:
     """Print the latest events (or those from `since` on) as JSON Lines, then, when
     `follow`, every event appended after them, until interrupted."""
-    from webplatform.store.audit_chain import id_before_last
-
-    after = 0
-    if since is None:
-        after = platform.transact(
-            lambda s: id_before_last(session=s, count=TAIL_LINES), write=False
-        )
+    after = 0 if since is not None else platform.audit.id_before_last(TAIL_LINES)
     stop = threading.Event()
     while True:
-        read = functools.partial(_rows_after, after_id=after, since=since)
-        rows = platform.transact(read, write=False)
+        rows = platform.audit.rows_after(after, since)
         for row in rows:
             print(json.dumps(row, ensure_ascii=False))
         sys.stdout.flush()  # a log shipper reads each line as it comes
@@ -119,9 +103,3 @@ def tail(platform: Platform, *, since: datetime | None, follow: bool) -> int:
         if not follow:
             return EXIT_OK
         stop.wait(FOLLOW_EVERY_S)
-
-
-def _rows_after(session: Session, *, after_id: int, since: datetime | None) -> list[dict[str, Any]]:
-    from webplatform.store.audit_chain import rows_after
-
-    return rows_after(session=session, after_id=after_id, since=since)

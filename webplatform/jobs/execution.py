@@ -29,7 +29,6 @@ from webplatform.process import confine, runner
 from webplatform.process.outcome import RunResult
 from webplatform.redaction import Redactor
 from webplatform.registry.model import ActionSpec, ToolSpec
-from webplatform.store.audit import trace_of
 from webplatform.store.models import Job, JobState
 from webplatform.telemetry import spans
 
@@ -166,7 +165,7 @@ class Executor:
         if row.id is None:
             return None  # a job run as it is asked: the asking call's span is the current one
         job_id = row.id
-        return self.platform.transact(lambda s: trace_of(session=s, job_id=job_id), write=False)
+        return self.platform.audit.trace_of(job_id)
 
     def _execute(self, row: JobRow, call: JobCall) -> Job | None:
         mask = Redactor([*call.secrets.values(), *call.secret_args])
@@ -208,11 +207,7 @@ class Executor:
             last = time.monotonic()
             job_id = row.write()
             try:
-                kept = self.platform.transact(
-                    lambda s: leases.renew_lease(
-                        session=s, job_id=job_id, worker_id=self.worker_id, lease_s=lease_s
-                    ),
-                )
+                kept = self.platform.leases.renew(job_id, self.worker_id, lease_s)
             except Exception as exc:
                 # A database hiccup must not kill the run; if it lasts, the lease runs out.
                 log.warning("job %d: lease renewal failed (%s)", job_id, type(exc).__name__)
@@ -226,10 +221,8 @@ class Executor:
         """Record a job's outcome unless it was cancelled or reaped meanwhile (that verdict
         stands); the job as recorded, or None when it was not recorded."""
         try:
-            job = self.platform.transact(
-                lambda s: leases.finish(
-                    session=s, job_id=job_id, worker_id=self.worker_id, ending=ending
-                ),
+            job = self.platform.jobs.step(
+                leases.finish, job_id=job_id, worker_id=self.worker_id, ending=ending
             )
         except jobs.StaleState as exc:
             log.warning("job %d: result dropped: %s", job_id, exc)

@@ -23,12 +23,10 @@ from mcp_types import CallToolResult
 
 from webplatform import telemetry
 from webplatform.jobs.answers import Answer, Status
-from webplatform.jobs.tracking import current_job
 from webplatform.platform import Platform
 from webplatform.store.models import Surface
 from webplatform.telemetry import metrics, spans
 from webplatform.trust import claims
-from webplatform.trust.authority import seal_for
 
 __all__ = ["approval_wait", "install"]
 
@@ -139,12 +137,12 @@ def decision_of(
     """The wait span's attributes for job `job_id` answered `answer`, and when it was
     decided. An approver is named only when the decision's signature bears the row out
     (`trust.claims`), as on every page."""
-    job = platform.transact(lambda s: current_job(session=s, job_id=job_id), write=False)
+    job = platform.jobs.current(job_id)
     if job is None:
         return {"aat.approval.status": answer.status.value}, None
     status = answer.status
     if claims.claims_approval(job):
-        verdict, approver = "approved", claims.approvers(job, seal_for(platform))
+        verdict, approver = "approved", claims.approvers(job, platform.seal())
     elif status is Status.pending_approval:
         verdict, approver = "pending", None  # the call stopped waiting; the job did not
     else:
