@@ -18,6 +18,7 @@ from dashboard.routes import (
     registry,
     rules,
     run,
+    servers,
     similar,
     stepup,
 )
@@ -40,4 +41,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     connect.router,
     account.router,
     stepup.router,
+    servers.router,
 )

@@ -1,8 +1,8 @@
 """Audit events name the span they were recorded in (SPEC §23): `audit_event.trace_id` and
 `audit_event.span_id`, hex, empty for every event recorded before or without tracing.
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 Create Date: 2026-12-03
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision, down_revision = "0019", "0018"
+revision, down_revision = "0020", "0019"
 
 
 def upgrade() -> None:
