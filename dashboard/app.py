@@ -34,6 +34,7 @@ from webplatform.mcp.transports.local import local_sessions
 from webplatform.mcp.transports.oauth import oauth_routes
 from webplatform.platform import Platform
 from webplatform.store.notify import StopEvent
+from webplatform.telemetry import metrics
 from webplatform.trust import claims, signing
 from webplatform.worker import Worker, make_worker
 
@@ -60,6 +61,7 @@ def create_app(
     # authority rows from before rows were signed are adopted then, once (SECURITY.md).
     signing.signer_for(settings.home)
     platform.seal()
+    _measure(platform)  # before /mcp is built: its requests are timed for /metrics
     mcp_app, mcp_lifespan = _mcp_parts(platform) if mcp else (None, None)
     chat_app, chat_lifespan = create_chat_mcp_app(platform) if mcp else (None, None)
     lifespans: list[Callable[[], AbstractAsyncContextManager[Any]]] = [
@@ -99,6 +101,12 @@ def create_app(
     # Added last, so it runs first: the guard and the routes already see the root path.
     app.add_middleware(RootPath, root=settings.root_path)
     return app
+
+
+def _measure(platform: Platform) -> None:
+    """This process's figures for /metrics, and the approvals pending for OTLP (when asked)."""
+    metrics.prometheus()
+    metrics.observe_pending(lambda: pending_count(platform))
 
 
 def _lifespan(

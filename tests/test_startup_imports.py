@@ -33,6 +33,8 @@ def test_the_in_process_bridge_loads_no_other_command_nor_the_chat_surface() -> 
         "apprise",
         "alembic",  # only when the database is behind the migrations
         "cedarpy",  # the rules engine, only once there are rules
+        "opentelemetry.sdk",  # only when OTEL_* variables ask for traces or metrics
+        "prometheus_client",  # only `aat serve`'s /metrics
     }
     assert not loaded & unneeded
 

@@ -78,6 +78,8 @@ class Settings(BaseSettings):
     # The longest an `allow` rule may last (SPEC §16), in hours.
     rule_max_hours: Positive = 24.0
     mcp_token: SecretStr = SecretStr("")
+    # A bearer token that lets a Prometheus scraper read `aat serve`'s /metrics (SPEC §23).
+    metrics_token: SecretStr = SecretStr("")
     # `aat mcp --url`: a running `aat serve`'s /mcp to forward to, and the agent token to send.
     mcp_url: str = ""
     agent_token: SecretStr = SecretStr("")

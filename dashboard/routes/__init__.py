@@ -13,6 +13,7 @@ from dashboard.routes import (
     health,
     jobs,
     login,
+    metrics,
     overview,
     pulse,
     registry,
@@ -26,6 +27,7 @@ from dashboard.routes import (
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
     pulse.router,
+    metrics.router,
     login.router,
     overview.router,
     registry.router,

@@ -7,12 +7,18 @@ from pathlib import Path
 import pytest
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 import webplatform.store.engine as engine_module
 from webplatform.config import Settings
 from webplatform.store.engine import _ids_of, head_revision, make_engine
 from webplatform.store.previews import preview_digest
+
+
+def drop_trace_ids(conn: Connection) -> None:
+    """The audit trail as it was before 0020 named the span of each event."""
+    conn.execute(text("ALTER TABLE audit_event DROP COLUMN trace_id"))
+    conn.execute(text("ALTER TABLE audit_event DROP COLUMN span_id"))
 
 
 @pytest.fixture(autouse=True)
@@ -32,6 +38,7 @@ def test_an_older_schema_is_still_upgraded(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path)
     engine = make_engine(settings)
     with engine.begin() as conn:
+        drop_trace_ids(conn)  # 0020's
         conn.execute(text("DROP INDEX ix_job_irreversible_updated_at"))
         conn.execute(text("ALTER TABLE job DROP COLUMN preview_digest"))  # 0018's
         conn.execute(text("ALTER TABLE job DROP COLUMN policy_signature"))  # 0016's
@@ -99,6 +106,7 @@ def test_jobs_from_before_learn_what_vouched_for_their_requester(tmp_path: Path)
         "stdio": ("mcp-stdio", "claude-code", "claude-code"),
     }
     with engine.begin() as conn:
+        drop_trace_ids(conn)  # 0020's
         conn.execute(text("ALTER TABLE job DROP COLUMN note"))
         conn.execute(text("ALTER TABLE job DROP COLUMN requester_proof"))
         for table in ("operator", "passkey", "agent_token", "operator_session"):  # 0010's
@@ -141,6 +149,7 @@ def test_previews_from_before_get_the_digest_an_approval_binds(tmp_path: Path) -
     settings = Settings(home=tmp_path)
     engine = make_engine(settings)
     with engine.begin() as conn:
+        drop_trace_ids(conn)  # 0020's
         conn.execute(text("ALTER TABLE job DROP COLUMN preview_digest"))
         conn.execute(text("ALTER TABLE job_preview DROP COLUMN digest"))
         conn.execute(text("ALTER TABLE job_preview DROP COLUMN changed_at"))

@@ -8,6 +8,7 @@ import importlib
 import sys
 import threading
 
+from webplatform import telemetry
 from webplatform.cli.common import (
     EXIT_OK,
     notify_refusal,
@@ -26,6 +27,7 @@ def cmd_worker(ns: argparse.Namespace, _extra: list[str]) -> int:
     if (refused := notify_refusal(settings, "aat worker")) is not None:
         return refused
     say_confinement(settings, "aat worker")
+    telemetry.start()
     platform = Platform.when_reachable(
         settings, say=lambda line: print(f"aat worker: {line}", file=sys.stderr, flush=True)
     )
@@ -53,6 +55,7 @@ def cmd_mcp(ns: argparse.Namespace, _extra: list[str]) -> int:
 
     settings = settings_from(ns)
     say_confinement(settings, "aat mcp", after_s=1.0)
+    telemetry.start()
     run_stdio(settings, surface=ns.surface)
     return EXIT_OK
 
@@ -65,5 +68,6 @@ def cmd_serve(ns: argparse.Namespace, _extra: list[str]) -> int:
     if (refused := notify_refusal(settings, "aat serve")) is not None:
         return refused
     say_confinement(settings, "aat serve")
+    telemetry.start()
     code: int = serve.serve(settings, host=ns.host, port=ns.port, worker=not ns.no_worker)
     return code

@@ -143,9 +143,12 @@ def _add_host_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p = sub.add_parser("keys", help="the dashboard's decision-signing key")
     p.add_argument("op", choices=["show"], help="show: print the public key, one line")
 
-    p = sub.add_parser("audit", help="check or export the hash-chained audit trail")
-    p.add_argument("op", choices=["verify", "export"])
-    p.add_argument("--since", metavar="ISO", help="export: only events at or after this time")
+    p = sub.add_parser("audit", help="check, export or follow the hash-chained audit trail")
+    p.add_argument("op", choices=["verify", "export", "tail"])
+    p.add_argument("--since", metavar="ISO", help="export, tail: only events at or after this time")
+    p.add_argument(
+        "--follow", action="store_true", help="tail: keep printing events as they are appended"
+    )
     add_common(p, registry=False)
 
     p = sub.add_parser("rules", help="rules that decide calls in advance (SPEC §16)")

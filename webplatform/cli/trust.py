@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from
+
+if TYPE_CHECKING:
+    from webplatform.platform import Platform
 
 
 def cmd_keys(ns: argparse.Namespace, _extra: list[str]) -> int:
@@ -34,7 +39,8 @@ def cmd_keys(ns: argparse.Namespace, _extra: list[str]) -> int:
 def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
     """`aat audit verify`: check the hash chain, and that every job's state is the one its
     own audit events left it in (one line per job that disagrees); `aat audit export`: JSON
-    Lines with hashes."""
+    Lines with hashes; `aat audit tail`: the same lines for the latest events (or those from
+    `--since` on), then, with `--follow`, each new one as it is appended."""
     from webplatform.platform import Platform
 
     since = None
@@ -43,7 +49,7 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
             since = datetime.fromisoformat(ns.since)
         except ValueError:
             print(
-                f"aat audit export: --since {ns.since!r} is not an ISO date or time "
+                f"aat audit {ns.op}: --since {ns.since!r} is not an ISO date or time "
                 "(e.g. 2025-01-31 or 2025-01-31T12:00:00+00:00)",
                 file=sys.stderr,
             )
@@ -51,6 +57,8 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
         since = since if since.tzinfo else since.replace(tzinfo=UTC)
     platform = Platform(settings_from(ns))
     try:
+        if ns.op == "tail":
+            return tail(platform, since=since, follow=ns.follow)
         if ns.op == "export":
             # Read whole, then printed: the transaction may be retried, the output must not.
             rows = platform.audit.export(since)
@@ -70,3 +78,28 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
     for line in out_of_step:
         print(line, file=sys.stderr)
     return EXIT_OK if report.intact and not out_of_step else EXIT_FAILED
+
+
+# Without --since, `aat audit tail` starts with the latest events, as `tail` does.
+TAIL_LINES = 10
+# How often --follow reads the trail for new events: one indexed query on any database, seen
+# by every host sharing it.
+FOLLOW_EVERY_S = 0.5
+
+
+def tail(platform: Platform, *, since: datetime | None, follow: bool) -> int:
+    """Print the latest events (or those from `since` on) as JSON Lines, then, when
+    `follow`, every event appended after them, until interrupted."""
+    after = 0 if since is not None else platform.audit.id_before_last(TAIL_LINES)
+    stop = threading.Event()
+    while True:
+        rows = platform.audit.rows_after(after, since)
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False))
+        sys.stdout.flush()  # a log shipper reads each line as it comes
+        if rows:
+            after = int(rows[-1]["id"])
+            continue  # a full page may have more behind it
+        if not follow:
+            return EXIT_OK
+        stop.wait(FOLLOW_EVERY_S)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from webplatform import telemetry
 from webplatform.canonical import canonical_json
 from webplatform.config import Settings
 from webplatform.jobs import leases
@@ -29,6 +30,7 @@ from webplatform.process.outcome import RunResult
 from webplatform.redaction import Redactor
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.store.models import Job, JobState
+from webplatform.telemetry import spans
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +150,25 @@ class Executor:
         values (the tool's secrets and `call.secret_args`) are masked in everything
         recorded, even when the tool itself prints them.
         """
+        if not telemetry.tracing():
+            return self._execute(row, call)
+        attributes = {"aat.tool": call.tool.name, "aat.action": call.action.name}
+        with spans.run(attributes, parent=self._trace_parent(row)) as span:
+            job = self._execute(row, call)
+            state = None if job is None else JobState(job.state).value
+            spans.set_attributes(span, {"aat.job.id": row.id, "aat.job.state": state})
+            if state is not None and state != JobState.succeeded.value:
+                spans.failed(span, state)
+            return job
+
+    def _trace_parent(self, row: JobRow) -> tuple[str, str] | None:
+        """The span of the call that asked for `row`'s job, as its audit trail recorded it."""
+        if row.id is None:
+            return None  # a job run as it is asked: the asking call's span is the current one
+        job_id = row.id
+        return self.platform.audit.trace_of(job_id)
+
+    def _execute(self, row: JobRow, call: JobCall) -> Job | None:
         mask = Redactor([*call.secrets.values(), *call.secret_args])
         lease_s = self.settings.worker_lease_s
         try:

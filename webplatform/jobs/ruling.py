@@ -19,6 +19,7 @@ from webplatform.jobs.recording import Asked, Policy, Recording, record_job
 from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Platform
 from webplatform.store import rules as rule_rows
+from webplatform.telemetry import metrics
 from webplatform.trust import rulebook, signing
 from webplatform.trust.policy import policy_for
 from webplatform.trust.rule_matching import RuleSet
@@ -59,6 +60,8 @@ def match(platform: Platform, asked: Asked) -> Match | None:
     call = Call(asked.spec.name, asked.action.name, asked.actor.agent, asked.args)
     found = rules.match(call)
     rulebook.report_faults(platform, rules)
+    if found is not None:
+        metrics.rule_hit(found.effect, ",".join(found.rules))
     return found
 
 

@@ -20,7 +20,7 @@ from webplatform.jobs.answers import IN_PROGRESS, Answer, Refusal, Status, answe
 from webplatform.jobs.resolution import action_schema, resolve_call
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.jobs.tracking import asked_by, job_answer, no_such_job, recent_of_requester
-from webplatform.mcp import native, tasks, waiting
+from webplatform.mcp import native, tasks, tracing, waiting
 from webplatform.mcp.approvals import ApprovalWatcher
 from webplatform.mcp.arguments import (
     MODELS,
@@ -201,7 +201,8 @@ class Bridge:
                     return native.input_required(
                         answer, wait_s=self.platform.settings.approval_wait_s
                     )
-            answer = await self._wait(ctx, answer, actor=actor, progress=progress)
+            waited = self._wait(ctx, answer, actor=actor, progress=progress)
+            answer = await tracing.approval_wait(self.platform, answer, waited)
         return answer_result(answer, max_bytes=self._max_bytes, action=self._action_of(answer))
 
     async def _wait(

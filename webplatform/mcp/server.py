@@ -27,7 +27,7 @@ from mcp_types import (
 )
 
 import webplatform
-from webplatform.mcp import naming, protocol, sealing
+from webplatform.mcp import naming, protocol, sealing, tracing
 from webplatform.mcp.approvals import ApprovalWatcher, pending_body
 from webplatform.mcp.arguments import ArgumentsTool
 from webplatform.mcp.bridge import Bridge, ToolFn
@@ -137,6 +137,7 @@ def build_server(platform: Platform, *, surface: Surface) -> MCPServer:
         protocol.surface_middleware(server, tool_names=lambda: naming.TOOL_NAMES, meta={})
     )
     server.middleware.append(_middleware())
+    tracing.install(server, surface)
 
     server.add_resource(_pending_approvals(platform, surface))
     _serve_legacy_subscriptions(server, watcher)

@@ -14,7 +14,7 @@ changed unnoticed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
@@ -59,11 +59,17 @@ class AuditEntry:
     to_state: str | None = None
     detail: str | None = None
     address: str | None = None
+    # The span active when it was recorded (`webplatform.telemetry.current_ids`), if any.
+    trace_id: str | None = None
+    span_id: str | None = None
 
     @classmethod
     def of(cls, row: Any) -> AuditEntry:
         """The entry an event row (or a mapping with the same keys) records."""
-        get = row.__getitem__ if isinstance(row, Mapping) else row.__getattribute__
+        # A row of an older table (a migration re-hashing) lacks the later fields: None.
+        get: Callable[[str], Any] = (
+            row.get if isinstance(row, Mapping) else lambda name: getattr(row, name, None)
+        )
         return cls(**{name: get(name) for name in _ENTRY_FIELDS})
 
 
@@ -73,7 +79,7 @@ _ENTRY_FIELDS = tuple(field.name for field in fields(AuditEntry))
 def content_hash(prev_hash: str, entry: AuditEntry, at: datetime) -> str:
     """sha256 over canonical JSON of an event's content (`entry`, made at `at`) and the hash
     before it."""
-    body = {
+    body: dict[str, Any] = {
         "prev": prev_hash,
         "job": entry.job_id,
         "at": at.astimezone(UTC).isoformat(timespec="microseconds"),
@@ -84,6 +90,8 @@ def content_hash(prev_hash: str, entry: AuditEntry, at: datetime) -> str:
         "detail": entry.detail,
         "address": entry.address,
     }
+    if entry.trace_id is not None:  # only then: events without one keep the hash they had
+        body["trace"] = [entry.trace_id, entry.span_id]
     return sha256_hex(canonical_json(body))
 
 
@@ -150,19 +158,46 @@ def verify_chain(*, session: Session) -> ChainReport:
 def export_rows(*, session: Session, since: datetime | None = None) -> Iterator[dict[str, Any]]:
     """Every event (from `since` on) oldest first, as JSON-ready dicts with their hashes."""
     for row in _events(session, since=since):
-        yield {
-            "id": row.id,
-            "at": row.at.astimezone(UTC).isoformat(timespec="microseconds"),
-            "job_id": row.job_id,
-            "actor": row.actor,
-            "event": row.event,
-            "from_state": row.from_state,
-            "to_state": row.to_state,
-            "detail": row.detail,
-            "address": row.address,
-            "prev_hash": row.prev_hash,
-            "hash": row.event_hash,
-        }
+        yield exported(row)
+
+
+def rows_after(
+    *, session: Session, after_id: int, since: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The events after event `after_id` (and from `since` on), oldest first, at most a page,
+    as `export_rows` gives them. Appends are serialised (the chain's lock), so ids grow in
+    the order events were committed: reading on from the last id seen misses none."""
+    stmt = select(AuditEvent).where(col(AuditEvent.id) > after_id)
+    if since is not None:
+        stmt = stmt.where(col(AuditEvent.at) >= since)
+    return [exported(row) for row in session.exec(stmt.order_by(col(AuditEvent.id)).limit(_PAGE))]
+
+
+def id_before_last(*, session: Session, count: int) -> int:
+    """The id after which the last `count` events start (0 when there are no more)."""
+    stmt = select(AuditEvent.id).order_by(col(AuditEvent.id).desc()).offset(count).limit(1)
+    found = session.exec(stmt).first()
+    return int(found) if found is not None else 0
+
+
+def exported(row: AuditEvent) -> dict[str, Any]:
+    """One event as the export and `aat audit tail` print it: JSON-ready, with its hashes and
+    the trace it was recorded in."""
+    return {
+        "id": row.id,
+        "at": row.at.astimezone(UTC).isoformat(timespec="microseconds"),
+        "job_id": row.job_id,
+        "actor": row.actor,
+        "event": row.event,
+        "from_state": row.from_state,
+        "to_state": row.to_state,
+        "detail": row.detail,
+        "address": row.address,
+        "prev_hash": row.prev_hash,
+        "hash": row.event_hash,
+        "trace_id": row.trace_id,
+        "span_id": row.span_id,
+    }
 
 
 def _links(prev: str, claimed: str | None, bridges: dict[str, str]) -> bool:

@@ -17,6 +17,7 @@ from webplatform.store import leases, previews, queries
 from webplatform.store.approvals import approvals_of
 from webplatform.store.deadlines import Deadlines, next_deadlines
 from webplatform.store.door import Aggregate
+from webplatform.store.gauges import jobs_by_state
 from webplatform.store.heartbeats import beat_all, forget_heartbeat, prune_heartbeats
 from webplatform.store.models import Job, JobApproval, Surface
 from webplatform.store.notices import next_notice_due
@@ -59,6 +60,10 @@ class Jobs(Aggregate):
     def newest_pending_id(self) -> int:
         """The id of the newest job waiting for an operator (0: none)."""
         return self._read(lambda s: queries.newest_pending_id(session=s))
+
+    def by_state(self) -> dict[str, int]:
+        """How many jobs the database holds in each state (`/metrics`)."""
+        return self._read(lambda s: jobs_by_state(session=s))
 
     def count_pending(self) -> int:
         """How many jobs wait for an operator."""

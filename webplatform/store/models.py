@@ -328,6 +328,10 @@ class AuditEvent(SQLModel, table=True):
     # event's hash over its content and `prev_hash`.
     prev_hash: str | None = Field(default=None, sa_type=String(64))
     event_hash: str | None = Field(default=None, sa_type=String(64))
+    # The span active when the event was recorded (SPEC §23), in hex: a trace viewer finds the
+    # call an event belongs to, and a worker continues the trace of the call that asked.
+    trace_id: str | None = Field(default=None, sa_type=String(32))
+    span_id: str | None = Field(default=None, sa_type=String(16))
 
 
 class Operator(SQLModel, table=True):

@@ -19,6 +19,7 @@ from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.models import TERMINAL_STATES, Job, JobState, loaded_job, utcnow
 from webplatform.store.notify import notify_job
+from webplatform.telemetry import metrics
 
 S = JobState
 _SCAN_BATCH = 500
@@ -206,7 +207,17 @@ def compare_and_set(session: Session, move: Move) -> Job:
     )
     record_event(session, entry)
     notify_job(session, job_id, to)
+    if metrics.recording():
+        _counted(expected, to, job)
     return job
+
+
+def _counted(expected: JobState, to: JobState, job: Job) -> None:
+    """A decision on a queued call, and a job's end, in this process's metrics."""
+    if expected is JobState.pending_approval and to in (JobState.approved, JobState.denied):
+        metrics.approval_decided(to.value, (utcnow() - job.created_at).total_seconds())
+    if to in TERMINAL_STATES:
+        metrics.job_finished(to.value)
 
 
 def _cas_update(move: Move) -> tuple[Update, dict[str, Any]]:

@@ -29,6 +29,8 @@ class Permission(StrEnum):
     mint_tokens = "mint tokens"
     allow_sign_in = "allow sign-in"
     accept_server_tools = "accept server tools"
+    # `aat serve`'s /metrics (SPEC §23): an admin's, or a scraper's with AAT_METRICS_TOKEN.
+    read_metrics = "read metrics"
 
 
 # The deciding permissions: a viewer holds none of them.

@@ -20,7 +20,7 @@ from mcp_types import CallToolResult
 
 from webplatform.jobs.answers import Answer, Status, answered
 from webplatform.jobs.services import Consent, RunCall, request_run
-from webplatform.mcp import protocol, waiting
+from webplatform.mcp import protocol, tracing, waiting
 from webplatform.mcp.results import answer_result
 from webplatform.platform import Platform
 from webplatform.registry.model import Registry
@@ -168,4 +168,6 @@ def build_chat_server(platform: Platform, *, surface: Surface) -> MCPServer:
     """The chat MCP server for `platform`; ChatSurfaceError when it cannot be served."""
     registry = platform.registry()
     declaration = load_surface(platform.settings.registry_roots, registry)
-    return chat_server(declaration, registry, ChatBridge(platform, surface).call)
+    server = chat_server(declaration, registry, ChatBridge(platform, surface).call)
+    tracing.install(server, surface)
+    return server
