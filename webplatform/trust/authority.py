@@ -32,6 +32,7 @@ from webplatform.store.models import (
 )
 from webplatform.store.seals import RowSeal
 from webplatform.trust import signing
+from webplatform.trust.revocation_chain import ChainedRevocations
 from webplatform.trust.revocations import revocations_for
 
 # In AAT_HOME: written once the rows found at the upgrade were signed. Never removed by aat,
@@ -65,7 +66,10 @@ def seal_for(platform: Platform) -> RowSeal:
                 for line in settings.decision_public_key.split(",")
                 if line.strip()
             ]
-            revoked = revocations_for(settings.home)
+            revoked: seals.Revocations = revocations_for(settings.home)
+            if platform.engine.dialect.name != "sqlite":
+                # Several hosts on one database: what one revoked counts on all (SPEC §24).
+                revoked = ChainedRevocations(platform, revoked)
             seal = signing.signer_for(settings.home).row_seal(trusted, revoked)
             adopt_unsigned(platform, seal)
             adopt_unsigned_approvals(platform, seal)
