@@ -27,9 +27,6 @@ MAX_BODY_BYTES = 256 * 1024
 MCP_MAX_BODY_BYTES = 4 * 1024 * 1024
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/login", "/setup", "/favicon.ico"})
-# A load balancer's probes name whatever Host it was configured with: they answer any, as
-# they read nothing private (`/readyz` says only whether the database answers).
-PROBE_PATHS = frozenset({"/healthz", "/readyz"})
 WELL_KNOWN = "/.well-known/"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 CSRF_FIELD = "csrf_token"
@@ -145,8 +142,6 @@ class Guard:
         return None
 
     def _host_ok(self, scope: Scope, headers: Headers) -> bool:
-        if scope["path"] in PROBE_PATHS and scope["method"] in SAFE_METHODS:
-            return True
         host = headers.get("host", "").lower()
         server = scope.get("server")
         port = server[1] if server else None

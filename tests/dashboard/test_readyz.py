@@ -19,10 +19,10 @@ def _set_version(platform: Platform, version: str) -> None:
 def test_ready_with_the_schema_current_and_says_why_not_otherwise(
     platform: Platform, client: TestClient
 ) -> None:
-    # Any Host: a balancer's probe names whatever it was configured with.
-    ready = client.get("/readyz", headers={"Host": "10.0.0.9:8000"})
+    ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json() == {"status": "ready"}
-    assert client.get("/healthz", headers={"Host": "10.0.0.9"}).status_code == 200
+    # Like every page, it answers only to the Host names the dashboard serves.
+    assert client.get("/readyz", headers={"Host": "evil.example"}).status_code == 400
     head = head_revision()
     assert head is not None
     _set_version(platform, "0001")
@@ -36,8 +36,6 @@ def test_ready_with_the_schema_current_and_says_why_not_otherwise(
     finally:
         _set_version(platform, head)
     assert client.get("/readyz").status_code == 200
-    # Other pages still answer only to the Host names they serve.
-    assert client.get("/login", headers={"Host": "10.0.0.9:8000"}).status_code == 400
 
 
 def test_unready_while_the_database_does_not_answer(platform: Platform, client: TestClient) -> None:

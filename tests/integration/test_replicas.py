@@ -69,7 +69,7 @@ frontend aat
 backend replicas
   balance roundrobin
   option httpchk
-  http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
+  http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host 127.0.0.1:{front}
   timeout check 5s
   default-server check inter 1s fall 3 rise 2
 {servers}
