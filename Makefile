@@ -27,6 +27,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check webplatform dashboard tests bench hatch_build.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python tests/test_code_size.py webplatform dashboard
 
 # Tests run on pytest-xdist workers, two per core: much of a test's time is spent waiting (on an
 # approval window, a client, a process starting), and a second worker per core uses it. A test

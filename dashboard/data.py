@@ -29,7 +29,7 @@ from webplatform.store.models import (
 )
 from webplatform.store.queries import HistoryFilter
 from webplatform.store.seals import RowSeal
-from webplatform.trust import claims
+from webplatform.trust import claims, permissions
 from webplatform.trust.authority import report_forged, seal_for
 from webplatform.trust.decidability import (
     POLICY_INVALID,
@@ -211,7 +211,8 @@ class Approvals:
 def job_approvals(session: Session, jobs_: list[Job], seal: RowSeal) -> dict[int, Approvals]:
     """The approvals of each pending job in `jobs_`, by id."""
     rows = approvals.approvals_for(session=session, job_ids=[j.id or 0 for j in jobs_])
-    deciders = set(operators.deciders(session=session, seal=seal))
+    roles = permissions.APPROVING_ROLES
+    deciders = set(operators.deciders(session=session, seal=seal, roles=roles))
     out: dict[int, Approvals] = {}
     for job in jobs_:
         eligible = len(deciders - ({job.asked_by_operator} if not job.self_approval else set()))

@@ -20,7 +20,8 @@ from webplatform.platform import Actor, Platform
 from webplatform.registry import ToolSpec
 from webplatform.registry.model import RunnableKind
 from webplatform.store.models import Surface
-from webplatform.store.operators import DECIDING_ROLES
+from webplatform.trust import permissions
+from webplatform.trust.permissions import Decider, Permission, may
 
 
 def get_platform(request: Request) -> Platform:
@@ -43,38 +44,46 @@ def current_operator(request: Request) -> str:
     return str(name)
 
 
-def current_role(request: Request) -> str | None:
-    """The logged-in operator's role (read once per request)."""
+def current_actor(request: Request) -> Decider:
+    """The logged-in operator as `may` judges them (their role read once per request)."""
     name = current_operator(request)
     if not hasattr(request.state, "role"):
         request.state.role = operator_role(get_platform(request), name)
-    role: str | None = request.state.role
-    return role
+    return Decider(name=name, role=request.state.role)
+
+
+def permitted(request: Request, permission: Permission) -> bool:
+    """Whether the logged-in operator may do `permission` (`trust.permissions.may`)."""
+    return may(current_actor(request), permission)
+
+
+def _require(request: Request, permission: Permission) -> str:
+    """The logged-in operator's name when they may do `permission`; 403 with the reason
+    otherwise, whatever the page they came from showed."""
+    actor = current_actor(request)
+    if not may(actor, permission):
+        raise HTTPException(status_code=403, detail=permissions.refusal(actor, permission))
+    return actor.name
 
 
 def current_decider(request: Request) -> str:
-    """The logged-in operator, for every POST that decides or runs something: a viewer is
-    refused with 403 whatever the page they came from showed."""
-    name = current_operator(request)
-    role = current_role(request)
-    if role not in DECIDING_ROLES:
-        raise HTTPException(
-            status_code=403,
-            detail=f"{name} is a {role or 'removed operator'}: viewers see every call and "
-            "decide or run none",
-        )
-    return name
+    """The logged-in operator, for every POST that decides: a viewer is refused with 403."""
+    return _require(request, Permission.approve)
 
 
-def current_admin(request: Request) -> str:
-    """The logged-in operator, for pages only admins may use (agent tokens, operators)."""
-    name = current_operator(request)
-    if current_role(request) != "admin":
-        raise HTTPException(
-            status_code=403,
-            detail=f"only an admin may manage agent tokens; {name} is not one",
-        )
-    return name
+def rule_maker(request: Request) -> str:
+    """The logged-in operator, for the Rules page and what makes a rule."""
+    return _require(request, Permission.make_rules)
+
+
+def token_minter(request: Request) -> str:
+    """The logged-in operator, for the agent tokens page."""
+    return _require(request, Permission.mint_tokens)
+
+
+def operator_manager(request: Request) -> str:
+    """The logged-in operator, for changing another operator's role."""
+    return _require(request, Permission.manage_operators)
 
 
 def client_address(request: Request) -> str | None:
@@ -110,7 +119,7 @@ def dashboard_actor(request: Request) -> Actor:
     """The logged-in operator as the requester of a run (never a viewer: 403)."""
     return Actor(
         surface=Surface.dashboard,
-        operator=current_decider(request),
+        operator=_require(request, Permission.run),
         address=client_address(request),
     )
 
@@ -137,7 +146,9 @@ def find_runnable(request: Request, kind: str, name: str) -> Runnable:
 PlatformDep = Annotated[Platform, Depends(get_platform)]
 PagesDep = Annotated[Pages, Depends(get_pages)]
 OperatorDep = Annotated[str, Depends(current_operator)]
-AdminDep = Annotated[str, Depends(current_admin)]
+RuleMakerDep = Annotated[str, Depends(rule_maker)]
+TokenMinterDep = Annotated[str, Depends(token_minter)]
+OperatorManagerDep = Annotated[str, Depends(operator_manager)]
 DeciderDep = Annotated[str, Depends(current_decider)]
 AddressDep = Annotated[str | None, Depends(client_address)]
 ActorDep = Annotated[Actor, Depends(dashboard_actor)]

@@ -27,6 +27,7 @@ from dashboard import urls
 from dashboard.assets import TEMPLATES_DIR
 from dashboard.data import json_or_text
 from webplatform.store.models import UNFINISHED_STATES
+from webplatform.trust import permissions
 
 
 def _ago(value: datetime | None, now: datetime | None = None) -> str:
@@ -183,6 +184,15 @@ class Pages:
         self.pending_count = pending_count
         self.role_of = role_of
 
+    def actor_of(self, request: Request, operator: str | None) -> permissions.Decider:
+        """The page's operator as `may` judges them: their role read once per request (no
+        operator: nobody, who may do nothing)."""
+        if not operator:
+            return permissions.Decider(name="", role=None)
+        if not hasattr(request.state, "role"):
+            request.state.role = self.role_of(operator)
+        return permissions.Decider(name=operator, role=request.state.role)
+
     def render(
         self,
         request: Request,
@@ -203,9 +213,12 @@ class Pages:
             **context,
         }
         fragment = block is not None and is_htmx(request)
-        if full["operator"] and "role" not in full:
-            # What the page offers this operator (the server refuses the rest anyway).
-            full["role"] = getattr(request.state, "role", None) or self.role_of(full["operator"])
+        if "can" not in full:
+            # What the page offers this operator, as `may` answers it (the server refuses the
+            # rest anyway): pages read these booleans and spell no role.
+            actor = self.actor_of(request, full["operator"])
+            full.setdefault("actor", actor)
+            full["can"] = permissions.can(actor)
         if full["operator"] and "pending_count" not in full and not fragment:
             full["pending_count"] = self.pending_count()
         tmpl = self.env.get_template(template)

@@ -20,16 +20,15 @@ import yaml
 
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
+from webplatform.registry import argmodel
 from webplatform.registry.model import ActionSpec, ArgSpec
 from webplatform.store.models import TOKEN_PROOF, Job, JobState
-from webplatform.trust.policy import Policy
+from webplatform.trust.policy import Policy, people_needed
 from webplatform.trust.rules import RuleError
 from webplatform.trust.stepup import approve_allow_target
 
 DURATIONS = ("15m", "1h", "8h")
 _HOURS = {"15m": 0.25, "1h": 1.0, "8h": 8.0}
-# Argument types a rule's condition can compare (as `webplatform.trust.rules` checks them).
-_COMPARABLE = ("string", "integer", "number", "boolean")
 # How much of a long value the form shows beside its select.
 _SHOWN = 80
 
@@ -89,11 +88,8 @@ def why_not(job: Job, action: ActionSpec | None) -> str | None:
     """Why no rule can be made from `job`, in one line; None when one can."""
     if job.kind != "tool" or action is None:
         return f"{job.name} {job.action} is not a tool action in the registry: rules name tools"
-    if Policy(job.approvals_required, job.self_approval).always_asks:
-        return (
-            f"{job.name} {job.action} needs more than one operator, or one other than the "
-            "asker: no rule stands in for them; use Approve"
-        )
+    if (needed := people_needed(Policy.recorded(job))) is not None:
+        return f"{job.name} {job.action} {needed}: no rule stands in for them; use Approve"
     return None
 
 
@@ -102,7 +98,7 @@ def _only_any(spec: ArgSpec, args: Mapping[str, Any]) -> str | None:
         return "a secret, which is never stored"
     if spec.name not in args:
         return "not given in this call"
-    if spec.type not in _COMPARABLE:
+    if not argmodel.comparable(spec):
         return f"of type {spec.type}, which a rule cannot compare"
     return None
 

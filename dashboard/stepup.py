@@ -1,16 +1,17 @@
 """Step-up: the fresh proof, besides the session, that turns a click into a decision or a
 change of who may decide (see `webplatform.trust.stepup` for why and for the value this produces).
 
-Verification lives here, in the dashboard, because only here are the request's parts (the
-password typed with the decision or change, the browser's passkey assertion, its origin);
-`decisions` and `changes` then accept only a `StepUp` made here and check it names the same
-operator and digest. A typed password goes through the login throttle, so a stolen cookie
-cannot guess it; either proof counts only for an operator whose row aat signed.
+Verification goes through the trust door (`webplatform.trust.door`), as the command line's
+does; the dashboard lends it the two things only the request has: the browser's passkey
+assertion, checked against its origin (`Checker.passkey`), and the session a typed password
+is counted on (`Checker.throttle`), so a stolen cookie cannot guess it. `decisions` and
+`changes` then accept only a `StepUp` made there and check it names the same operator and
+digest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -18,72 +19,34 @@ from typing import Any
 from dashboard import passkeys
 from dashboard.auth import LoginLimiter
 from webplatform.platform import Platform
-from webplatform.store import audit, operators
 from webplatform.store import passkeys as passkey_store
 from webplatform.store.models import Passkey, utcnow
 from webplatform.store.passkeys import ChallengeFor
-from webplatform.trust.authority import report_forged, seal_for
-from webplatform.trust.stepup import Change, StepUp, StepUpMethod, batch_digest, change_digest
+from webplatform.trust import door
+from webplatform.trust.authority import seal_for
+from webplatform.trust.door import CHANGE_NAMES, NEEDED, Bound, Proof, StepUpRefused, for_change
+from webplatform.trust.stepup import StepUp, batch_digest
+
+__all__ = [
+    "CHANGE_NAMES",
+    "NEEDED",
+    "Bound",
+    "Checker",
+    "Proof",
+    "StepUpRefused",
+    "for_batch",
+    "for_change",
+    "verify",
+]
 
 BATCH_NEEDED = (
     "approving the selected calls needs a fresh proof that you are here: type your password "
     "beside Approve selected (or use your passkey), then try again"
 )
-NEEDED = (
-    "approving needs a fresh proof that you are here: type your password in the card "
-    "(or use your passkey), then Approve again"
-)
-# What each change is called in a refusal ("... needs your current password").
-CHANGE_NAMES = {
-    Change.passkey_add: "adding a passkey",
-    Change.passkey_remove: "removing a passkey",
-    Change.password: "changing your password",
-    Change.role: "changing a role",
-    Change.agent_add: "minting an agent token",
-    Change.agent_sign_in: "letting an agent sign in",
-    Change.rule_add: "making a rule",
-    Change.rule_revoke: "revoking a rule",
-    Change.approve_allow: "approving and allowing similar calls",
-}
 # The purpose of a passkey challenge that approves several calls at once.
 BATCH_PURPOSE = "approve-batch"
 # The card warns about a passkey added this recently: it may be an attacker's.
 RECENT_PASSKEY = timedelta(days=1)
-
-
-class StepUpRefused(PermissionError):
-    """No valid step-up came with the decision; the message says what to do."""
-
-
-@dataclass(frozen=True)
-class Proof:
-    """What the browser sent with a decision: a typed password and/or a passkey assertion."""
-
-    password: str = ""
-    passkey: str = ""
-
-
-@dataclass(frozen=True)
-class Bound:
-    """What a proof must be for: a purpose, the digest it is bound to, and the queued job."""
-
-    purpose: str
-    digest: str
-    job_id: int | None = None
-    # What the audit trail and the refusal call it.
-    what: str = "approval"
-    needed: str = NEEDED
-
-
-def for_change(operator: str, change: Change, target: Mapping[str, str]) -> Bound:
-    """What a proof for `change` by `operator` must be bound to."""
-    return Bound(
-        purpose="change",
-        digest=change_digest(operator=operator, change=change, target=target),
-        what=f"change ({change.value})",
-        needed=f"{CHANGE_NAMES[change]} needs your current password (or one of your "
-        "passkeys): type it and try again",
-    )
 
 
 def for_batch(operator: str, chosen: Sequence[tuple[int, str]]) -> Bound:
@@ -139,93 +102,33 @@ class Checker:
     rp: passkeys.RelyingParty
     session: str = ""
 
+    def passkey(self, operator: str, assertion: str, bound: Bound) -> int:
+        """The passkey that signed `assertion` for exactly `bound`, checked by WebAuthn
+        against this dashboard's relying party (the browser's origin)."""
+        expected = ChallengeFor(operator, bound.purpose, bound.job_id, bound.digest)
+        try:
+            return passkeys.verify_assertion(
+                platform=self.platform, rp=self.rp, assertion_json=assertion, expected=expected
+            )
+        except passkeys.PasskeyError as exc:
+            raise StepUpRefused(str(exc)) from None
+
+    def throttle(self) -> float:
+        """Count one password typed in this session; the seconds to wait first."""
+        return self.limiter.attempt(self._key)
+
+    def passed(self) -> None:
+        """Forget this session's wrong passwords."""
+        self.limiter.succeeded(self._key)
+
+    @property
+    def _key(self) -> str:
+        return f"session:{self.session}"
+
 
 def verify(
     checker: Checker, *, operator: str, proof: Proof, bound: Bound, address: str | None
 ) -> StepUp:
-    """Check the proof sent for `bound` (an approval of one call, or one change); raise
-    StepUpRefused if none holds."""
-    try:
-        return _verify(checker, operator, proof, bound, address)
-    finally:
-        report_forged(checker.platform)
-
-
-def _verify(
-    checker: Checker, operator: str, proof: Proof, bound: Bound, address: str | None
-) -> StepUp:
-    platform = checker.platform
-    if proof.passkey:
-        try:
-            _require_operator(platform, operator)
-            passkey_id = passkeys.verify_assertion(
-                platform=platform,
-                rp=checker.rp,
-                assertion_json=proof.passkey,
-                expected=ChallengeFor(operator, bound.purpose, bound.job_id, bound.digest),
-            )
-        except passkeys.PasskeyError as exc:
-            _refused(platform, operator, address, bound, "passkey")
-            raise StepUpRefused(str(exc)) from None
-        return StepUp(
-            operator=operator,
-            digest=bound.digest,
-            method=StepUpMethod.passkey,
-            passkey_id=passkey_id,
-        )
-    if proof.password:
-        _check_password(checker, operator, proof.password, address, bound)
-        return StepUp(operator=operator, digest=bound.digest, method=StepUpMethod.password)
-    _refused(platform, operator, address, bound, "none")
-    raise StepUpRefused(bound.needed)
-
-
-def _require_operator(platform: Platform, operator: str) -> None:
-    """A passkey proves presence only for an operator whose own row aat signed."""
-    seal = seal_for(platform)
-    row = platform.transact(
-        lambda s: operators.find_operator(session=s, name=operator, seal=seal), write=False
-    )
-    if row is None:
-        raise passkeys.PasskeyError(f"{operator} is not an operator aat knows: log in again")
-
-
-def _check_password(
-    checker: Checker, operator: str, password: str, address: str | None, bound: Bound
-) -> None:
-    """Check `operator`'s password, counted on the checker's session (see `Checker`)."""
-    platform, limiter = checker.platform, checker.limiter
-    keys = (f"session:{checker.session}",)
-    wait = limiter.attempt(*keys)  # counted before the check, so a burst cannot race it
-    if wait > 0:
-        raise StepUpRefused(
-            f"too many wrong passwords typed in this session: wait {int(wait) + 1} s and try again"
-        )
-    seal = seal_for(platform)
-    ok = platform.transact(
-        lambda session: operators.authenticate(
-            session=session, name=operator, password=password, seal=seal
-        )
-    )
-    if not ok:
-        _refused(platform, operator, address, bound, "password")
-        outcome = "the call was not approved" if bound.purpose != "change" else "nothing changed"
-        raise StepUpRefused(f"wrong password: {outcome}; type it again")
-    limiter.succeeded(*keys)
-
-
-def _refused(
-    platform: Platform, operator: str, address: str | None, bound: Bound, method: str
-) -> None:
-    platform.transact(
-        lambda session: audit.record_event(
-            session,
-            audit.AuditEntry(
-                actor=operator,
-                event="step-up-refused",
-                job_id=bound.job_id,
-                detail=f"{bound.what} refused: step-up {method} missing or invalid",
-                address=address,
-            ),
-        )
-    )
+    """Check the proof sent for `bound` through the trust door (`webplatform.trust.door`);
+    raise StepUpRefused if none holds."""
+    return door.verify(checker, operator=operator, proof=proof, bound=bound, address=address)

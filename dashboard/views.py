@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from webplatform.registry import ActionSpec, ArgSpec, Registry, ToolSpec, secret_status
+from webplatform.registry import ActionSpec, ArgSpec, Registry, ToolSpec, argmodel, secret_status
 from webplatform.registry import search as registry_search
 from webplatform.registry.model import RunnableKind, placeholder, run_tool_name
 from webplatform.trust import gate
@@ -142,7 +142,7 @@ class FormField:
     """One run-form input generated from an argument."""
 
     arg: ArgSpec
-    widget: str  # text | select | checkbox | integer | number | json | password
+    widget: argmodel.Widget  # text | select | checkbox | integer | number | json | password
     value: str
 
 
@@ -150,18 +150,6 @@ def form_fields(action: ActionSpec, raw: dict[str, str] | None = None) -> list[F
     """The run form for an action; `raw` refills what the operator typed after an error."""
     fields: list[FormField] = []
     for arg in action.args:
-        if arg.enum is not None:
-            widget = "select"
-        elif arg.type == "boolean":
-            widget = "checkbox"
-        elif arg.type in ("integer", "number"):
-            widget = arg.type
-        elif arg.type in ("array", "object"):
-            widget = "json"
-        elif arg.secret:
-            widget = "password"
-        else:
-            widget = "text"
         if raw is not None:
             value = raw.get(arg.name, "")
         elif arg.default is None:
@@ -170,7 +158,7 @@ def form_fields(action: ActionSpec, raw: dict[str, str] | None = None) -> list[F
             value = arg.default
         else:
             value = json.dumps(arg.default, ensure_ascii=False)
-        fields.append(FormField(arg=arg, widget=widget, value=value))
+        fields.append(FormField(arg=arg, widget=argmodel.widget(arg), value=value))
     return fields
 
 
@@ -182,7 +170,7 @@ def raw_form_values(
     raw: dict[str, str] = {}
     for arg in action.args:
         key = f"{prefix}{arg.name}"
-        if arg.type == "boolean" and arg.enum is None:
+        if argmodel.widget(arg) == "checkbox":
             raw[arg.name] = "true" if form.get(key) in ("true", "on") else "false"
         elif form.get(key, "") != "":
             raw[arg.name] = form[key]

@@ -11,8 +11,11 @@ from typing import Any
 
 import pytest
 from platforms import platform_with
+from sqlalchemy import update
+from sqlmodel import col
 
 from webplatform.config import EXAMPLES_ROOT, Settings
+from webplatform.housekeeping import Housekeeper
 from webplatform.jobs import decisions, previews
 from webplatform.jobs.answers import Answer, Status
 from webplatform.jobs.services import Consent, RunCall, request_run
@@ -196,3 +199,54 @@ def test_retention_prunes_a_preview_with_its_job(platform: Platform) -> None:
     pruned = platform.transact(lambda s: queries.prune_finished(session=s, older_than=later))
     assert pruned == 1
     assert row(platform, job_id) is None
+
+
+def _orphan(platform: Platform, job_id: int, **values: Any) -> None:
+    """Leave job `job_id`'s preview as a process that ended before it would have."""
+    platform.transact(
+        lambda s: s.execute(
+            update(JobPreview).where(col(JobPreview.job_id) == job_id).values(**values)
+        )
+    )
+
+
+def _housekeeping(platform: Platform) -> None:
+    Housekeeper(
+        platform=platform, settings=platform.settings, process_id="keeper", role="worker"
+    ).run_once()
+
+
+@pytest.mark.parametrize(
+    "left",
+    [
+        # its in-process `aat mcp` exited: stopped, and said so
+        {"state": "failed", "error": previews.STOPPED},
+        # its process was killed: still pending, long past its timeout
+        {"state": "pending", "created_at": utcnow() - timedelta(minutes=10)},
+    ],
+    ids=["stopped", "killed"],
+)
+def test_a_preview_whose_process_is_gone_runs_again_at_the_next_housekeeping(
+    platform: Platform, left: dict[str, Any]
+) -> None:
+    answer = queue(platform, "send-json", text="Q3 numbers")
+    assert answer.job is not None
+    landed(platform, answer.job)
+    _orphan(platform, answer.job, **left)
+    _housekeeping(platform)
+    done = landed(platform, answer.job)
+    assert (done.state, done.error) == ("succeeded", None)
+    assert "Q3 numbers" in (done.output or "")
+    _housekeeping(platform)  # once landed, nothing is run again
+    assert row(platform, answer.job) == done
+
+
+def test_a_decided_calls_orphaned_preview_is_left_alone(platform: Platform) -> None:
+    answer = queue(platform, "send-json", text="Q3 numbers")
+    assert answer.job is not None
+    landed(platform, answer.job)
+    decisions.deny(platform=platform, job_id=answer.job, operator="olga", reason=None, address=None)
+    _orphan(platform, answer.job, state="failed", error=previews.STOPPED)
+    _housekeeping(platform)
+    left = row(platform, answer.job)
+    assert left is not None and (left.state, left.error) == ("failed", previews.STOPPED)

@@ -1,7 +1,8 @@
 """Background duties, one module for every long-running process (`aat serve`, `aat worker`).
 
 The duties: leave this process's heartbeat, close approval windows that ran out, mark jobs
-whose worker stopped renewing its lease `lost`, hand new pending approvals (and those with a
+whose worker stopped renewing its lease `lost`, run again the previews of waiting calls whose
+own process ended first, hand new pending approvals (and those with a
 fifth of their window left) to the `AAT_NOTIFY` sender, and (at the first pass, then every
 `prune_every_s`) remove what nobody needs any more: finished jobs past retention, expired
 operator sessions and heartbeats of processes long gone. Every duty is idempotent, so any
@@ -34,7 +35,7 @@ from sqlmodel import Session
 
 from webplatform import notifications
 from webplatform.config import Settings
-from webplatform.jobs import leases
+from webplatform.jobs import leases, previews
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
 from webplatform.store import oauth
@@ -181,6 +182,15 @@ class Housekeeper:
         host, pid, beats = socket.gethostname(), os.getpid(), self._beats
         self.platform.transact(lambda s: beat_all(session=s, beats=beats, host=host, pid=pid))
         self._next_beat = time.monotonic() + self.settings.heartbeat_s
+        self.rerun_previews()
+
+    def rerun_previews(self) -> int:
+        """Run again the previews whose own process ended before they did (at each
+        heartbeat: a card waits at most that long for a real one); how many."""
+        rerun = previews.rerun_orphans(self.platform)
+        if rerun:
+            log.info("housekeeping: %d preview(s) run again, their process gone", rerun)
+        return rerun
 
     def _expire(self) -> int:
         expired = self.platform.transact(lambda s: jobs.expire_due(session=s))

@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from webplatform.canonical import args_digest
@@ -115,57 +116,17 @@ class Worker:
         return True
 
     def start_claimed(self, job: Job, verifier: signing.DecisionVerifier) -> None:
-        """Run a job this worker has just claimed (`running`, its row written), or end it
-        `failed` with the reason: its approval's signature must verify, and the decision must
-        be new to this host's ledger and young enough (recorded there before the tool starts).
-        """
-        problem = verifier.problem(job)
-        if problem is not None:
-            self._refuse(job, event="signature-invalid", problem=problem)
-            return
-        decision = signing.decision_of(job, "approved")
-        assert decision is not None  # a verified signature covers a whole decision
-        if (unruly := self._policy_problem(job, decision, verifier)) is not None:
-            self._refuse(job, event=POLICY_INVALID, problem=unruly)
-            return
-        # Before the ledger: a decision sent back for a changed preview was never started.
-        if job.preview_digest is not None and recheck.changed_since_approval(
-            self.platform,
-            recheck.Recheck(job, self.worker_id, self.settings.worker_lease_s),
-            self.load_registry,
-        ):
-            return
-        spent = self.ledger.admit(
-            decision, worker_id=self.worker_id, max_age_s=max_age_s(self.settings)
+        """Run a job this worker has just claimed (`running`, its row written) once `admit`
+        lets it start, or end it `failed` with the reason `admit` gives."""
+        gate = StartGate(
+            self.platform, self.settings, verifier, self.ledger, self.worker_id, self.load_registry
         )
-        if spent is not None:
-            self._refuse(job, event=spent.event, problem=spent.problem)
-            return
-        if job.allowed_by_rule is not None and (ruled := self._rule_problem(job)) is not None:
-            self._refuse(job, event="rule-invalid", problem=ruled)
-            return
-        self._execute(job)
-
-    def _policy_problem(
-        self, job: Job, decision: signing.Decision, verifier: signing.DecisionVerifier
-    ) -> str | None:
-        """Why `job`'s policy forbids starting it on `decision` (see `start_problem`)."""
-        seal = RowSeal(private=None, public=verifier.keys)
-        rows: list[JobApproval] = []
-        if job.approvals_required > 1:
-            rows = self.platform.transact(
-                lambda s: approvals_of(session=s, job_id=job.id or 0), write=False
-            )
-        return start_problem(job, decision.operators, rows, seal)
-
-    def _rule_problem(self, job: Job) -> str | None:
-        """Why the rule that allowed `job` no longer lets it start (SPEC §16), or None once
-        one run was taken from its budget."""
-        assert job.allowed_by_rule is not None
-        requester = job.requested_by if job.requester_proof == TOKEN_PROOF else None
-        args = json.loads(job.args_json)
-        ask = rulebook.RuleCheck(job.allowed_by_rule, job.name, job.action, requester, args)
-        return rulebook.start_problem(self.platform, ask)
+        verdict = admit(gate, job)
+        if verdict.refused is not None:
+            event, problem = verdict.refused
+            self._refuse(job, event=event, problem=problem)
+        elif verdict.starts:
+            self._execute(job)
 
     def _ready(self) -> signing.DecisionVerifier | None:
         """The key to check decisions with, once the ledger can record them; else None, the
@@ -301,6 +262,78 @@ class Worker:
             why = f"the tool's secrets could not be read ({type(exc).__name__}); not run"
             raise NotRunnable(why) from exc
         return JobCall(tool, action, args, secrets)
+
+
+@dataclass(frozen=True)
+class StartGate:
+    """What a worker checks an approved job's start with: its platform and settings, the
+    decision key, this host's ledger, its id (for leases and the ledger) and the registry
+    loader."""
+
+    platform: Platform
+    settings: Settings
+    verifier: signing.DecisionVerifier
+    ledger: DecisionLedger
+    worker_id: str
+    load_registry: Callable[[], Registry]
+
+
+@dataclass(frozen=True)
+class Admission:
+    """`admit`'s answer: start the job, refuse it (`refused`: the audit event and the
+    reason), or neither (`starts` False, `refused` None: sent back to wait for approval)."""
+
+    starts: bool
+    refused: tuple[str, str] | None = None
+
+
+def admit(gate: StartGate, job: Job) -> Admission:
+    """The worker's start-time admission, in order: the approval's signature (the decision
+    key), the job's signed policy and co-approvals (`decidability.start_problem`), the
+    preview the approval binds run again (`jobs.recheck`: a changed one sends the job back),
+    the ledger (a decision new to this host and young enough, recorded before the tool
+    starts), and the rule that allowed it. A row in the database alone starts nothing."""
+    problem = gate.verifier.problem(job)
+    if problem is not None:
+        return Admission(False, ("signature-invalid", problem))
+    decision = signing.decision_of(job, "approved")
+    assert decision is not None  # a verified signature covers a whole decision
+    if (unruly := _policy_problem(gate, job, decision)) is not None:
+        return Admission(False, (POLICY_INVALID, unruly))
+    # Before the ledger: a decision sent back for a changed preview was never started.
+    lease_s = gate.settings.worker_lease_s
+    if job.preview_digest is not None and recheck.changed_since_approval(
+        gate.platform, recheck.Recheck(job, gate.worker_id, lease_s), gate.load_registry
+    ):
+        return Admission(False)
+    max_age = max_age_s(gate.settings)
+    spent = gate.ledger.admit(decision, worker_id=gate.worker_id, max_age_s=max_age)
+    if spent is not None:
+        return Admission(False, (spent.event, spent.problem))
+    if job.allowed_by_rule is not None and (ruled := _rule_problem(gate, job)) is not None:
+        return Admission(False, ("rule-invalid", ruled))
+    return Admission(True)
+
+
+def _policy_problem(gate: StartGate, job: Job, decision: signing.Decision) -> str | None:
+    """Why `job`'s policy forbids starting it on `decision` (see `start_problem`)."""
+    seal = RowSeal(private=None, public=gate.verifier.keys)
+    rows: list[JobApproval] = []
+    if job.approvals_required > 1:
+        rows = gate.platform.transact(
+            lambda s: approvals_of(session=s, job_id=job.id or 0), write=False
+        )
+    return start_problem(job, decision.operators, rows, seal)
+
+
+def _rule_problem(gate: StartGate, job: Job) -> str | None:
+    """Why the rule that allowed `job` no longer lets it start (SPEC §16), or None once
+    one run was taken from its budget."""
+    assert job.allowed_by_rule is not None
+    requester = job.requested_by if job.requester_proof == TOKEN_PROOF else None
+    args = json.loads(job.args_json)
+    ask = rulebook.RuleCheck(job.allowed_by_rule, job.name, job.action, requester, args)
+    return rulebook.start_problem(gate.platform, ask)
 
 
 def make_worker(

@@ -21,18 +21,18 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from dashboard import auth, passkeys, stepup
 from dashboard.deps import (
     AddressDep,
-    AdminDep,
     OperatorDep,
+    OperatorManagerDep,
     PlatformDep,
     RelyingPartyDep,
     View,
     ViewDep,
-    current_role,
     get_checker,
     get_limiter,
     get_pages,
     get_platform,
     get_relying_party,
+    permitted,
 )
 from dashboard.forms import PasswordForm, ProofForm, RoleForm
 from dashboard.urls import url_for
@@ -40,6 +40,7 @@ from webplatform.store import operators
 from webplatform.store import passkeys as store
 from webplatform.trust import changes
 from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.permissions import Permission
 from webplatform.trust.stepup import Change, StepUp, StepUpMismatch
 
 router = APIRouter()
@@ -79,7 +80,7 @@ def render_account(
     )
     people = (
         platform.transact(lambda s: operators.list_operators(session=s, seal=seal), write=False)
-        if current_role(request) == "admin"
+        if permitted(request, Permission.manage_operators)
         else []
     )
     report_forged(platform)
@@ -263,7 +264,7 @@ def change_password(
 def change_role(
     request: Request,
     platform: PlatformDep,
-    admin: AdminDep,
+    admin: OperatorManagerDep,
     address: AddressDep,
     name: str,
     form: Annotated[RoleForm, Form()],

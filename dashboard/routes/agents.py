@@ -1,6 +1,6 @@
 """The Agents page: mint agent tokens (shown once), list them with their last use, revoke.
 
-Admin-only (`AdminDep`). Minting gives an agent the right to ask in the admin's name, so it
+Admin-only (`TokenMinterDep`). Minting gives an agent the right to ask in the admin's name, so it
 needs a step-up bound to that token's name (the admin's password typed with it, or a
 passkey); revoking takes rights away and needs none. A minted token is in exactly one
 response, marked `no-store`; only its hash is kept, in a row aat signs.
@@ -14,7 +14,7 @@ from fastapi import APIRouter, Form
 from starlette.responses import Response
 
 from dashboard import stepup
-from dashboard.deps import AddressDep, AdminDep, CheckerDep, View, ViewDep
+from dashboard.deps import AddressDep, CheckerDep, TokenMinterDep, View, ViewDep
 from dashboard.forms import MintForm
 from webplatform.store import agents
 from webplatform.trust import changes
@@ -55,7 +55,7 @@ def render_agents(
 
 
 @router.get("/agents")
-def agents_page(view: ViewDep, _admin: AdminDep) -> Response:
+def agents_page(view: ViewDep, _admin: TokenMinterDep) -> Response:
     """The agent tokens and the form to mint one."""
     return render_agents(view)
 
@@ -64,7 +64,7 @@ def agents_page(view: ViewDep, _admin: AdminDep) -> Response:
 def mint_agent(
     view: ViewDep,
     checker: CheckerDep,
-    admin: AdminDep,
+    admin: TokenMinterDep,
     address: AddressDep,
     form: Annotated[MintForm, Form()],
 ) -> Response:
@@ -90,7 +90,7 @@ def mint_agent(
 
 
 @router.post("/agents/{name}/revoke")
-def revoke_agent(view: ViewDep, admin: AdminDep, name: str) -> Response:
+def revoke_agent(view: ViewDep, admin: TokenMinterDep, name: str) -> Response:
     """Revoke a token: its next `/mcp` request gets 401."""
     seal = seal_for(view.platform)
     revoked = view.platform.transact(

@@ -28,7 +28,7 @@ from webplatform.jobs.decisions import Outcome
 from webplatform.platform import Platform
 from webplatform.store import queries
 from webplatform.store.models import JobState
-from webplatform.trust import claims
+from webplatform.trust import claims, door
 from webplatform.trust.stepup import StepUpMismatch
 
 router = APIRouter()
@@ -133,20 +133,20 @@ async def approve_selected(
     proof = stepup.Proof(password=_text(form, "password"), passkey=_text(form, "passkey"))
 
     def decide() -> list[Outcome]:
-        step_up = stepup.verify(
+        return door.decide(
             checker,
             operator=operator,
             proof=proof,
             bound=stepup.for_batch(operator, chosen),
             address=address,
-        )
-        return decisions.approve_batch(
-            platform=view.platform,
-            operator=operator,
-            chosen=chosen,
-            address=address,
-            step_up=step_up,
-            previews=previews_of(form, chosen),
+            record=lambda step_up: decisions.approve_batch(
+                platform=view.platform,
+                operator=operator,
+                chosen=chosen,
+                address=address,
+                step_up=step_up,
+                previews=previews_of(form, chosen),
+            ),
         )
 
     return await _run(view, decide)

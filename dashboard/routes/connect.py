@@ -26,11 +26,11 @@ from dashboard.deps import (
     PagesDep,
     PlatformDep,
     ViewDep,
-    current_role,
+    current_actor,
 )
 from dashboard.security import CONTENT_SECURITY_POLICY
-from webplatform.store.operators import DECIDING_ROLES
-from webplatform.trust import sign_in
+from webplatform.trust import permissions, sign_in
+from webplatform.trust.permissions import Permission, may
 from webplatform.trust.stepup import Change, StepUpMismatch
 
 router = APIRouter()
@@ -103,16 +103,13 @@ def connect_page(
     request: Request,
     platform: PlatformDep,
     pages: PagesDep,
-    operator: OperatorDep,
+    _operator: OperatorDep,
     request_id: Annotated[str, Query(alias="request")] = "",
 ) -> Response:
     """The sign-in request: who asks, where the browser goes back, the form to allow it."""
-    role = current_role(request)
-    if role not in DECIDING_ROLES:
-        message = (
-            f"{operator} is a {role or 'removed operator'}: only approvers and admins "
-            "may let an agent sign in; ask one of them"
-        )
+    actor = current_actor(request)
+    if not may(actor, Permission.allow_sign_in):
+        message = permissions.refusal(actor, Permission.allow_sign_in)
         return pages.render(
             request, "message.html", {"title": "Sign-in", "message": message}, status_code=403
         )

@@ -19,7 +19,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from dashboard import data, passkeys, stepup, views
-from dashboard.deps import AddressDep, CheckerDep, DeciderDep, RelyingPartyDep, View, ViewDep
+from dashboard.deps import (
+    AddressDep,
+    CheckerDep,
+    DeciderDep,
+    RelyingPartyDep,
+    View,
+    ViewDep,
+    current_actor,
+)
 from dashboard.forms import EditProofForm
 from dashboard.render import is_htmx
 from dashboard.routes.approvals import render_queue
@@ -70,7 +78,7 @@ def render_edit(
             "job": job,
             "action": act,
             "fields": views.form_fields(act, raw if raw is not None else current),
-            "why_not": detail.approvals.blocked_for(operator, getattr(request.state, "role", None)),
+            "why_not": detail.approvals.blocked_for(operator, current_actor(request).role),
             **stepup.passkey_context(platform, operator),
             "error": error,
         },

@@ -34,6 +34,7 @@ from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import answered
 from webplatform.store.models import Job, JobState, Surface
+from webplatform.trust import door
 from webplatform.trust.stepup import StepUpMismatch
 
 router = APIRouter()
@@ -206,20 +207,20 @@ async def approve(
         return _refused(view, job_id, form.return_to, 422, error)
 
     def call() -> Job:
-        step_up = stepup.verify(
+        return door.decide(
             checker,
             operator=operator,
             proof=form.proof(),
             bound=stepup.Bound(purpose="approve", digest=digest, job_id=job_id),
             address=address,
-        )
-        return decisions.approve_shown(
-            platform=view.platform,
-            job_id=job_id,
-            operator=operator,
-            shown=decisions.Shown(digest, form.preview),
-            address=address,
-            step_up=step_up,
+            record=lambda step_up: decisions.approve_shown(
+                platform=view.platform,
+                job_id=job_id,
+                operator=operator,
+                shown=decisions.Shown(digest, form.preview),
+                address=address,
+                step_up=step_up,
+            ),
         )
 
     return await _decide(view, job_id, "approved", call, form.return_to)

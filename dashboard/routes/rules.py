@@ -15,11 +15,11 @@ from fastapi import APIRouter, Form
 from starlette.responses import Response
 
 from dashboard import stepup
-from dashboard.deps import AddressDep, AdminDep, CheckerDep, View, ViewDep
+from dashboard.deps import AddressDep, CheckerDep, RuleMakerDep, View, ViewDep
 from dashboard.forms import ProofForm, RulesForm
 from webplatform.jobs import ruling
 from webplatform.platform import Platform
-from webplatform.trust import rulebook
+from webplatform.trust import door, rulebook
 from webplatform.trust.rules import Rule, RuleError
 from webplatform.trust.stepup import Change, StepUpMismatch
 
@@ -50,7 +50,7 @@ def render_rules(
 
 
 @router.get("/rules")
-def rules_page(view: ViewDep, _admin: AdminDep) -> Response:
+def rules_page(view: ViewDep, _admin: RuleMakerDep) -> Response:
     """The rules and the form to make one."""
     return render_rules(view)
 
@@ -72,7 +72,7 @@ def keep_rules(platform: Platform, rules: list[Rule], *, by: str) -> list[int]:
 def add_rules(
     view: ViewDep,
     checker: CheckerDep,
-    admin: AdminDep,
+    admin: RuleMakerDep,
     address: AddressDep,
     form: Annotated[RulesForm, Form()],
 ) -> Response:
@@ -100,21 +100,21 @@ def add_rules(
 def revoke_rule(
     view: ViewDep,
     checker: CheckerDep,
-    admin: AdminDep,
+    admin: RuleMakerDep,
     address: AddressDep,
     rule_id: int,
     form: Annotated[ProofForm, Form()],
 ) -> Response:
     """Revoke a rule, confirmed with the admin's step-up for exactly this rule."""
     try:
-        stepup.verify(
+        door.decide(
             checker,
             operator=admin,
             proof=form.proof(),
             bound=stepup.for_change(admin, Change.rule_revoke, {"rule": str(rule_id)}),
             address=address,
+            record=lambda _step_up: rulebook.revoke(view.platform, rule_id, by=admin),
         )
-        rulebook.revoke(view.platform, rule_id, by=admin)
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
         return render_rules(view, error=str(exc), status_code=403)
     except RuleError as exc:

@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from dashboard import similar, stepup
-from dashboard.deps import AddressDep, CheckerDep, DeciderDep, View, ViewDep, current_role
+from dashboard.deps import AddressDep, CheckerDep, DeciderDep, View, ViewDep, permitted
 from dashboard.render import is_htmx
 from dashboard.routes.approvals import render_queue
 from dashboard.routes.jobs import render_job
@@ -27,6 +27,7 @@ from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
 from webplatform.store.models import JobState
 from webplatform.trust import rulebook
+from webplatform.trust.permissions import Permission
 from webplatform.trust.rules import Rule, RuleError
 from webplatform.trust.stepup import Change, StepUpMismatch, approval_share
 
@@ -72,7 +73,7 @@ async def allow_similar(
     by one step-up bound to both; nothing at all when either cannot be done."""
     form = {k: v for k, v in (await view.request.form()).items() if isinstance(v, str)}
     return_to = form.get("return_to", "job")
-    if current_role(view.request) != "admin":
+    if not permitted(view.request, Permission.make_rules):
         return _answer(view, job_id, return_to, error=NOT_ADMIN, status_code=403)
 
     def call() -> str:

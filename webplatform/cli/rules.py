@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING
 from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from
 
 if TYPE_CHECKING:
-    from sqlmodel import Session
-
     from webplatform.platform import Platform
 
 
@@ -63,9 +61,12 @@ def _rule_id(text: str) -> int:
 
 
 def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
-    """EXIT_USAGE unless `--by` names an admin and the password given is theirs."""
+    """EXIT_USAGE unless `--by` names an admin and the password given is theirs: checked
+    through the trust door (`webplatform.trust.door`), as on the dashboard's Rules page."""
     from webplatform.store import operators
+    from webplatform.trust import door
     from webplatform.trust.authority import seal_for
+    from webplatform.trust.permissions import Decider, Permission, may
 
     if not ns.by:
         print(f"aat rules {ns.op}: say who you are: --by ADMIN", file=sys.stderr)
@@ -76,12 +77,22 @@ def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
         else getpass.getpass(f"password for {ns.by}: ")
     )
     seal = seal_for(platform)
-
-    def admin(session: Session) -> bool:
-        ok = operators.authenticate(session=session, name=ns.by, password=password, seal=seal)
-        return ok and operators.operator_role(session=session, name=ns.by, seal=seal) == "admin"
-
-    if not platform.transact(admin, write=False):
+    role = platform.transact(
+        lambda s: operators.operator_role(session=s, name=ns.by, seal=seal), write=False
+    )
+    change = door.Change.rule_add if ns.op == "add" else door.Change.rule_revoke
+    try:
+        door.verify(
+            door.Terminal(platform),
+            operator=ns.by,
+            proof=door.Proof(password=password),
+            bound=door.for_change(ns.by, change, {"target": str(ns.target)}),
+            address=None,
+        )
+        admitted = may(Decider(name=ns.by, role=role), Permission.make_rules)
+    except door.StepUpRefused:
+        admitted = False
+    if not admitted:
         print(
             f"aat rules {ns.op}: refused: {ns.by!r} is not an admin, or the password is wrong",
             file=sys.stderr,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,36 @@ class JobCall:
     secrets: Mapping[str, str]
     caller_cwd: Path | None = None
     secret_args: Sequence[str] = ()
+
+
+# What a preview may print: it is shown on a card, never run for its effect.
+PREVIEW_MAX_BYTES = 64 * 1024
+
+
+def process_call(
+    settings: Settings, call: JobCall, mask: Redactor, *, preview: bool = False
+) -> runner.ToolCall:
+    """The one place a call becomes a process call: the tool's action with its arguments and
+    secrets, confined as the settings say, its output masked by `mask`. A `preview` runs
+    with no writes, for at most `AAT_PREVIEW_TIMEOUT_S`, and prints at most
+    `PREVIEW_MAX_BYTES`."""
+    fence = confine.Fence.from_settings(settings)
+    action, limits = call.action, {}
+    if preview:
+        action = replace(action, timeout_s=settings.preview_timeout_s)
+        fence = replace(fence, no_writes=True)
+        limits = {"max_output_bytes": PREVIEW_MAX_BYTES}
+    return runner.ToolCall(
+        call.tool,
+        action,
+        call.args,
+        home=settings.home,
+        secrets=call.secrets,
+        caller_cwd=call.caller_cwd,
+        fence=fence,
+        redact=mask,
+        **limits,
+    )
 
 
 class JobRow:
@@ -121,7 +151,7 @@ class Executor:
         lease_s = self.settings.worker_lease_s
         try:
             outcome = self.run(
-                self._tool_call(call, mask),
+                process_call(self.settings, call, mask),
                 on_tick=self.renewer(row),
                 tick_s=max(0.05, min(1.0, lease_s / 8)),
                 go_ahead=row.write,
@@ -137,18 +167,6 @@ class Executor:
             error = f"the runner failed: {type(exc).__name__}"
             return self.finish(row.write(), Ending(JobState.failed, error=error))
         return self.finish(row.write(), _ending(outcome, mask))
-
-    def _tool_call(self, call: JobCall, mask: Redactor) -> runner.ToolCall:
-        return runner.ToolCall(
-            call.tool,
-            call.action,
-            call.args,
-            home=self.settings.home,
-            secrets=call.secrets,
-            caller_cwd=call.caller_cwd,
-            fence=confine.Fence.from_settings(self.settings),
-            redact=mask,
-        )
 
     def renewer(self, row: JobRow) -> Callable[[], None]:
         """A tick callback that renews the lease of `row`'s job a few times per lease period.

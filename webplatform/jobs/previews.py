@@ -24,26 +24,29 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Any
+from datetime import timedelta
+from typing import Any, Literal
 
 from sqlmodel import Session
 
 from webplatform.config import Settings
+from webplatform.jobs import execution
 from webplatform.platform import Platform
-from webplatform.process import confine, runner
+from webplatform.process import runner
 from webplatform.process.outcome import RunResult
 from webplatform.redaction import Redactor
 from webplatform.registry import resolve_secrets
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.registry.validation import validate_args
 from webplatform.store import previews as store
+from webplatform.store.models import utcnow
 from webplatform.store.previews import Finished
+from webplatform.store.queries import get_job
 
 log = logging.getLogger(__name__)
 
 # What is kept of a preview's output: enough for a long diff or table, small enough to show.
-MAX_BYTES = 64 * 1024
+MAX_BYTES = execution.PREVIEW_MAX_BYTES
 # Previews running at once in one process; more wait their turn (still `pending`), so a
 # burst of queued calls cannot start a burst of processes.
 _SLOTS = threading.BoundedSemaphore(4)
@@ -53,6 +56,8 @@ _STOP = threading.Event()
 _RUNNING: set[threading.Thread] = set()
 _RUNNING_LOCK = threading.Lock()
 STOPPED = "stopped before it finished: the aat process running it exited"
+# A preview still `pending` this long past its timeout has no process left to finish it.
+ORPHAN_AFTER_S = 30.0
 
 
 class _Stopping(Exception):
@@ -97,6 +102,36 @@ def start(
         _RUNNING.add(thread)
     thread.start()
     return thread
+
+
+def rerun_orphans(platform: Platform) -> int:
+    """Run again, in this process, the previews of calls still waiting whose own process
+    ended before their preview did (an in-process `aat mcp` closed by its client, a killed
+    one): the card shows a real preview rather than "stopped", and an approval binds it."""
+    stale_s = platform.settings.preview_timeout_s + ORPHAN_AFTER_S
+    stale_before = utcnow() - timedelta(seconds=stale_s)
+    claimed = platform.transact(
+        lambda s: store.claim_orphans(session=s, stopped_error=STOPPED, stale_before=stale_before)
+    )
+    for job_id in claimed:
+        _restart(platform, job_id)
+    return len(claimed)
+
+
+def _restart(platform: Platform, job_id: int) -> None:
+    job = platform.transact(lambda s: get_job(session=s, job_id=job_id), write=False)
+    spec = preview = None
+    if job is not None:
+        kind: Literal["tool", "agent"] = "agent" if job.kind == "agent" else "tool"
+        spec = platform.registry().runnable(kind, job.name)
+        action = spec.action(job.action) if spec is not None else None
+        preview = preview_action(spec, action) if spec is not None and action else None
+    if job is None or spec is None or preview is None:
+        gone = Finished("failed", None, "its action no longer names a preview")
+        platform.transact(lambda s: store.finish(session=s, job_id=job_id, done=gone))
+        return
+    log.info("job %d: its preview's process is gone; running the preview again", job_id)
+    start(platform, spec, preview, json.loads(job.args_json), job_id)
 
 
 def wait_all(timeout_s: float) -> None:
@@ -188,16 +223,8 @@ def run_preview(
         )
     secrets = resolve_secrets(spec.secrets)
     mask = Redactor(list(secrets.values()))
-    call = runner.ToolCall(
-        spec,
-        replace(preview, timeout_s=settings.preview_timeout_s),
-        clean,
-        home=settings.home,
-        secrets=secrets,
-        fence=replace(confine.Fence.from_settings(settings), no_writes=True),
-        max_output_bytes=MAX_BYTES,
-        redact=mask,
-    )
+    job_call = execution.JobCall(spec, preview, clean, secrets)
+    call = execution.process_call(settings, job_call, mask, preview=True)
     result = runner.run(call, on_tick=on_tick, tick_s=_TICK_S)
     return finished(result, mask, settings.preview_timeout_s)
 

@@ -21,9 +21,11 @@ from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Actor, Platform
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.store.agents import agent_owner
-from webplatform.store.models import Job
+from webplatform.store.models import Job, JobState, utcnow
 from webplatform.trust import signing
 from webplatform.trust.authority import seal_for
+from webplatform.trust.decidability import Intent, Standing, Verdict, judge, read_decider
+from webplatform.trust.policy import Policy as ActionPolicy
 from webplatform.trust.policy import policy_for
 from webplatform.trust.signing import DecisionSigner
 from webplatform.trust.stepup import StepUp
@@ -85,8 +87,12 @@ def queue_call(
     with `AAT_MAX_PENDING` calls already waiting gets a `Refusal` (`refused`)."""
     spec, action, actor = asked.spec, asked.action, asked.actor
     policy = policy_for(platform.settings, action)
-    at_once = step_up is not None and policy.approvals == 1 and policy.self_approval
-    how = _queued(platform, actor, step_up if at_once or policy.self_approval else None, at_once)
+    verdict = None if step_up is None else _own_approval(platform, asked, policy)
+    # The operator's approval counts only as the decision point judges it; it starts the
+    # run at once only when no other approval is still needed.
+    counts = verdict is not None and verdict.may_decide
+    at_once = counts and verdict is not None and verdict.still_needed == 1
+    how = _queued(platform, actor, step_up if counts else None, at_once)
     if step_up is None:
         refuse = admission.over_pending_limit(
             settings=platform.settings, actor=actor, tool=spec.name, action=action.name
@@ -106,6 +112,32 @@ def queue_call(
     if preview is not None:  # the row is committed: the answer never waits for it
         previews.start(platform, spec, preview, asked.args, job_id)
     return job_answer(platform=platform, job_id=job_id)
+
+
+def _own_approval(platform: Platform, asked: Asked, policy: ActionPolicy) -> Verdict | None:
+    """`trust.decidability`'s verdict on the run form's operator approving the call they
+    ask for, as its job will stand once recorded (their role, their row's signature, the
+    action's self-approval and approvals still needed); None without an operator."""
+    operator = asked.actor.operator
+    if not operator:
+        return None
+    seal = seal_for(platform)
+    decider = platform.transact(lambda s: read_decider(s, operator, seal), write=False)
+    call = call_of(asked)
+    job = Job(
+        kind=call.kind,
+        name=call.name,
+        action=call.action,
+        args_json="{}",
+        args_digest=call.digest,
+        irreversible=True,
+        surface=call.surface,
+        state=JobState.pending_approval,
+        approvals_required=policy.approvals,
+        self_approval=policy.self_approval,
+        asked_by_operator=operator,
+    )
+    return judge(Standing(job=job), decider, intent=Intent.approve, now=utcnow())
 
 
 def _queued(platform: Platform, actor: Actor, step_up: StepUp | None, at_once: bool) -> Recording:

@@ -23,7 +23,7 @@ from webplatform.registry.model import ActionSpec, RunnableKind, run_tool_name
 from webplatform.registry.validation import mask_secrets, secret_args_problem, validate_args
 from webplatform.store.models import Surface
 from webplatform.trust import gate
-from webplatform.trust.policy import policy_for, reason_problem
+from webplatform.trust.policy import people_needed, policy_for, reason_problem
 from webplatform.trust.rules import Match
 from webplatform.trust.stepup import StepUp, check_step_up
 
@@ -165,7 +165,7 @@ def _check_irreversible(
 def _allowed(platform: Platform, asked: Asked, ruled: Match, reason: Any) -> Answer | None:
     """The answer of a call an `allow` rule lets run without asking; None when the action
     always asks (several approvals, or not the asker's own: no rule stands in for people)."""
-    if policy_for(platform.settings, asked.action).always_asks:
+    if people_needed(policy_for(platform.settings, asked.action)) is not None:
         return None
     return ruling.allow(platform, asked, ruled, reason or None)
 

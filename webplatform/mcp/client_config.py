@@ -100,17 +100,23 @@ def client_tool_timeout_s(approval_wait_s: float) -> int:
     return max(120, int(approval_wait_s * 2))
 
 
+def _server_entry(
+    url: str | None, sign_in: bool, *, url_key: str, token: dict[str, Any]
+) -> dict[str, Any]:
+    """A client's entry for aat: the stdio bridge, or `url` under the client's own key, with
+    `token` (how it sends the agent token) unless it signs in through the browser."""
+    if url is None:
+        command, *args = bridge_command()
+        return {"command": command, "args": args}
+    return {url_key: url} if sign_in else {url_key: url, **token}
+
+
 def config_codex(*, approval_wait_s: float, url: str | None = None, sign_in: bool = False) -> str:
     """Codex's `[mcp_servers.aat]` table for `~/.codex/config.toml` (TOML): the stdio bridge,
     or with `url` a running `aat serve`, the token from the environment; with `sign_in` too,
     no token at all (`codex mcp login aat` signs in through the browser and keeps it)."""
-    if url is None:
-        command, *args = bridge_command()
-        entry: dict[str, Any] = {"command": command, "args": args}
-    elif sign_in:
-        entry = {"url": url}
-    else:
-        entry = {"url": url, "bearer_token_env_var": TOKEN_ENV}
+    token = {"bearer_token_env_var": TOKEN_ENV}
+    entry = _server_entry(url, sign_in, url_key="url", token=token)
     entry |= {
         "startup_timeout_sec": 30,
         "tool_timeout_sec": client_tool_timeout_s(approval_wait_s),
@@ -130,12 +136,7 @@ def config_gemini(
     """Gemini CLI's `mcpServers` block for `settings.json`: the stdio bridge, or with `url` a
     running `aat serve` (`$AAT_AGENT_TOKEN` is expanded by Gemini CLI from its environment);
     with `sign_in` too, no token at all (`/mcp auth aat` signs in through the browser)."""
-    if url is None:
-        command, *args = bridge_command()
-        entry: dict[str, Any] = {"command": command, "args": args}
-    elif sign_in:
-        entry = {"httpUrl": url}
-    else:
-        entry = {"httpUrl": url, "headers": {"Authorization": f"Bearer ${TOKEN_ENV}"}}
+    token = {"headers": {"Authorization": f"Bearer ${TOKEN_ENV}"}}
+    entry = _server_entry(url, sign_in, url_key="httpUrl", token=token)
     entry["timeout"] = client_tool_timeout_s(approval_wait_s) * 1000
     return {"mcpServers": {SERVER_KEY: entry}}

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from copy import deepcopy
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+
+if TYPE_CHECKING:
+    from webplatform.registry.argmodel import ActionModel
 
 Kind = Literal["tool", "agent", "skill"]
 RunnableKind = Literal["tool", "agent"]
@@ -87,10 +91,22 @@ class ActionSpec:
     self_approval: bool | None = None
     # The read-only action of the same tool that shows what this one would do (SPEC §16).
     preview: str | None = None
+    # An upstream MCP tool's own `inputSchema` (SPEC §22), offered to agents as it is; None
+    # for a manifest's action, whose schema comes from `args`.
+    input_schema: Any = None
 
     def arg(self, name: str) -> ArgSpec | None:
         """The argument called exactly `name`, or None."""
         return next((a for a in self.args if a.name == name), None)
+
+    @cached_property
+    def model(self) -> ActionModel:
+        """The action's typed model (validation, defaults, JSON Schema, form widgets), built
+        on first use and kept with this snapshot: a registry of 10,000 actions loads without
+        building one."""
+        from webplatform.registry.argmodel import ActionModel  # pydantic: only when needed
+
+        return ActionModel(self.args, self.input_schema)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 
 from sqlmodel import Session, col, delete, func, select
 
@@ -24,7 +25,6 @@ MIN_PASSWORD_LENGTH = 8
 # What an operator may do (SPEC §11): admins also manage operators and agent tokens; a viewer
 # sees everything and decides nothing.
 ROLES = ("admin", "approver", "viewer")
-DECIDING_ROLES = frozenset({"admin", "approver"})
 # Set when the first operator is added and never cleared: first-run setup is over for good,
 # even if every operator is removed later.
 FIRST_OPERATOR_KEY = "operators.first_added_at"
@@ -137,9 +137,10 @@ def operator_role(*, session: Session, name: str, seal: RowSeal) -> str | None:
     return None if row is None else row.role
 
 
-def deciders(*, session: Session, seal: RowSeal) -> list[str]:
-    """The names of the operators who may approve (admins and approvers, signed rows only)."""
-    stmt = select(Operator).where(col(Operator.role).in_(sorted(DECIDING_ROLES)))
+def deciders(*, session: Session, seal: RowSeal, roles: Iterable[str]) -> list[str]:
+    """The names of the operators whose role is one of `roles` (signed rows only): who may
+    approve, with the roles `webplatform.trust.permissions` says approve."""
+    stmt = select(Operator).where(col(Operator.role).in_(sorted(roles)))
     return [r.name for r in session.exec(stmt).all() if row_holds(seal, r)]
 
 

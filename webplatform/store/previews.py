@@ -11,12 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import update
+from sqlalchemy import and_, or_, update
 from sqlalchemy.orm import defer
 from sqlmodel import Session, col, delete, func, select
 
 from webplatform.canonical import canonical_json, sha256_hex
-from webplatform.store.models import JobPreview, utcnow
+from webplatform.store.models import Job, JobPreview, JobState, utcnow
 
 PENDING = "pending"
 
@@ -85,6 +85,41 @@ def finish(*, session: Session, job_id: int, done: Finished, at: datetime | None
         .values(**_ended(row.action, done, at or utcnow()))
     )
     return bool(session.execute(stmt).rowcount)  # type: ignore[attr-defined]
+
+
+def claim_orphans(*, session: Session, stopped_error: str, stale_before: datetime) -> list[int]:
+    """The jobs still waiting for a decision whose preview's process is gone, each claimed
+    (set `pending` again, from now) once across every process: ids to run their previews for.
+
+    Gone: the preview ended `stopped_error` (its process exited while it ran), or is still
+    `pending` since before `stale_before` (its process was killed, or the row never heard of
+    its end). Each claim repeats the test it passed, so two processes never both claim a row.
+    """
+    orphaned = or_(
+        and_(col(JobPreview.state) == "failed", col(JobPreview.error) == stopped_error),
+        and_(col(JobPreview.state) == PENDING, col(JobPreview.created_at) < stale_before),
+    )
+    waiting = select(Job.id).where(col(Job.state) == JobState.pending_approval)
+    found = session.exec(
+        select(JobPreview.job_id, JobPreview.action)
+        .where(orphaned, col(JobPreview.job_id).in_(waiting))
+        .order_by(col(JobPreview.job_id))
+    ).all()
+    now = utcnow()
+    claimed = []
+    for job_id, action in found:
+        pending = preview_digest(
+            action=action, state=PENDING, output=None, error=None, truncated=False
+        )
+        again = {"state": PENDING, "output": None, "error": None, "truncated": False}
+        stmt = (
+            update(JobPreview)
+            .where(col(JobPreview.job_id) == job_id, orphaned)
+            .values(**again, created_at=now, finished_at=None, digest=pending)
+        )
+        if session.execute(stmt).rowcount:  # type: ignore[attr-defined]
+            claimed.append(job_id)
+    return claimed
 
 
 def record_changed(*, session: Session, job_id: int, done: Finished, at: datetime) -> None:

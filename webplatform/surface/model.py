@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from webplatform.registry.argmodel import property_schema
 from webplatform.registry.model import ArgType, RunnableKind
-from webplatform.registry.validation import stated_facts
 
 # What the gate may say of a published action. "irreversible" is never publishable.
 PublishedReversibility = Literal["read-only", "reversible"]
@@ -27,7 +27,7 @@ class PublishedArg:
 
     def json_schema(self) -> dict[str, Any]:
         """This argument as a JSON Schema property."""
-        return {"type": self.type, **stated_facts(self.description, self.default, self.enum)}
+        return property_schema(self.type, self.description, self.default, self.enum)
 
 
 @dataclass(frozen=True)

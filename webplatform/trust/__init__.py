@@ -1,11 +1,15 @@
 """Who may decide, and how it is proven.
 
+- `permissions`: who may do what, `may(actor, permission, target)`: the one place roles
+  are read; pages get its answers as booleans.
 - `gate`: the reversibility gate; which calls need an operator at all.
 - `policy`: an irreversible action's approval policy (N distinct operators, self-approval).
 - `decidability`: the one decision point: may this operator decide this job now, and what
   is still needed (state, expiry, signed policy, role, self-approval, signed approvals
   given), and the worker's check of the same before it starts a job.
 - `stepup`: the proof (password or passkey) an operator gives to decide.
+- `door`: the one trust door: verifies a step-up and records the decision it confirms, for
+  the dashboard and the command line.
 - `signing`: an approval is an Ed25519 signature over the job's digest, not a row.
 - `ledger`: one signed approval starts one run.
 - `revocations`: signed rows aat revoked, listed outside the database so none comes back.

@@ -23,11 +23,13 @@ from enum import StrEnum
 from sqlmodel import Session
 
 from webplatform.store.approvals import approvals_of, verified
-from webplatform.store.models import Job, JobApproval, JobState
-from webplatform.store.operators import DECIDING_ROLES, OperatorError, decider_role
+from webplatform.store.models import Job, JobApproval, JobState, utcnow
+from webplatform.store.operators import OperatorError, decider_role
 from webplatform.store.seals import RowSeal, policy_problem
 from webplatform.store.transitions import ApprovalExpired, stale_error
 from webplatform.trust import claims
+from webplatform.trust.permissions import Decider as Decider
+from webplatform.trust.permissions import Permission, may
 
 # The audit event of an approved job a worker refused because its policy columns or its
 # approvals do not verify (`start_problem`).
@@ -59,18 +61,6 @@ class Refusal(StrEnum):
 
 
 @dataclass(frozen=True)
-class Decider:
-    """Who wants to decide. `listed` is False for this package's own callers and tests (a
-    name with no operator row): they decide as an approver would. `forged` says why a listed
-    operator's row decides nothing (its signature does not verify)."""
-
-    name: str
-    role: str | None
-    listed: bool = True
-    forged: str | None = None
-
-
-@dataclass(frozen=True)
 class Standing:
     """Where a job stands: the row (state, window, policy, asker), who approved it so far (from
     signed approval rows only), why its policy columns cannot be trusted (None: they are
@@ -87,6 +77,13 @@ class Standing:
     def still_needed(self) -> int:
         """How many more approvals the job needs before it may run."""
         return max(0, self.job.approvals_required - len(self.given))
+
+    def permits(self, actor: Decider, permission: Permission) -> bool:
+        """`may`'s answer for this job: approve, deny and edit are judged here, now; any
+        other permission the role grants holds on the job as it does anywhere."""
+        if permission.value not in Intent.__members__:
+            return True
+        return judge(self, actor, intent=Intent(permission.value), now=utcnow()).may_decide
 
 
 @dataclass(frozen=True)
@@ -127,7 +124,7 @@ def judge(standing: Standing, decider: Decider, *, intent: Intent, now: datetime
         return _refused(needed, Refusal.tampered, standing.tampered, card)
     if decider.forged is not None:
         return _refused(needed, Refusal.forged, decider.forged, decider.forged)
-    if decider.listed and decider.role not in DECIDING_ROLES:
+    if not may(decider, Permission(intent.value)):
         line = (
             f"{decider.name} is a {decider.role}: viewers see every call and decide "
             "none; an admin can change that on their account page"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from webplatform.config import Settings
 from webplatform.registry.model import ActionSpec
+from webplatform.store.models import Job
 
 REASON_MAX_CHARS = 500
 
@@ -22,11 +23,21 @@ class Policy:
     approvals: int
     self_approval: bool
 
-    @property
-    def always_asks(self) -> bool:
-        """True when no rule may stand in for the operators: several approvals are needed,
-        or an operator other than the asker (SPEC §16)."""
-        return self.approvals > 1 or not self.self_approval
+    @classmethod
+    def recorded(cls, job: Job) -> Policy:
+        """The policy `job` was recorded with (what it keeps, whatever the settings say now)."""
+        return cls(job.approvals_required, job.self_approval)
+
+
+# Why no rule stands in for the operators an action needs, for every place that asks.
+PEOPLE_NEEDED = "needs more than one operator, or one other than the asker"
+
+
+def people_needed(policy: Policy) -> str | None:
+    """Why no rule may stand in for the operators `policy` needs (several approvals, or an
+    operator other than the asker: SPEC §16), or None when an allow rule may. The one answer
+    the Rules page, Approve and allow similar, and a call's ruling all ask."""
+    return PEOPLE_NEEDED if policy.approvals > 1 or not policy.self_approval else None
 
 
 def policy_for(settings: Settings, action: ActionSpec) -> Policy:

@@ -25,12 +25,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from webplatform.config import Settings
-from webplatform.registry import yamldoc
+from webplatform.registry import argmodel, yamldoc
 from webplatform.registry.model import ActionSpec, ArgSpec, Registry, ToolSpec
 from webplatform.registry.yamldoc import YamlDoc, YamlProblem
 from webplatform.suggest import did_you_mean
 from webplatform.trust.gate import is_irreversible
-from webplatform.trust.policy import policy_for
+from webplatform.trust.policy import PEOPLE_NEEDED, people_needed, policy_for
 from webplatform.trust.rule_values import (
     RULE_DECIMALS,
     RULE_NUMBER_LIMIT,
@@ -52,9 +52,6 @@ _KEYS: tuple[str, ...] = ("effect", "tool", "action", "requester", "args", "expi
 _KEYS += ("expires_at", "max_runs", "note", "any")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-# Argument types a condition can name (Cedar compares sets, not lists). Numbers reach the
-# engine exactly (see rule_values.number_proxy).
-_COMPARABLE = ("string", "integer", "number", "boolean")
 
 
 class RuleError(ValueError):
@@ -529,11 +526,11 @@ def _check_allow(
             f"an allow rule may last at most {max_hours:g} h (AAT_RULE_MAX_HOURS): "
             "give an earlier expiry"
         )
-    if all(policy_for(settings, action).always_asks for action in actions):
+    if all(people_needed(policy_for(settings, action)) for action in actions):
         what = f"{tool.name} {rule.action}" if rule.action else f"every action of {tool.name}"
         raise RuleError(
-            f"{what} needs more than one operator, or one other than the asker (its "
-            "manifest, AAT_APPROVALS_REQUIRED or AAT_SELF_APPROVAL): no rule can allow it"
+            f"{what} {PEOPLE_NEEDED} (its manifest, AAT_APPROVALS_REQUIRED or "
+            "AAT_SELF_APPROVAL): no rule can allow it"
         )
     unbounded = not rule.args or all(_matches_all(c) for _n, c in rule.args)
     if unbounded and not rule.any_args and any(is_irreversible(tool.name, a) for a in actions):
@@ -560,25 +557,7 @@ def _check_argument(
 
 
 def _check_type(spec: ArgSpec, cond: Condition) -> None:
-    if spec.type not in _COMPARABLE:
-        raise RuleError(
-            f"argument {spec.name!r} is {spec.type}: conditions can name only string, "
-            "number, integer and boolean arguments"
-        )
     values = list(cond.options) if cond.kind == "one_of" else [cond.value]
-    if cond.kind == "range" and spec.type not in ("integer", "number"):
-        raise RuleError(f"argument {spec.name!r} is {spec.type}: min and max need a number")
-    if cond.kind == "glob" and spec.type != "string":
-        raise RuleError(f"argument {spec.name!r} is {spec.type}: a glob needs a string")
-    if cond.kind in ("equal", "one_of") and not all(_fits(spec.type, v) for v in values):
-        raise RuleError(f"argument {spec.name!r} is {spec.type}: compare it with a {spec.type}")
-
-
-def _fits(kind: str, value: Any) -> bool:
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return is_number(value)
-    return isinstance(value, str)
+    problem = argmodel.condition_problem(spec, cond.kind, values)
+    if problem:
+        raise RuleError(problem)

@@ -28,10 +28,10 @@ from webplatform.store.models import AgentToken
 from webplatform.store.oauth import GrantError
 from webplatform.store.seals import RowSeal
 from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.permissions import Decider, Permission, may
 from webplatform.trust.stepup import Change, StepUp, change_digest, check_step_up
 
 CODE_TTL = timedelta(minutes=2)
-DECIDING_ROLES = operators.DECIDING_ROLES
 
 __all__ = ["GrantError", "SignInRequest", "allow", "deny", "pending", "target_of"]
 
@@ -140,7 +140,7 @@ def _issuer(params: str) -> str | None:
 
 def _require_decider(session: Session, name: str, seal: RowSeal) -> None:
     row = operators.find_operator(session=session, name=name, seal=seal)
-    if row is None or row.role not in DECIDING_ROLES:
+    if row is None or not may(Decider(name=name, role=row.role), Permission.allow_sign_in):
         raise GrantError(
             f"{name} may not let agents in: only approvers and admins may (ask an admin)"
         )
