@@ -18,6 +18,7 @@ from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
+import webplatform.trust.authority  # noqa: F401  (installs the seal `platform.seal()` makes)
 from dashboard import auth, similar
 from dashboard.assets import STATIC_DIR
 from dashboard.data import operator_role, pending_count, unsigned_approval
@@ -34,7 +35,6 @@ from webplatform.mcp.transports.oauth import oauth_routes
 from webplatform.platform import Platform
 from webplatform.store.notify import StopEvent
 from webplatform.trust import claims, signing
-from webplatform.trust.authority import seal_for
 from webplatform.worker import Worker, make_worker
 
 log = logging.getLogger("aat.dashboard")
@@ -59,7 +59,7 @@ def create_app(
     # The decision key is made on the dashboard's first start, before anyone can approve;
     # authority rows from before rows were signed are adopted then, once (SECURITY.md).
     signing.signer_for(settings.home)
-    seal_for(platform)
+    platform.seal()
     mcp_app, mcp_lifespan = _mcp_parts(platform) if mcp else (None, None)
     chat_app, chat_lifespan = create_chat_mcp_app(platform) if mcp else (None, None)
     lifespans: list[Callable[[], AbstractAsyncContextManager[Any]]] = [

@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from webplatform.platform import Platform
 from webplatform.store import audit, operators, sessions
-from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.authority import report_forged
 
 SESSION_COOKIE = "aat_session"
 SESSION_TTL_S = 7 * 24 * 3600.0
@@ -78,12 +78,8 @@ def session_key(token: str) -> str:
 def operator_for_token(platform: Platform, token: str) -> str | None:
     """The operator a session cookie belongs to, or None (unknown or expired, a session or
     operator row that does not verify; removing an operator deletes their sessions)."""
-    seal = seal_for(platform)
     # No touch: the approvals page polls every second and reads must not queue on writes.
-    name = platform.transact(
-        lambda s: sessions.session_operator(session=s, token=token, seal=seal, touch=False),
-        write=False,
-    )
+    name = platform.sessions.operator_of(token)
     report_forged(platform)
     return name
 
@@ -91,7 +87,7 @@ def operator_for_token(platform: Platform, token: str) -> str | None:
 def log_in(*, platform: Platform, username: str, password: str, address: str | None) -> str | None:
     """Check the password (against a signed operator row only); on success open a signed
     session and return its cookie token."""
-    seal = seal_for(platform)
+    seal = platform.seal()
 
     def attempt(session: Session) -> str | None:
         if not operators.authenticate(session=session, name=username, password=password, seal=seal):
@@ -118,24 +114,12 @@ def log_in(*, platform: Platform, username: str, password: str, address: str | N
 
 def log_out(*, platform: Platform, token: str, operator: str, address: str | None) -> None:
     """End a session; the cookie stops working at once, everywhere."""
-
-    def end(session: Session) -> None:
-        sessions.end_session(session=session, token=token)
-        audit.record_event(
-            session, audit.AuditEntry(actor=operator, event="logout", address=address)
-        )
-
-    platform.transact(end)
+    platform.sessions.end(token, audit.AuditEntry(actor=operator, event="logout", address=address))
 
 
 def start_browser_session(*, platform: Platform, operator: str) -> str:
     """Open a session for an operator who just proved who they are (first-run setup)."""
-    seal = seal_for(platform)
-    return platform.transact(
-        lambda s: sessions.start_session(
-            session=s, operator=operator, ttl_s=SESSION_TTL_S, seal=seal
-        )
-    )
+    return platform.sessions.start(operator, SESSION_TTL_S)
 
 
 def set_session_cookie(response: Response, token: str, *, secure: bool) -> None:

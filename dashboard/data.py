@@ -30,7 +30,7 @@ from webplatform.store.models import (
 from webplatform.store.queries import HistoryFilter
 from webplatform.store.seals import RowSeal
 from webplatform.trust import claims, permissions
-from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.authority import report_forged
 from webplatform.trust.decidability import (
     POLICY_INVALID,
     Decider,
@@ -127,12 +127,7 @@ def job_page(
     *, platform: Platform, filters: JobFilters, before_id: int | None, limit: int = PAGE_SIZE
 ) -> list[Job]:
     """One page of job history, newest first (keyset paging on id)."""
-    return platform.transact(
-        lambda session: jobs.list_jobs(
-            session=session, which=filters.history(), before_id=before_id, limit=limit
-        ),
-        write=False,
-    )
+    return platform.jobs.history(filters.history(), before_id=before_id, limit=limit)
 
 
 def all_jobs(*, platform: Platform, filters: JobFilters, limit: int = EXPORT_LIMIT) -> list[Job]:
@@ -150,7 +145,7 @@ def all_jobs(*, platform: Platform, filters: JobFilters, limit: int = EXPORT_LIM
 
 def pending_count(platform: Platform) -> int:
     """How many calls wait for an operator."""
-    return platform.transact(lambda s: jobs.count_pending(session=s), write=False)
+    return platform.jobs.count_pending()
 
 
 CARDS_PER_PAGE = 50
@@ -225,10 +220,7 @@ def job_approvals(session: Session, jobs_: list[Job], seal: RowSeal) -> dict[int
 def operator_role(platform: Platform, name: str) -> str | None:
     """The role of operator `name` (None when there is no such operator, or their row does
     not verify)."""
-    seal = seal_for(platform)
-    role = platform.transact(
-        lambda s: operators.operator_role(session=s, name=name, seal=seal), write=False
-    )
+    role = platform.operators.role_of(name)
     report_forged(platform)
     return role
 
@@ -321,7 +313,7 @@ def approval_queue(
         )
         return total, shown, rows, newest, decided, (policy, previews)
 
-    seal = seal_for(platform)
+    seal = platform.seal()
 
     total, page, rows, newest, decided, (policy, previews) = platform.transact(read, write=False)
     pages = max(1, -(-total // CARDS_PER_PAGE))
@@ -378,7 +370,7 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
         preview = preview_rows.preview_of(session=session, job_id=job_id)
         return job, events, job_approvals(session, [job], seal)[job_id], edited, preview
 
-    seal = seal_for(platform)
+    seal = platform.seal()
     job, events, policy, edited, preview = platform.transact(read, write=False)
     if job is None:
         return None
@@ -416,7 +408,7 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
 def unsigned_approval(platform: Platform, job: Job) -> bool:
     """True when `job`'s row claims an approval that no valid signature covers: pages and
     exports then show `claims.UNSIGNED_APPROVAL` instead of who approved it."""
-    return claims.unsigned(job, seal_for(platform))
+    return claims.unsigned(job, platform.seal())
 
 
 def json_or_text(text: str | None) -> Any:

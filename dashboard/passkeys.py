@@ -47,7 +47,6 @@ from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import passkeys as store
 from webplatform.store.models import Passkey, WebauthnChallenge
-from webplatform.trust.authority import seal_for
 from webplatform.trust.changes import check_change
 from webplatform.trust.stepup import Change, StepUp
 
@@ -138,13 +137,10 @@ def registration_options(
             user_verification=UserVerificationRequirement.REQUIRED,
         ),
     )
-    platform.transact(
-        lambda session: store.issue_challenge(
-            session=session,
-            challenge=bytes_to_base64url(options.challenge),
-            bound=store.ChallengeFor(operator=operator, purpose="register"),
-            ttl_s=CHALLENGE_TTL_S,
-        )
+    platform.passkeys.issue_challenge(
+        bytes_to_base64url(options.challenge),
+        store.ChallengeFor(operator=operator, purpose="register"),
+        CHALLENGE_TTL_S,
     )
     return options_to_json(options)
 
@@ -169,23 +165,16 @@ def assertion_options(
         allow_credentials=_descriptors(keys),
         user_verification=UserVerificationRequirement.REQUIRED,
     )
-    platform.transact(
-        lambda session: store.issue_challenge(
-            session=session,
-            challenge=bytes_to_base64url(options.challenge),
-            bound=store.ChallengeFor(operator, purpose, job_id, digest),
-            ttl_s=CHALLENGE_TTL_S,
-        )
+    platform.passkeys.issue_challenge(
+        bytes_to_base64url(options.challenge),
+        store.ChallengeFor(operator, purpose, job_id, digest),
+        CHALLENGE_TTL_S,
     )
     return options_to_json(options)
 
 
 def _keys(platform: Platform, operator: str) -> list[Passkey]:
-    seal = seal_for(platform)
-    return platform.transact(
-        lambda session: store.list_passkeys(session=session, operator=operator, seal=seal),
-        write=False,
-    )
+    return platform.passkeys.of(operator)
 
 
 def _take(platform: Platform, client_data_json: bytes) -> WebauthnChallenge | None:
@@ -194,9 +183,7 @@ def _take(platform: Platform, client_data_json: bytes) -> WebauthnChallenge | No
     except WebAuthnException:
         return None
     # Its own transaction, committed now: the challenge is gone whatever happens next.
-    return platform.transact(
-        lambda session: store.take_challenge(session=session, challenge=challenge)
-    )
+    return platform.passkeys.take_challenge(challenge)
 
 
 def register(
@@ -229,8 +216,7 @@ def register(
         label=label,
         rp_id=rp.rp_id,
     )
-    seal = seal_for(platform)
-    return platform.transact(lambda session: store.add_passkey(session=session, new=new, seal=seal))
+    return platform.passkeys.add(new)
 
 
 def verify_assertion(
@@ -260,13 +246,7 @@ def verify_assertion(
             "this passkey confirmation was made for another call or change: review this one "
             "and try again"
         )
-    seal = seal_for(platform)
-    key = platform.transact(
-        lambda session: store.find_passkey(
-            session=session, operator=operator, credential_id=credential.id, seal=seal
-        ),
-        write=False,
-    )
+    key = platform.passkeys.find(operator, credential.id)
     if key is None or key.id is None:
         raise PasskeyError("that passkey is not registered to you: use another, or add it")
     try:
@@ -281,10 +261,5 @@ def verify_assertion(
         )
     except WebAuthnException as exc:
         raise PasskeyError(f"the passkey confirmation could not be verified: {exc}") from None
-    passkey_id = key.id
-    platform.transact(
-        lambda session: store.record_use(
-            session=session, passkey_id=passkey_id, sign_count=verified.new_sign_count
-        )
-    )
+    platform.passkeys.used(key.id, verified.new_sign_count)
     return key.id

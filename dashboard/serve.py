@@ -16,7 +16,6 @@ from dashboard.setup import print_setup_link, setup_base_url
 from webplatform.config import Settings
 from webplatform.mcp.transports.http import is_loopback
 from webplatform.platform import Platform
-from webplatform.store import agents
 
 # The command line's exit codes (webplatform.cli.common), repeated: this module is below it.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -65,4 +64,4 @@ def _mcp_is_guarded(settings: Settings, platform: Platform) -> bool:
     """True while AAT_MCP_TOKEN or an active agent token guards `/mcp` (`http.BearerGate`)."""
     if settings.mcp_token.get_secret_value():
         return True
-    return platform.transact(lambda s: agents.active_agents_exist(session=s), write=False)
+    return platform.tokens.any_active()

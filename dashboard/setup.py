@@ -22,7 +22,7 @@ from sqlmodel import Session
 from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import meta, operators
-from webplatform.trust.authority import OPERATORS_FILE, remember, remembers, seal_for
+from webplatform.trust.authority import OPERATORS_FILE, remember, remembers
 
 SETUP_TOKEN_KEY = "dashboard.setup_token_sha256"
 
@@ -81,7 +81,7 @@ def print_setup_link(
     token = open_setup(platform)
     stream = out or sys.stdout
     if token is None:
-        if platform.transact(lambda s: operators.count_operators(session=s) == 0, write=False):
+        if platform.operators.count() == 0:
             stream.write(
                 "\nNo dashboard operator exists: add one with "
                 "`aat operator add NAME --password-stdin`\n\n"
@@ -116,7 +116,7 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
 
     Checks and uses up the token in the same transaction, so it works exactly once.
     """
-    seal = seal_for(platform)
+    seal = platform.seal()
     if remembers(platform, OPERATORS_FILE):
         return "setup is already done: log in, or ask an operator to add you"
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import yaml
 
-from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
 from webplatform.registry import argmodel
 from webplatform.registry.model import ActionSpec, ArgSpec
@@ -191,7 +190,7 @@ class Prepared:
 def prepare(platform: Platform, job_id: int, digest: str, form: Mapping[str, Any]) -> Prepared:
     """The rule `form`'s choices make of queued job `job_id`, as the page showed it (`digest`);
     NotSimilar when the job is gone, decided, changed, or no rule can be made of it."""
-    job = platform.transact(lambda s: jobs.get_job(session=s, job_id=job_id), write=False)
+    job = platform.jobs.get(job_id)
     if job is None:
         raise NotSimilar(f"no job {job_id}: it never existed or was pruned", 404)
     if job.state is JobState.expired:

@@ -19,11 +19,9 @@ from typing import Any
 from dashboard import passkeys
 from dashboard.auth import LoginLimiter
 from webplatform.platform import Platform
-from webplatform.store import passkeys as passkey_store
 from webplatform.store.models import Passkey, utcnow
 from webplatform.store.passkeys import ChallengeFor
 from webplatform.trust import door
-from webplatform.trust.authority import seal_for
 from webplatform.trust.door import CHANGE_NAMES, NEEDED, Bound, Proof, StepUpRefused, for_change
 from webplatform.trust.stepup import StepUp, batch_digest
 
@@ -62,12 +60,8 @@ def for_batch(operator: str, chosen: Sequence[tuple[int, str]]) -> Bound:
 
 def usable_passkeys(platform: Platform, operator: str) -> list[Passkey]:
     """The operator's passkeys that count: signed by aat, made for this dashboard's RP ID."""
-    seal = seal_for(platform)
     rp_id = passkeys.rp_id_for(platform.settings)
-    keys = platform.transact(
-        lambda s: passkey_store.list_passkeys(session=s, operator=operator, seal=seal),
-        write=False,
-    )
+    keys = platform.passkeys.of(operator)
     return [key for key in keys if key.rp_id == rp_id]
 
 

@@ -139,3 +139,62 @@ def test_only_platform_transact_opens_a_session_outside_the_store() -> None:
         for problem in _door_bypasses(path.relative_to(root), path.read_text())
     ]
     assert bypasses == [], "use Platform.transact:\n" + "\n".join(bypasses)
+
+
+# SQL is built only in the store: these names, imported from sqlmodel or sqlalchemy, build
+# statements or expressions (`Session`, `Engine` and the like are types, and may be named).
+_SQL_BUILDERS = {"select", "update", "delete", "insert", "text", "func", "col", "and_", "or_"}
+_SQL_PACKAGES = ("sqlmodel", "sqlalchemy")
+
+
+def _store_bypasses(path: Path, source: str) -> list[str]:
+    """Where `source` does the store's work itself: a `transact(lambda ...)` composing a
+    transaction out of queries (a store object's method is that query, named), or SQL built
+    from sqlmodel's or sqlalchemy's statement and expression builders."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [
+                f"{path}:{node.lineno} imports {alias.name}"
+                for alias in node.names
+                if alias.name.split(".")[0] in _SQL_PACKAGES
+            ]
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(_SQL_PACKAGES):
+            names = sorted(a.name for a in node.names if a.name in _SQL_BUILDERS)
+            found += [f"{path}:{node.lineno} imports {name} from {node.module}" for name in names]
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+        if name == "transact" and isinstance(node.args[0], ast.Lambda):
+            found.append(f"{path}:{node.lineno} calls {ast.unparse(node.func)}(lambda ...)")
+    return found
+
+
+def test_store_bypass_check_finds_a_lambda_and_a_select() -> None:
+    """The check below sees what it forbids (so its empty answer means something)."""
+    source = (
+        "from sqlmodel import Session, select\n"
+        "import sqlalchemy\n"
+        "rows = platform.transact(lambda s: s.exec(select(Job)).all(), write=False)\n"
+        "job = platform.jobs.get(1)\n"
+    )
+    assert _store_bypasses(Path("x.py"), source) == [
+        "x.py:1 imports select from sqlmodel",
+        "x.py:2 imports sqlalchemy",
+        "x.py:3 calls platform.transact(lambda ...)",
+    ]
+
+
+def test_no_sql_nor_transact_lambda_outside_the_store() -> None:
+    """Queries live in `webplatform/store` and are reached through its store objects
+    (`platform.jobs`, `platform.operators`, ...): no module of the platform or the dashboard
+    outside the store builds SQL or composes a `transact(lambda ...)` of its own."""
+    root = Path(__file__).resolve().parents[1]
+    paths = sorted([*root.glob("webplatform/**/*.py"), *root.glob("dashboard/**/*.py")])
+    bypasses = [
+        problem
+        for path in paths
+        if not str(path.relative_to(root)).startswith("webplatform/store/")
+        for problem in _store_bypasses(path.relative_to(root), path.read_text())
+    ]
+    assert bypasses == [], "use a store object's method:\n" + "\n".join(bypasses)

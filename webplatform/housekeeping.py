@@ -35,16 +35,12 @@ from sqlmodel import Session
 
 from webplatform import notifications
 from webplatform.config import Settings
-from webplatform.jobs import leases, previews
+from webplatform.jobs import previews
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
-from webplatform.store import oauth
-from webplatform.store.deadlines import next_deadlines
-from webplatform.store.heartbeats import beat_all, prune_heartbeats
 from webplatform.store.models import utcnow
-from webplatform.store.notices import claim_new_pending, claim_reminders, next_notice_due
+from webplatform.store.notices import claim_new_pending, claim_reminders
 from webplatform.store.notify import JobNotifications
-from webplatform.store.sessions import prune_sessions
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +151,7 @@ class Housekeeper:
             self.beat()
         if time.monotonic() - self._last_prune >= self.prune_every_s:
             self.prune()
-        due = self.platform.transact(lambda s: next_deadlines(session=s), write=False)
+        due = self.platform.jobs.next_deadlines()
         now = utcnow()
         notice = self._notice_due(now)
         moved = 0
@@ -180,7 +176,7 @@ class Housekeeper:
         """Leave the heartbeat of every process this housekeeper speaks for, in one
         transaction; the next is due `heartbeat_s` later."""
         host, pid, beats = socket.gethostname(), os.getpid(), self._beats
-        self.platform.transact(lambda s: beat_all(session=s, beats=beats, host=host, pid=pid))
+        self.platform.heartbeats.beat_all(beats, host, pid)
         self._next_beat = time.monotonic() + self.settings.heartbeat_s
         self.rerun_previews()
 
@@ -193,13 +189,13 @@ class Housekeeper:
         return rerun
 
     def _expire(self) -> int:
-        expired = self.platform.transact(lambda s: jobs.expire_due(session=s))
+        expired = self.platform.jobs.step(jobs.expire_due)
         if expired:
             log.info("housekeeping: %d approval(s) expired", expired)
         return expired
 
     def _reap(self) -> int:
-        lost = self.platform.transact(lambda s: leases.reap_lost(session=s))
+        lost = self.platform.leases.reap_lost()
         if lost:
             log.info("housekeeping: %d job(s) lost", lost)
         return lost
@@ -208,7 +204,7 @@ class Housekeeper:
         """When AAT_NOTIFY is next owed a notice; None without a sender or with none owed."""
         if self._sender is None:
             return None
-        return self.platform.transact(lambda s: next_notice_due(session=s, now=now), write=False)
+        return self.platform.jobs.next_notice_due(now)
 
     def notify(self) -> int:
         """Claim the pending jobs AAT_NOTIFY has not heard of (or must be reminded of) and
@@ -241,18 +237,14 @@ class Housekeeper:
         cutoff = utcnow() - timedelta(days=self.settings.retention_days)
         finished = 0
         while True:
-            batch = self.platform.transact(
-                lambda s: jobs.prune_finished(
-                    session=s, older_than=cutoff, batch=PRUNE_BATCH, max_batches=1
-                ),
-            )
+            batch = self.platform.jobs.prune_finished(cutoff, PRUNE_BATCH)
             finished += batch
             if batch < PRUNE_BATCH:
                 break
-        sessions = self.platform.transact(lambda s: prune_sessions(session=s))
-        self.platform.transact(lambda s: oauth.prune_expired(session=s))  # sign-in leftovers
+        sessions = self.platform.jobs.prune_sessions()
+        self.platform.jobs.prune_sign_ins()  # sign-in leftovers
         stale = utcnow() - timedelta(seconds=STALE_HEARTBEAT_S)
-        heartbeats = self.platform.transact(lambda s: prune_heartbeats(session=s, older_than=stale))
+        heartbeats = self.platform.heartbeats.prune(stale)
         if finished or sessions or heartbeats:
             log.info(
                 "housekeeping: removed %d finished job(s) past retention, %d expired "
@@ -286,12 +278,7 @@ class Housekeeper:
     def forget(self) -> None:
         """Remove the heartbeats this housekeeper left (its process is stopping)."""
         gone = [process_id for process_id, _role in self._beats]
-
-        def forget_all(session: Session) -> None:
-            for process_id in gone:
-                jobs.forget_heartbeat(session=session, process_id=process_id)
-
         try:
-            self.platform.transact(forget_all)
+            self.platform.heartbeats.forget(gone)
         except Exception:
             log.warning("%s %s: could not remove its heartbeat", self.role, self.process_id)

@@ -18,10 +18,30 @@ from webplatform.config import DatabaseUnreachable, Settings
 from webplatform.registry import RegistryLoader
 from webplatform.registry.limits import ceilings
 from webplatform.registry.model import Registry
+from webplatform.store.adoption import Adoption
+from webplatform.store.agents import Tokens
 from webplatform.store.engine import make_engine, transact
+from webplatform.store.jobs import Heartbeats, Jobs, Leases
 from webplatform.store.models import LOGIN_PROOF, TOKEN_PROOF, Surface
+from webplatform.store.oauth import SignIns
+from webplatform.store.operators import Operators
+from webplatform.store.passkeys import Passkeys
+from webplatform.store.rules import Rules
+from webplatform.store.seals import RowSeal
+from webplatform.store.sessions import Sessions
+from webplatform.store.trail import Audit
 
 T = TypeVar("T")
+
+# How a process makes its seal on authority rows. The decision key it is made from lives a
+# floor above (`webplatform.trust.authority` installs its `seal_for` here when imported).
+_sealer: Callable[[Platform], RowSeal] | None = None
+
+
+def install_sealer(sealer: Callable[[Platform], RowSeal]) -> None:
+    """Make `sealer(platform)` the seal every platform's store objects sign and check with."""
+    global _sealer
+    _sealer = sealer
 
 
 @dataclass(frozen=True)
@@ -88,10 +108,29 @@ class Platform:
             ceilings=ceilings(settings),
         )
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # The store objects, one per aggregate: each owns its queries, holds the door and
+        # asks for the seal only when it reads or writes a sealed row.
+        self.jobs = Jobs(self.transact, self.seal)
+        self.leases = Leases(self.transact, self.seal)
+        self.heartbeats = Heartbeats(self.transact, self.seal)
+        self.operators = Operators(self.transact, self.seal)
+        self.tokens = Tokens(self.transact, self.seal)
+        self.rules = Rules(self.transact, self.seal)
+        self.sign_ins = SignIns(self.transact, self.seal)
+        self.passkeys = Passkeys(self.transact, self.seal)
+        self.sessions = Sessions(self.transact, self.seal)
+        self.audit = Audit(self.transact, self.seal)
+        self.adoption = Adoption(self.transact, self.seal)
 
     def registry(self) -> Registry:
         """The registry as it is on disk now (cached on modification times)."""
         return self.loader.load()
+
+    def seal(self) -> RowSeal:
+        """This process's seal on authority rows (`webplatform.trust.authority.seal_for`)."""
+        if _sealer is None:
+            raise RuntimeError("no seal: webplatform.trust.authority was never imported")
+        return _sealer(self)
 
     def transact(self, fn: Callable[[Session], T], *, write: bool = True) -> T:
         """The one door to the database: run `fn(session)` in one transaction and return

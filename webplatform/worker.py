@@ -42,7 +42,6 @@ from webplatform.platform import Platform
 from webplatform.process import runner
 from webplatform.registry import resolve_secrets
 from webplatform.registry.model import Registry
-from webplatform.store.approvals import approvals_of
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.models import TOKEN_PROOF, Job, JobApproval, JobState
 from webplatform.store.notify import StopEvent
@@ -100,16 +99,14 @@ class Worker:
             # A failed pass (it raises) is tried again a heartbeat later, not in a busy loop.
             self._housekeeping_due = time.monotonic() + self.settings.heartbeat_s
             self._housekeeping_due = time.monotonic() + self.housekeeper.run_due()
-        waiting = self.platform.transact(lambda s: leases.approved_waiting(session=s), write=False)
+        waiting = self.platform.leases.approved_waiting()
         if not waiting:
             return False  # a read, not a claim's write transaction: idle looks stay cheap
         verifier = self._ready()
         if verifier is None:
             return False
         lease_s = self.settings.worker_lease_s
-        job = self.platform.transact(
-            lambda s: leases.claim_next(session=s, worker_id=self.worker_id, lease_s=lease_s),
-        )
+        job = self.platform.leases.claim_next(self.worker_id, lease_s)
         if job is None:
             return False
         self.start_claimed(job, verifier)
@@ -320,9 +317,7 @@ def _policy_problem(gate: StartGate, job: Job, decision: signing.Decision) -> st
     seal = RowSeal(private=None, public=gate.verifier.keys)
     rows: list[JobApproval] = []
     if job.approvals_required > 1:
-        rows = gate.platform.transact(
-            lambda s: approvals_of(session=s, job_id=job.id or 0), write=False
-        )
+        rows = gate.platform.jobs.approvals_of(job.id or 0)
     return start_problem(job, decision.operators, rows, seal)
 
 

@@ -37,9 +37,8 @@ from dashboard.deps import (
 from dashboard.forms import PasswordForm, ProofForm, RoleForm
 from dashboard.urls import url_for
 from webplatform.store import operators
-from webplatform.store import passkeys as store
 from webplatform.trust import changes
-from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.authority import report_forged
 from webplatform.trust.permissions import Permission
 from webplatform.trust.stepup import Change, StepUp, StepUpMismatch
 
@@ -74,15 +73,8 @@ def render_account(
 ) -> Response:
     """The account page: passkeys (unsigned rows marked), password, and operators for admins."""
     request, platform = view.request, view.platform
-    seal = seal_for(platform)
-    keys = platform.transact(
-        lambda s: store.all_passkeys(session=s, operator=operator, seal=seal), write=False
-    )
-    people = (
-        platform.transact(lambda s: operators.list_operators(session=s, seal=seal), write=False)
-        if permitted(request, Permission.manage_operators)
-        else []
-    )
+    keys = platform.passkeys.all_of(operator)
+    people = platform.operators.listed() if permitted(request, Permission.manage_operators) else []
     report_forged(platform)
     rp = get_relying_party(request)
     context = {

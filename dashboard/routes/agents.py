@@ -18,7 +18,7 @@ from dashboard.deps import AddressDep, CheckerDep, TokenMinterDep, View, ViewDep
 from dashboard.forms import MintForm
 from webplatform.store import agents
 from webplatform.trust import changes
-from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.authority import report_forged
 from webplatform.trust.stepup import Change, StepUpMismatch
 
 router = APIRouter()
@@ -34,8 +34,7 @@ def render_agents(
 ) -> Response:
     """The page: every token (never a hash), and a just-minted token when there is one."""
     platform = view.platform
-    seal = seal_for(platform)
-    rows = platform.transact(lambda s: agents.list_agents(session=s, seal=seal), write=False)
+    rows = platform.tokens.listed()
     report_forged(platform)
     has_passkey = stepup.has_passkey(platform, getattr(view.request.state, "operator", ""))
     response = view.pages.render(
@@ -92,10 +91,7 @@ def mint_agent(
 @router.post("/agents/{name}/revoke")
 def revoke_agent(view: ViewDep, admin: TokenMinterDep, name: str) -> Response:
     """Revoke a token: its next `/mcp` request gets 401."""
-    seal = seal_for(view.platform)
-    revoked = view.platform.transact(
-        lambda s: agents.revoke_agent(session=s, name=name, seal=seal, actor=admin)
-    )
+    revoked = view.platform.tokens.revoke(name, actor=admin)
     if not revoked:
         return render_agents(view, error=f"no active agent {name!r}", status_code=409)
     return render_agents(view, message=f"Revoked agent {name}.")

@@ -26,7 +26,6 @@ from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
 from webplatform.jobs.decisions import Outcome
 from webplatform.platform import Platform
-from webplatform.store import queries
 from webplatform.store.models import JobState
 from webplatform.trust import claims, door
 from webplatform.trust.stepup import StepUpMismatch
@@ -101,7 +100,7 @@ def _why(platform: Platform, job_id: int, exc: Exception | None) -> str:
 
 def _edited_into(platform: Platform, job_id: int) -> int | None:
     """The job an edit of `job_id` made, if it was edited."""
-    edited = platform.transact(lambda s: queries.edited_into(session=s, job_id=job_id), write=False)
+    edited = platform.jobs.edited_into(job_id)
     return edited.id if edited is not None else None
 
 

@@ -15,7 +15,6 @@ from webplatform.registry.limits import ceilings
 if TYPE_CHECKING:
     from webplatform.platform import Platform
     from webplatform.store.models import OperatorPublic
-    from webplatform.store.seals import RowSeal
 
 
 def cmd_check(ns: argparse.Namespace, _extra: list[str]) -> int:
@@ -113,15 +112,11 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
     Rows are signed with the decision key in `AAT_HOME` (this OS user holds it, and with it
     every power a dashboard step-up guards, so none is asked for here)."""
     from webplatform.platform import Platform
-    from webplatform.store import operators
-    from webplatform.trust.authority import OPERATORS_FILE, remember, seal_for
+    from webplatform.trust.authority import OPERATORS_FILE, remember
 
     platform = Platform(settings_from(ns))
-    seal = seal_for(platform)
     if ns.op == "list":
-        rows = platform.transact(
-            lambda s: operators.list_operators(session=s, seal=seal), write=False
-        )
+        rows = platform.operators.listed()
         for op in rows:
             print(_operator_line(op))
         return EXIT_OK
@@ -129,23 +124,19 @@ def cmd_operator(ns: argparse.Namespace, _extra: list[str]) -> int:
         print(f"aat operator {ns.op}: give the operator's NAME", file=sys.stderr)
         return EXIT_USAGE
     if ns.op == "remove":
-        removed = platform.transact(
-            lambda s: operators.remove_operator(session=s, name=ns.name, seal=seal)
-        )
+        removed = platform.operators.remove(ns.name)
         if not removed:
             print(f"no operator {ns.name!r}; `aat operator list` shows them", file=sys.stderr)
             return EXIT_FAILED
         print(f"removed operator {ns.name}")
         return EXIT_OK
     try:
-        _change_operator(platform, ns, seal)
+        _change_operator(platform, ns)
     except ValueError as exc:
         print(f"aat operator {ns.op}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     remember(platform, OPERATORS_FILE)
-    role = platform.transact(
-        lambda s: operators.operator_role(session=s, name=ns.name, seal=seal), write=False
-    )
+    role = platform.operators.role_of(ns.name)
     done = {"add": "added operator", "role": "operator", "password": "new password for"}
     print(f"{done[ns.op]} {ns.name} ({role})")
     return EXIT_OK
@@ -156,32 +147,18 @@ def _operator_line(op: OperatorPublic) -> str:
     return f"{op.name}\t{op.role}{flag}"
 
 
-def _change_operator(platform: Platform, ns: argparse.Namespace, seal: RowSeal) -> None:
+def _change_operator(platform: Platform, ns: argparse.Namespace) -> None:
     """`add`, `role` or `password`: ValueError (one line) when refused."""
-    from webplatform.store import operators
-
     if ns.op == "role":
         if not ns.role:
             raise ValueError("give the new role with --role admin|approver|viewer")
-        platform.transact(
-            lambda s: operators.set_role(
-                session=s, name=ns.name, role=ns.role, seal=seal, actor="cli"
-            )
-        )
+        platform.operators.set_role(ns.name, ns.role, actor="cli")
         return
     password = _read_password(ns)
     if ns.op == "password":
-        platform.transact(
-            lambda s: operators.set_password(
-                session=s, name=ns.name, password=password, seal=seal, actor="cli"
-            )
-        )
+        platform.operators.set_password(ns.name, password, actor="cli")
         return
-    platform.transact(
-        lambda s: operators.add_operator(
-            session=s, name=ns.name, password=password, seal=seal, role=ns.role
-        )
-    )
+    platform.operators.add(ns.name, password, role=ns.role)
 
 
 def _read_password(ns: argparse.Namespace) -> str:

@@ -13,12 +13,11 @@ def cmd_agent(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Mint, list or revoke agent tokens; `add` prints the token, alone, on stdout."""
     from webplatform.platform import Platform
     from webplatform.store import agents
-    from webplatform.trust.authority import TOKENS_FILE, remember, seal_for
+    from webplatform.trust.authority import TOKENS_FILE, remember
 
     platform = Platform(settings_from(ns))
-    seal = seal_for(platform)
     if ns.op == "list":
-        rows = platform.transact(lambda s: agents.list_agents(session=s, seal=seal), write=False)
+        rows = platform.tokens.listed()
         print(f"{'NAME':20} {'OWNER':16} {'CREATED':20} {'LAST USED':20} REVOKED")
         for row in rows:
             print(
@@ -31,18 +30,14 @@ def cmd_agent(ns: argparse.Namespace, _extra: list[str]) -> int:
         print(f"aat agent {ns.op}: give the agent's NAME", file=sys.stderr)
         return EXIT_USAGE
     if ns.op == "revoke":
-        revoked = platform.transact(
-            lambda s: agents.revoke_agent(session=s, name=ns.name, seal=seal)
-        )
+        revoked = platform.tokens.revoke(ns.name)
         if not revoked:
             print(f"no active agent {ns.name!r}; `aat agent list` shows them", file=sys.stderr)
             return EXIT_FAILED
         print(f"revoked agent {ns.name}", file=sys.stderr)
         return EXIT_OK
     try:
-        _row, token = platform.transact(
-            lambda s: agents.add_agent(session=s, name=ns.name, owner=ns.owner, seal=seal)
-        )
+        _row, token = platform.tokens.mint(ns.name, ns.owner)
     except agents.AgentTokenError as exc:
         print(f"aat agent add: {exc}", file=sys.stderr)
         return EXIT_USAGE

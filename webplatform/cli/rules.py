@@ -63,9 +63,7 @@ def _rule_id(text: str) -> int:
 def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
     """EXIT_USAGE unless `--by` names an admin and the password given is theirs: checked
     through the trust door (`webplatform.trust.door`), as on the dashboard's Rules page."""
-    from webplatform.store import operators
     from webplatform.trust import door
-    from webplatform.trust.authority import seal_for
     from webplatform.trust.permissions import Decider, Permission, may
 
     if not ns.by:
@@ -76,10 +74,7 @@ def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
         if ns.password_stdin
         else getpass.getpass(f"password for {ns.by}: ")
     )
-    seal = seal_for(platform)
-    role = platform.transact(
-        lambda s: operators.operator_role(session=s, name=ns.by, seal=seal), write=False
-    )
+    role = platform.operators.role_of(ns.by)
     change = door.Change.rule_add if ns.op == "add" else door.Change.rule_revoke
     try:
         door.verify(

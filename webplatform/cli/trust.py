@@ -36,8 +36,6 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
     own audit events left it in (one line per job that disagrees); `aat audit export`: JSON
     Lines with hashes."""
     from webplatform.platform import Platform
-    from webplatform.store.audit_chain import export_rows, verify_chain
-    from webplatform.store.job_trail import jobs_out_of_step
 
     since = None
     if ns.since:
@@ -55,15 +53,11 @@ def cmd_audit(ns: argparse.Namespace, _extra: list[str]) -> int:
     try:
         if ns.op == "export":
             # Read whole, then printed: the transaction may be retried, the output must not.
-            rows = platform.transact(
-                lambda s: list(export_rows(session=s, since=since)), write=False
-            )
+            rows = platform.audit.export(since)
             for row in rows:
                 print(json.dumps(row, ensure_ascii=False))
             return EXIT_OK
-        report, out_of_step = platform.transact(
-            lambda s: (verify_chain(session=s), list(jobs_out_of_step(session=s))), write=False
-        )
+        report, out_of_step = platform.audit.verify()
     finally:
         platform.engine.dispose()
     if not report.intact:

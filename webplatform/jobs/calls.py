@@ -6,11 +6,11 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from sqlalchemy import insert
-from sqlmodel import Session, col, update
+from sqlmodel import Session
 
 from webplatform.canonical import args_digest, canonical_json
 from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.job_rows import insert_job, sign_new_job
 from webplatform.store.models import Job, JobState, Surface, loaded_job, utcnow
 from webplatform.store.notify import notify_job
 from webplatform.store.seals import RowSeal, seal_policy
@@ -102,7 +102,6 @@ INITIAL_STATES = frozenset(start.state for start in (Waiting, Approved, Running)
 _NOT_COLUMNS = frozenset({"args", "digest", "address"})
 _CALL_COLUMNS = tuple(f.name for f in fields(Call) if f.name not in _NOT_COLUMNS)
 assert set(_CALL_COLUMNS) <= set(Job.model_fields), "a Call field that is no Job column"
-_INSERT_JOB = insert(Job)
 
 
 def create_job(*, session: Session, call: Call, start: Start) -> Job:
@@ -119,16 +118,11 @@ def create_job(*, session: Session, call: Call, start: Start) -> Job:
         "updated_at": now,
     }
     values |= _started(start, now, call.address)
-    # A Core INSERT: the unit of work's bookkeeping cost more than the statement (one call
-    # of an agent's loop writes this row before its tool starts). The job handed back is
-    # built from the same values, outside the session.
-    connection = session.connection()
-    inserted = connection.execute(_INSERT_JOB, values).inserted_primary_key
-    assert inserted is not None  # an INSERT of one row
-    job = loaded_job({**values, "id": inserted[0]})
+    # The job handed back is built from the same values, outside the session.
+    job = loaded_job({**values, "id": insert_job(session, values)})
     signed = _signatures(job, start)
     if signed:  # the signatures cover the job id, known only now
-        connection.execute(update(Job).where(col(Job.id) == job.id), signed)
+        sign_new_job(session, job.id or 0, signed)
     _audit_creation(session, job, call, start)
     notify_job(session, job.id or 0, start.state)
     return job

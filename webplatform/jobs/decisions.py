@@ -21,7 +21,7 @@ from webplatform.platform import Actor, Platform
 from webplatform.registry.model import RunnableKind as RunnableKindLiteral
 from webplatform.store.models import Job
 from webplatform.trust import signing
-from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.authority import report_forged
 from webplatform.trust.stepup import StepUp, StepUpMismatch, check_step_up, each_in_batch
 
 
@@ -169,11 +169,9 @@ def _signed_decision(
     operator rows with the row seal, then write any forged authority rows it met to the
     audit trail (whether or not it succeeded)."""
     signer = signing.signer_for(platform.settings.home)
-    context = replace(context, seal=seal_for(platform))
+    context = replace(context, seal=platform.seal())
     try:
-        return platform.transact(
-            lambda session: decide(session=session, signer=signer, context=context, **call)
-        )
+        return platform.jobs.step(decide, signer=signer, context=context, **call)
     finally:
         report_forged(platform)
 
@@ -181,7 +179,7 @@ def _signed_decision(
 def rerun(*, platform: Platform, job_id: int, actor: Actor) -> Answer:
     """Ask again for a finished job's exact call: a new job, with a new approval if
     irreversible (`Refusal` when it cannot be asked again)."""
-    job = platform.transact(lambda s: jobs.get_job(session=s, job_id=job_id), write=False)
+    job = platform.jobs.get(job_id)
     if job is None:
         raise Refusal(Status.invalid, error=f"no job {job_id}")
     kind: RunnableKindLiteral = "agent" if job.kind == "agent" else "tool"

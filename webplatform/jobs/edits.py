@@ -4,7 +4,7 @@ the changed call in one step. Only the dashboard imports this module.
 In one transaction the original is denied (`edited by <operator>`) and a new job with the
 edited arguments is created, linked by `edited_from`, with the editor's approval counted as
 the first of the approvals it needs. The agent waiting on the original follows the new job
-(`tracking.current_job`). An import-linter contract keeps the MCP bridge and the command
+(`store.queries.current_job`). An import-linter contract keeps the MCP bridge and the command
 line away from this module, as from `webplatform.jobs.decisions`.
 """
 
@@ -30,7 +30,6 @@ from webplatform.store.audit_chain import lock_chain
 from webplatform.store.models import Job, JobState
 from webplatform.store.transitions import fetch_job, stale_error
 from webplatform.trust import claims, signing
-from webplatform.trust.authority import seal_for
 from webplatform.trust.policy import policy_for
 from webplatform.trust.stepup import StepUp, check_step_up
 
@@ -55,12 +54,12 @@ def editable(*, platform: Platform, job_id: int) -> tuple[Job, ActionSpec]:
     """The pending job and its action's schema, for the edit form; else `Refusal` with an
     `invalid` answer saying why this job cannot be edited (no such job, not pending, action
     gone)."""
-    job = platform.transact(lambda s: jobs.get_job(session=s, job_id=job_id), write=False)
+    job = platform.jobs.get(job_id)
     if job is None:
         raise Refusal(Status.invalid, error=f"no job {job_id}: it never existed or was pruned")
     if job.state != JobState.pending_approval:
         stale = stale_error(
-            job, JobState.pending_approval, unsigned=claims.unsigned(job, seal_for(platform))
+            job, JobState.pending_approval, unsigned=claims.unsigned(job, platform.seal())
         )
         raise Refusal(
             Status.invalid,
@@ -112,7 +111,7 @@ def approve_edited(
     """
     check_step_up(step_up, operator=operator, digest=edit.digest)
     signer = signing.signer_for(platform.settings.home)
-    context = jobs.Context(address=address, step_up=step_up.describe(), seal=seal_for(platform))
+    context = jobs.Context(address=address, step_up=step_up.describe(), seal=platform.seal())
     preview = _preview_of(platform, edit) if edit.approvals_required > 1 else None
 
     def apply(session: Session) -> Job:

@@ -186,11 +186,7 @@ class Executor:
             last = time.monotonic()
             job_id = row.write()
             try:
-                kept = self.platform.transact(
-                    lambda s: leases.renew_lease(
-                        session=s, job_id=job_id, worker_id=self.worker_id, lease_s=lease_s
-                    ),
-                )
+                kept = self.platform.leases.renew(job_id, self.worker_id, lease_s)
             except Exception as exc:
                 # A database hiccup must not kill the run; if it lasts, the lease runs out.
                 log.warning("job %d: lease renewal failed (%s)", job_id, type(exc).__name__)
@@ -204,10 +200,8 @@ class Executor:
         """Record a job's outcome unless it was cancelled or reaped meanwhile (that verdict
         stands); the job as recorded, or None when it was not recorded."""
         try:
-            job = self.platform.transact(
-                lambda s: leases.finish(
-                    session=s, job_id=job_id, worker_id=self.worker_id, ending=ending
-                ),
+            job = self.platform.jobs.step(
+                leases.finish, job_id=job_id, worker_id=self.worker_id, ending=ending
             )
         except jobs.StaleState as exc:
             log.warning("job %d: result dropped: %s", job_id, exc)

@@ -41,7 +41,6 @@ from webplatform.registry.validation import validate_args
 from webplatform.store import previews as store
 from webplatform.store.models import utcnow
 from webplatform.store.previews import Finished
-from webplatform.store.queries import get_job
 
 log = logging.getLogger(__name__)
 
@@ -110,16 +109,14 @@ def rerun_orphans(platform: Platform) -> int:
     one): the card shows a real preview rather than "stopped", and an approval binds it."""
     stale_s = platform.settings.preview_timeout_s + ORPHAN_AFTER_S
     stale_before = utcnow() - timedelta(seconds=stale_s)
-    claimed = platform.transact(
-        lambda s: store.claim_orphans(session=s, stopped_error=STOPPED, stale_before=stale_before)
-    )
+    claimed = platform.jobs.claim_orphan_previews(STOPPED, stale_before)
     for job_id in claimed:
         _restart(platform, job_id)
     return len(claimed)
 
 
 def _restart(platform: Platform, job_id: int) -> None:
-    job = platform.transact(lambda s: get_job(session=s, job_id=job_id), write=False)
+    job = platform.jobs.get(job_id)
     spec = preview = None
     if job is not None:
         kind: Literal["tool", "agent"] = "agent" if job.kind == "agent" else "tool"
@@ -128,7 +125,7 @@ def _restart(platform: Platform, job_id: int) -> None:
         preview = preview_action(spec, action) if spec is not None and action else None
     if job is None or spec is None or preview is None:
         gone = Finished("failed", None, "its action no longer names a preview")
-        platform.transact(lambda s: store.finish(session=s, job_id=job_id, done=gone))
+        platform.jobs.finish_preview(job_id, gone)
         return
     log.info("job %d: its preview's process is gone; running the preview again", job_id)
     start(platform, spec, preview, json.loads(job.args_json), job_id)
@@ -183,9 +180,7 @@ def _run_and_record(
         log.error("job %d: the preview's runner raised %s", job_id, type(exc).__name__)
         done = Finished("failed", None, f"the preview could not run: {type(exc).__name__}")
     try:
-        platform.transact(
-            lambda s: store.finish(session=s, job_id=job_id, done=done),
-        )
+        platform.jobs.finish_preview(job_id, done)
     except Exception as exc:  # e.g. the database went away: the card keeps "pending"
         log.error("job %d: the preview was not recorded (%s)", job_id, type(exc).__name__)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from sqlmodel import Session
 
-from webplatform.jobs import leases, previews
+from webplatform.jobs import previews
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
 from webplatform.registry.model import Registry
@@ -107,11 +107,7 @@ def _renewing(platform: Platform, recheck: Recheck) -> Callable[[], None]:
         previews.tick()
         if time.monotonic() >= due:
             due = time.monotonic() + every_s
-            platform.transact(
-                lambda s: leases.renew_lease(
-                    session=s, job_id=job_id, worker_id=recheck.worker_id, lease_s=recheck.lease_s
-                )
-            )
+            platform.leases.renew(job_id, recheck.worker_id, recheck.lease_s)
 
     return tick
 

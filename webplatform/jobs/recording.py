@@ -23,7 +23,6 @@ from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.store.agents import agent_owner
 from webplatform.store.models import Job, JobState, utcnow
 from webplatform.trust import signing
-from webplatform.trust.authority import seal_for
 from webplatform.trust.decidability import Intent, Standing, Verdict, judge, read_decider
 from webplatform.trust.policy import Policy as ActionPolicy
 from webplatform.trust.policy import policy_for
@@ -121,8 +120,9 @@ def _own_approval(platform: Platform, asked: Asked, policy: ActionPolicy) -> Ver
     operator = asked.actor.operator
     if not operator:
         return None
-    seal = seal_for(platform)
-    decider = platform.transact(lambda s: read_decider(s, operator, seal), write=False)
+    decider = platform.operators.step(
+        read_decider, write=False, name=operator, seal=platform.seal()
+    )
     call = call_of(asked)
     job = Job(
         kind=call.kind,
@@ -145,7 +145,7 @@ def _queued(platform: Platform, actor: Actor, step_up: StepUp | None, at_once: b
     `step_up`, or waiting, with their approval (when they gave one) counted as the first."""
     # Its policy is signed as it is recorded: a database writer who lowers it (two approvals
     # to one, self-approval back on) makes a job nobody can approve.
-    waiting = calls.Waiting(ttl_s=platform.settings.approval_ttl_s, seal=seal_for(platform))
+    waiting = calls.Waiting(ttl_s=platform.settings.approval_ttl_s, seal=platform.seal())
     if step_up is None or not actor.operator:
         return Recording(start=waiting)
     signer = signing.signer_for(platform.settings.home)

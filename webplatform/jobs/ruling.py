@@ -20,7 +20,6 @@ from webplatform.jobs.tracking import job_answer
 from webplatform.platform import Platform
 from webplatform.store import rules as rule_rows
 from webplatform.trust import rulebook, signing
-from webplatform.trust.authority import seal_for
 from webplatform.trust.policy import policy_for
 from webplatform.trust.rule_matching import RuleSet
 from webplatform.trust.rules import Call, Match
@@ -79,13 +78,10 @@ def allow(platform: Platform, asked: Asked, found: Match, reason: str | None) ->
     """Record `asked` approved by the rule that allows it, and its answer; None when that
     rule is no longer in force (revoked, expired, spent): the caller queues the call."""
     rule_id = int(found.rules[0])
-    seal = seal_for(platform)
     now = datetime.now(UTC)
     # Read again, not from the cache: a rule spent or revoked since then queues the call.
     # Only this rule, and only its signature checked: not every rule in force on every call.
-    row = platform.transact(
-        lambda s: rule_rows.find_rule(session=s, rule_id=rule_id, seal=seal), write=False
-    )
+    row = platform.rules.by_id(rule_id)
     if row is None or not rule_rows.in_force(row, now):
         forget(platform)  # the cache still had it
         return None

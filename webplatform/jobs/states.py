@@ -9,8 +9,8 @@ the decision point's (`webplatform.trust.decidability`), asked through `judge` a
 A job comes to be through `webplatform.jobs.recording.create` (its insert is
 `webplatform.jobs.calls`); a worker's claims and leases are `webplatform.jobs.leases`.
 Functions take the caller's session and never commit, except `enforce` recording an expiry
-(see there). Run them through `webplatform.store.transact(engine, lambda s: ...)` so SQLite
-lock waits are retried.
+(see there). Run them through a store object's door (`platform.jobs.step(...)`) so SQLite lock
+waits are retried.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, col
+from sqlmodel import Session
 
 from webplatform.store import previews as preview_rows
 from webplatform.store.approvals import add_approval
@@ -52,6 +52,7 @@ from webplatform.store.transitions import (
     StaleState,
     call_detail,
     move_overdue,
+    window_closed,
 )
 from webplatform.store.transitions import compare_and_set as _cas
 from webplatform.store.transitions import fetch_job as _fetch
@@ -407,7 +408,7 @@ def expire_due(*, session: Session, now: datetime | None = None) -> int:
         session,
         expected=S.pending_approval,
         to=S.expired,
-        overdue=col(Job.expires_at) <= now,
+        overdue=window_closed(now),
         detail="nobody decided in time",
         fields={"finished_at": now},
     )

@@ -18,9 +18,9 @@ from webplatform.jobs.answers import Answer, Status
 from webplatform.platform import Actor, Platform
 from webplatform.store import queries
 from webplatform.store.approvals import approvals_of, verified
-from webplatform.store.models import UNFINISHED_STATES, Job, JobState, RuleRow, Surface
+from webplatform.store.models import UNFINISHED_STATES, Job, JobState, Surface
+from webplatform.store.rules import rule_row
 from webplatform.trust import claims
-from webplatform.trust.authority import seal_for
 
 STDERR_TAIL_CHARS = 2000
 # The MCP bridge and `aat run` re-read a waiting job this often; approvals land within it.
@@ -97,19 +97,6 @@ def _dashboard_alive(session: Session, settings: Settings) -> bool:
     return jobs.fresh_heartbeat(session=session, role="dashboard", within_s=within)
 
 
-def current_job(*, session: Session, job_id: int) -> Job | None:
-    """The job that now stands for `job_id`: itself, or, when an operator edited it before
-    approving, the job it was edited into (followed to the last edit)."""
-    job = jobs.get_job(session=session, job_id=job_id)
-    # Only a denied job can have been edited; the lookup stays off the polling fast path.
-    while job is not None and job.state == JobState.denied.value and job.id is not None:
-        edited = queries.edited_into(session=session, job_id=job.id)
-        if edited is None:
-            break
-        job = edited
-    return job
-
-
 def no_such_job(job_id: int) -> Answer:
     """The answer for a job id that names no job of the asker's (or none at all)."""
     return Answer(Status.invalid, error=f"no job {job_id}; job ids come from run results")
@@ -123,12 +110,12 @@ def job_answer(*, platform: Platform, job_id: int, requester: Actor | None = Non
     belong to whoever asked (its agent token; without one, its client on its surface).
     """
 
-    seal = seal_for(platform)  # outside the read: its first use may adopt rows (a write)
+    seal = platform.seal()  # outside the read: its first use may adopt rows (a write)
 
     def read(session: Session) -> Answer:
         if requester is not None and not _asked_by(session, job_id, requester):
             return no_such_job(job_id)
-        job = current_job(session=session, job_id=job_id)
+        job = queries.current_job(session=session, job_id=job_id)
         if job is None:
             return no_such_job(job_id)
         assert job.id is not None
@@ -149,7 +136,8 @@ def job_answer(*, platform: Platform, job_id: int, requester: Actor | None = Non
             approvals_given=given,
             unsigned=claims.unsigned(job, seal),
         )
-        if answer.allowed_by is not None and (rule := session.get(RuleRow, job.allowed_by_rule)):
+        rule_id = job.allowed_by_rule
+        if answer.allowed_by is not None and (rule := rule_row(session=session, rule_id=rule_id)):
             expires = rule.expires_at.isoformat() if rule.expires_at else None
             answer.allowed_by = {**answer.allowed_by, "expires_at": expires}
         return answer
@@ -159,7 +147,10 @@ def job_answer(*, platform: Platform, job_id: int, requester: Actor | None = Non
 
 def asked_by(*, platform: Platform, job_id: int, requester: Actor) -> bool:
     """True when job `job_id` exists and `requester` asked for it."""
-    return platform.transact(lambda s: _asked_by(s, job_id, requester), write=False)
+    job = platform.jobs.get(job_id)
+    return job is not None and queries.job_of_requester(
+        job, surface=requester.surface, client=requester.client, agent=requester.agent
+    )
 
 
 def _asked_by(session: Session, job_id: int, requester: Actor) -> bool:
@@ -174,16 +165,7 @@ def recent_of_requester(
 ) -> list[dict[str, Any]]:
     """`requester`'s newest jobs, newest first: id, tool, action, state and when asked (so
     an agent whose client gave up on a call can find the job again)."""
-    found = platform.transact(
-        lambda s: queries.recent_from_requester(
-            session=s,
-            surface=requester.surface,
-            client=requester.client,
-            agent=requester.agent,
-            limit=limit,
-        ),
-        write=False,
-    )
+    found = platform.jobs.recent_from(requester.surface, requester.client, requester.agent, limit)
     return [
         {
             "job": job.id,
@@ -199,7 +181,7 @@ def recent_of_requester(
 def job_state(*, platform: Platform, job_id: int) -> JobState | None:
     """Just the state of a job, or of the job it was edited into (cheap; used by waiting
     loops, so a wait on an edited job goes on until the edited one is decided)."""
-    job = platform.transact(lambda s: current_job(session=s, job_id=job_id), write=False)
+    job = platform.jobs.current(job_id)
     return None if job is None else JobState(job.state)
 
 
@@ -237,7 +219,7 @@ def pending_for(
 
     `None` matches any surface or client. Reading changes nothing.
     """
-    waiting = platform.transact(lambda s: jobs.pending_approvals(session=s, limit=500), write=False)
+    waiting = platform.jobs.pending_approvals(500)
     return [
         _pending_entry(platform, job)
         for job in waiting
@@ -256,12 +238,7 @@ def pending_of_client(
     The MCP bridge's level-triggered approvals resource is built on this; reading changes
     nothing.
     """
-    waiting = platform.transact(
-        lambda s: queries.pending_from_client(
-            session=s, surface=surface, client=client, agent=agent
-        ),
-        write=False,
-    )
+    waiting = platform.jobs.pending_from(surface, client, agent)
     return [_pending_entry(platform, job) for job in waiting]
 
 

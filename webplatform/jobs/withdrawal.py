@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 
 from webplatform.jobs import states as jobs
-from webplatform.jobs.tracking import current_job
 from webplatform.platform import Actor, Platform
 from webplatform.store.models import Job, JobState
 
@@ -41,9 +40,7 @@ def withdraw(
     its own state when it was decided first), or None when there is no such job.
     """
     for _ in range(_EDITS_FOLLOWED):
-        current = platform.transact(
-            lambda session: current_job(session=session, job_id=job_id), write=False
-        )
+        current = platform.jobs.current(job_id)
         if current is None or current.id is None:
             return None
         target = current.id
@@ -52,9 +49,7 @@ def withdraw(
         except jobs.JobNotFound:
             return None
         except jobs.StaleState as exc:
-            now = platform.transact(
-                lambda session: current_job(session=session, job_id=job_id), write=False
-            )
+            now = platform.jobs.current(job_id)
             if now is not None and now.id != target:
                 continue  # an operator's edit landed meanwhile: withdraw the job it made
             logger.info("job %s was decided before %s withdrew it", target, actor.name)
@@ -64,12 +59,10 @@ def withdraw(
 
 
 def _deny(platform: Platform, job_id: int, actor: Actor, reason: str) -> Job:
-    return platform.transact(
-        lambda session: jobs.deny(
-            session=session,
-            job_id=job_id,
-            operator=withdrawer(actor),
-            reason=reason,
-            context=jobs.Context(address=actor.address),
-        )
+    return platform.jobs.step(
+        jobs.deny,
+        job_id=job_id,
+        operator=withdrawer(actor),
+        reason=reason,
+        context=jobs.Context(address=actor.address),
     )

@@ -39,7 +39,6 @@ from mcp_types import INVALID_PARAMS, CallToolRequestParams, CallToolResult, Req
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
-from webplatform.jobs import states as jobs
 from webplatform.jobs.answers import Answer, Status
 from webplatform.jobs.tracking import job_answer
 from webplatform.jobs.withdrawal import WITHDRAWN, withdraw
@@ -247,9 +246,7 @@ class TasksExtension(Extension):
         job's (the answer follows the edit, and so does the time)."""
         answer = job_answer(platform=self.platform, job_id=job_id)
         followed = answer.job if answer.job is not None else job_id
-        job = self.platform.transact(
-            lambda session: jobs.get_job(session=session, job_id=followed), write=False
-        )
+        job = self.platform.jobs.get(followed)
         return answer, (None if job is None else job.updated_at)
 
 

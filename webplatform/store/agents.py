@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session, col, func, select
 
 from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.door import Aggregate
 from webplatform.store.models import AgentToken, AgentTokenPublic, OAuthGrant, utcnow
 from webplatform.store.operators import find_operator
 from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
@@ -181,3 +182,56 @@ def _public(row: AgentToken, *, signed: bool, client: str | None = None) -> Agen
     # The columns the public model names, and only those: never the hash.
     columns = row.model_dump(include=set(AgentTokenPublic.model_fields) - {"signed", "client"})
     return AgentTokenPublic(**columns, signed=signed, client=client)
+
+
+def name_taken(*, session: Session, name: str) -> bool:
+    """True when a token row, signed or not, holds agent name `name`."""
+    return session.exec(select(AgentToken.id).where(AgentToken.name == name)).first() is not None
+
+
+class Tokens(Aggregate):
+    """The agent tokens, as `platform.tokens`: each method one transaction."""
+
+    def listed(self) -> list[AgentTokenPublic]:
+        """Every token, as pages and the command line list them."""
+        seal = self.seal
+        return self._read(lambda s: list_agents(session=s, seal=seal))
+
+    def mint(
+        self, name: str, owner: str | None, *, actor: str = "cli"
+    ) -> tuple[AgentTokenPublic, str]:
+        """A new token for agent `name` (`add_agent`): its row and the token, shown once."""
+        seal = self.seal
+        return self._write(
+            lambda s: add_agent(session=s, name=name, owner=owner, seal=seal, actor=actor)
+        )
+
+    def revoke(self, name: str, *, actor: str = "cli") -> bool:
+        """Revoke agent `name`'s token; False when it had no active one."""
+        seal = self.seal
+        return self._write(lambda s: revoke_agent(session=s, name=name, seal=seal, actor=actor))
+
+    def by_token(self, token: str) -> AgentTokenPublic | None:
+        """The agent a bearer token names, when its row's signature holds (`find_agent`)."""
+        seal = self.seal
+        return self._read(lambda s: find_agent(session=s, token=token, seal=seal))
+
+    def check(self, token: str, *, minted: bool) -> tuple[bool, AgentTokenPublic | None]:
+        """(agent tokens exist, the agent holding `token` or None), in one read; `minted`
+        (a token was once minted here) counts as tokens existing."""
+        seal = self.seal
+
+        def read(session: Session) -> tuple[bool, AgentTokenPublic | None]:
+            exist = minted or agents_exist(session=session)
+            found = find_agent(session=session, token=token, seal=seal) if exist else None
+            return exist, found
+
+        return self._read(read)
+
+    def touch(self, name: str) -> None:
+        """Note that agent `name` was just seen (`touch_agent`)."""
+        self._write(lambda s: touch_agent(session=s, name=name))
+
+    def any_active(self) -> bool:
+        """True when some token is not revoked (`active_agents_exist`)."""
+        return self._read(lambda s: active_agents_exist(session=s))

@@ -15,7 +15,9 @@ from typing import TypeVar
 
 from sqlmodel import Session, col, delete, select
 
-from webplatform.store.agents import token_hash
+from webplatform.store.agents import revoke_agent, token_hash
+from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.door import Aggregate
 from webplatform.store.models import OAuthClient, OAuthGrant, OAuthRefreshToken, utcnow
 from webplatform.store.seals import RowSeal, row_holds, sign_row
 
@@ -198,3 +200,47 @@ def prune_expired(*, session: Session, now: datetime | None = None) -> int:
         delete(OAuthRefreshToken).where(col(OAuthRefreshToken.expires_at) <= now)
     )
     return int(grants.rowcount) + int(refresh.rowcount)
+
+
+class SignIns(Aggregate):
+    """Agents' browser sign-ins (clients, grants, codes, refresh tokens), as
+    `platform.sign_ins`."""
+
+    def pending(self, request_id: str) -> OAuthGrant | None:
+        """The grant waiting for an operator (`pending_grant`), or None."""
+        return self._read(lambda s: pending_grant(session=s, request_id=request_id))
+
+    def client(self, client_id: str) -> str | None:
+        """A registered client's information, as JSON, or None."""
+        return self._read(lambda s: client_info(session=s, client_id=client_id))
+
+    def register(self, client_id: str, info: str) -> None:
+        """Keep a client's registration (`info`, JSON)."""
+        self._write(lambda s: save_client(session=s, client_id=client_id, info=info))
+
+    def open(self, client_id: str, client_name: str, params: str, ttl: timedelta) -> str:
+        """A new grant waiting for an operator; its request id."""
+        return self._write(
+            lambda s: open_grant(
+                session=s, client_id=client_id, client_name=client_name, params=params, ttl=ttl
+            )
+        )
+
+    def revoke_family(self, agent: str, why: str) -> None:
+        """Revoke agent `agent` and forget its refresh tokens, audited with `why`, together."""
+        seal = self.seal
+
+        def revoke(session: Session) -> None:
+            revoke_agent(session=session, name=agent, seal=seal, actor="aat")
+            forget_refresh_tokens(session=session, agent=agent)
+            detail = f"{agent}: {why}"
+            record_event(
+                session, AuditEntry(actor="aat", event="agent-sign-in-revoked", detail=detail)
+            )
+
+        self._write(revoke)
+
+    def code(self, code: str) -> OAuthGrant | None:
+        """The allowed grant `code` names, locked for its exchange (`find_code`)."""
+        seal = self.seal
+        return self._write(lambda s: find_code(session=s, code=code, seal=seal, lock=True))

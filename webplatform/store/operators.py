@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from sqlmodel import Session, col, delete, func, select
 
 from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.door import Aggregate
 from webplatform.store.meta import get_meta, set_meta
 from webplatform.store.models import Operator, OperatorPublic, OperatorSession, Passkey, utcnow
 from webplatform.store.passwords import hash_password, needs_rehash, verify_password
@@ -236,3 +237,58 @@ def authenticate(*, session: Session, name: str, password: str, seal: RowSeal) -
         session.add(operator)
         session.flush()
     return True
+
+
+class Operators(Aggregate):
+    """The operators, as `platform.operators`: each method one transaction, sealed rows
+    read and written with this process's seal."""
+
+    def add(self, name: str, password: str, *, role: str | None = None) -> Operator:
+        """Add operator `name` (`add_operator`, by the command line)."""
+        seal = self.seal
+        return self._write(
+            lambda s: add_operator(session=s, name=name, password=password, seal=seal, role=role)
+        )
+
+    def by_name(self, name: str) -> Operator | None:
+        """The operator's row when its signature holds (`find_operator`)."""
+        seal = self.seal
+        return self._read(lambda s: find_operator(session=s, name=name, seal=seal))
+
+    def listed(self) -> list[OperatorPublic]:
+        """Every operator, as pages and the command line list them."""
+        seal = self.seal
+        return self._read(lambda s: list_operators(session=s, seal=seal))
+
+    def role_of(self, name: str) -> str | None:
+        """The role of operator `name`, or None (`operator_role`)."""
+        seal = self.seal
+        return self._read(lambda s: operator_role(session=s, name=name, seal=seal))
+
+    def count(self) -> int:
+        """How many operators there are."""
+        return self._read(lambda s: count_operators(session=s))
+
+    def set_role(self, name: str, role: str, *, actor: str) -> None:
+        """Give `name` the role `role`, audited as `actor`'s change."""
+        seal = self.seal
+        self._write(lambda s: set_role(session=s, name=name, role=role, seal=seal, actor=actor))
+
+    def set_password(self, name: str, password: str, *, actor: str) -> None:
+        """Give `name` a new password, audited as `actor`'s change."""
+        seal = self.seal
+        self._write(
+            lambda s: set_password(session=s, name=name, password=password, seal=seal, actor=actor)
+        )
+
+    def remove(self, name: str) -> bool:
+        """Remove operator `name` (by the command line); False when there was none."""
+        seal = self.seal
+        return self._write(lambda s: remove_operator(session=s, name=name, seal=seal))
+
+    def authenticate(self, name: str, password: str) -> bool:
+        """True when `password` is `name`'s (a write: a stale hash is upgraded)."""
+        seal = self.seal
+        return self._write(
+            lambda s: authenticate(session=s, name=name, password=password, seal=seal)
+        )

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session, col, delete, select
 
 from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.door import Aggregate
 from webplatform.store.models import Passkey, WebauthnChallenge, utcnow
 from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
 
@@ -162,3 +163,52 @@ def take_challenge(
     if deleted != 1 or taken.expires_at <= (now or utcnow()):
         return None
     return taken
+
+
+class Passkeys(Aggregate):
+    """The operators' passkeys and their WebAuthn challenges, as `platform.passkeys`."""
+
+    def of(self, operator: str) -> list[Passkey]:
+        """`operator`'s passkeys whose signature holds (`list_passkeys`)."""
+        seal = self.seal
+        return self._read(lambda s: list_passkeys(session=s, operator=operator, seal=seal))
+
+    def all_of(self, operator: str) -> list[tuple[Passkey, bool]]:
+        """Every passkey row of `operator`, with whether its signature holds."""
+        seal = self.seal
+        return self._read(lambda s: all_passkeys(session=s, operator=operator, seal=seal))
+
+    def find(self, operator: str, credential_id: str) -> Passkey | None:
+        """`operator`'s passkey with `credential_id`, when its signature holds."""
+        seal = self.seal
+        return self._read(
+            lambda s: find_passkey(
+                session=s, operator=operator, credential_id=credential_id, seal=seal
+            )
+        )
+
+    def add(self, new: NewPasskey) -> Passkey:
+        """Keep a newly registered passkey, signed."""
+        seal = self.seal
+        return self._write(lambda s: add_passkey(session=s, new=new, seal=seal))
+
+    def remove(self, operator: str, passkey_id: int) -> bool:
+        """Remove `operator`'s passkey `passkey_id`; False when there was none."""
+        seal = self.seal
+        return self._write(
+            lambda s: remove_passkey(session=s, operator=operator, passkey_id=passkey_id, seal=seal)
+        )
+
+    def used(self, passkey_id: int, sign_count: int) -> None:
+        """Record a passkey's use and its authenticator's new sign count."""
+        self._write(lambda s: record_use(session=s, passkey_id=passkey_id, sign_count=sign_count))
+
+    def issue_challenge(self, challenge: str, bound: ChallengeFor, ttl_s: float) -> None:
+        """Keep a challenge, bound to what it will confirm, for `ttl_s` seconds."""
+        self._write(
+            lambda s: issue_challenge(session=s, challenge=challenge, bound=bound, ttl_s=ttl_s)
+        )
+
+    def take_challenge(self, challenge: str) -> WebauthnChallenge | None:
+        """The challenge, used up (once), or None when unknown or expired."""
+        return self._write(lambda s: take_challenge(session=s, challenge=challenge))

@@ -37,6 +37,19 @@ def edited_into(*, session: Session, job_id: int) -> Job | None:
     return session.exec(stmt).first()
 
 
+def current_job(*, session: Session, job_id: int) -> Job | None:
+    """The job that now stands for `job_id`: itself, or, when an operator edited it before
+    approving, the job it was edited into (followed to the last edit)."""
+    job = get_job(session=session, job_id=job_id)
+    # Only a denied job can have been edited; the lookup stays off the polling fast path.
+    while job is not None and job.state == JobState.denied.value and job.id is not None:
+        edited = edited_into(session=session, job_id=job.id)
+        if edited is None:
+            break
+        job = edited
+    return job
+
+
 @dataclass(frozen=True)
 class HistoryFilter:
     """Which jobs a history page shows (every one by default): in this state, of this tool,

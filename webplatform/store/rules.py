@@ -11,6 +11,7 @@ from sqlalchemy import update
 from sqlmodel import Session, col, or_, select
 
 from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.door import Aggregate
 from webplatform.store.models import AuditEvent, RuleRow, utcnow
 from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
 
@@ -125,3 +126,47 @@ def unusable(*, session: Session) -> dict[int, str]:
         if head.startswith("rule ") and head[5:].isdigit():
             found[int(head[5:])] = rest
     return found
+
+
+def rule_row(*, session: Session, rule_id: int | None) -> RuleRow | None:
+    """Rule `rule_id`'s row as it is, signed or not, or None."""
+    return session.get(RuleRow, rule_id)
+
+
+class Rules(Aggregate):
+    """The rule rows, as `platform.rules`: each method one transaction."""
+
+    def add_all(self, rules: list[NewRule], by: str) -> list[int]:
+        """Keep `rules`, made by admin `by`, each signed, in one transaction; their ids."""
+        seal = self.seal
+
+        def write(session: Session) -> list[int]:
+            rows = [add_rule(session=session, rule=rule, by=by, seal=seal) for rule in rules]
+            return [row.id for row in rows if row.id is not None]
+
+        return self._write(write)
+
+    def listed(self) -> tuple[list[tuple[RuleRow, bool]], dict[int, str]]:
+        """Every rule row with whether its signature holds, and the unusable ones' faults,
+        in one read."""
+        seal = self.seal
+        return self._read(lambda s: (all_rules(session=s, seal=seal), unusable(session=s)))
+
+    def by_id(self, rule_id: int) -> RuleRow | None:
+        """Rule `rule_id` when its signature holds (`find_rule`)."""
+        seal = self.seal
+        return self._read(lambda s: find_rule(session=s, rule_id=rule_id, seal=seal))
+
+    def in_force(self, now: datetime) -> list[RuleRow]:
+        """The signed rules in force at `now`."""
+        seal = self.seal
+        return self._read(lambda s: rules_in_force(session=s, seal=seal, now=now))
+
+    def revoke(self, rule_id: int, by: str) -> RuleRow | None:
+        """Revoke rule `rule_id` in `by`'s name; the row, or None when none was in force."""
+        seal = self.seal
+        return self._write(lambda s: revoke_rule(session=s, rule_id=rule_id, by=by, seal=seal))
+
+    def record_unusable(self, faulted: dict[str, str]) -> None:
+        """Note the rules that could not be used, and why (`record_unusable`)."""
+        self._write(lambda s: record_unusable(session=s, faulted=faulted))

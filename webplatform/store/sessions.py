@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, delete
 
+from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.door import Aggregate
 from webplatform.store.models import OperatorSession, utcnow
 from webplatform.store.operators import find_operator
 from webplatform.store.seals import RowSeal, row_holds, sign_row
@@ -73,3 +75,30 @@ def prune_sessions(*, session: Session, now: datetime | None = None) -> int:
     """Delete expired sessions; returns how many."""
     stmt = delete(OperatorSession).where(col(OperatorSession.expires_at) <= (now or utcnow()))
     return int(session.exec(stmt).rowcount)
+
+
+class Sessions(Aggregate):
+    """The operators' browser sessions, as `platform.sessions`."""
+
+    def start(self, operator: str, ttl_s: float) -> str:
+        """A new session for `operator`; its token, for the cookie."""
+        seal = self.seal
+        return self._write(
+            lambda s: start_session(session=s, operator=operator, ttl_s=ttl_s, seal=seal)
+        )
+
+    def end(self, token: str, entry: AuditEntry) -> None:
+        """End the session `token` opened, and audit it as `entry`, together."""
+
+        def end(session: Session) -> None:
+            end_session(session=session, token=token)
+            record_event(session, entry)
+
+        self._write(end)
+
+    def operator_of(self, token: str) -> str | None:
+        """Whose session `token` is, without extending it (a read); None when none holds."""
+        seal = self.seal
+        return self._read(
+            lambda s: session_operator(session=s, token=token, seal=seal, touch=False)
+        )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Update, bindparam
@@ -241,6 +242,11 @@ def call_detail(job: Job) -> str:
     """`kind name action sha256:digest`: the exact call, as audit events name it."""
     # Decision events outlive the job row, so they name the exact call themselves.
     return f"{job.kind} {job.name} {job.action} sha256:{job.args_digest}"
+
+
+def window_closed(now: datetime) -> ColumnElement[bool]:
+    """A pending job's approval window has closed by `now` (what `expire_due` moves)."""
+    return col(Job.expires_at) <= now
 
 
 def move_overdue(

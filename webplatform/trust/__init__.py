@@ -20,3 +20,7 @@
 - `oauth`, `oauth_clients`, `sign_in`: agents signing in through the browser (MCP
   authorization), the clients they are, and the operator's allowing it with a step-up.
 """
+
+# Imported with the package, so every process that uses trust has the seal installed that
+# `Platform.seal()` and the store objects sign and check authority rows with.
+from webplatform.trust import authority as _authority  # noqa: E402, F401

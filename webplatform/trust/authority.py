@@ -13,23 +13,13 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
-from sqlmodel import Session, col, delete, select
-
 from webplatform import keyfiles
-from webplatform.platform import Platform
-from webplatform.store import agents, operators, seals
-from webplatform.store.audit import AuditEntry, record_event
-from webplatform.store.audit_chain import lock_chain
-from webplatform.store.meta import get_meta, set_meta
-from webplatform.store.models import (
-    AgentToken,
-    Job,
-    JobApproval,
-    JobState,
-    Operator,
-    OperatorSession,
-    Passkey,
-)
+from webplatform.platform import Platform, install_sealer
+
+# Re-exported: the database markers and audit event of the adoption, whose SQL is the store's.
+from webplatform.store.adoption import ADOPTED_EVENT as ADOPTED_EVENT
+from webplatform.store.adoption import ADOPTED_KEY as ADOPTED_KEY
+from webplatform.store.adoption import APPROVALS_ADOPTED_KEY as APPROVALS_ADOPTED_KEY
 from webplatform.store.seals import RowSeal
 from webplatform.trust import signing
 from webplatform.trust.revocation_chain import ChainedRevocations
@@ -38,11 +28,8 @@ from webplatform.trust.revocations import revocations_for
 # In AAT_HOME: written once the rows found at the upgrade were signed. Never removed by aat,
 # and outside the database, so deleting a database row cannot make aat adopt rows again.
 ADOPTED_FILE = "authority-adopted"
-ADOPTED_KEY = "authority.adopted_at"
-ADOPTED_EVENT = "authority-adopted"
 # The same, for the co-approvals and job policies signed since migration 0016.
 APPROVALS_ADOPTED_FILE = "approvals-adopted"
-APPROVALS_ADOPTED_KEY = "approvals.adopted_at"
 # Also in AAT_HOME, also never removed: once an operator existed, first-run setup stays
 # closed, and once an agent token was minted, /mcp wants one, even if a database writer
 # deletes every operator (and the database's own markers) or every token row.
@@ -97,7 +84,7 @@ def report_forged(platform: Platform) -> None:
         return
     forged = seal.take_pending()
     try:
-        platform.transact(lambda s: seals.record_forged(session=s, forged=forged))
+        platform.audit.record_forged(forged)
     except Exception:
         seal.give_back(forged)
         raise
@@ -116,51 +103,12 @@ def adopt_unsigned(platform: Platform, seal: RowSeal) -> None:
     if marker.exists():
         return
     now = datetime.now(UTC).isoformat()
-    had_operators, had_tokens = platform.transact(lambda s: _adopt(s, seal, now))
+    had_operators, had_tokens = platform.adoption.rows(seal, now)
     if had_operators:
         remember(platform, OPERATORS_FILE)
     if had_tokens:
         remember(platform, TOKENS_FILE)
     keyfiles.write(marker, (now + "\n").encode("ascii"), mode=0o600, replace=False)
-
-
-def _adopt(session: Session, seal: RowSeal, now: str) -> tuple[bool, bool]:
-    """Adopt (see `adopt_unsigned`); returns whether operators and agent tokens existed."""
-    lock_chain(session)  # serialises two processes adopting at once (PostgreSQL)
-    existed = (
-        operators.ever_had_operators(session=session),
-        agents.agents_exist(session=session),
-    )
-    if get_meta(session=session, key=ADOPTED_KEY) is not None:
-        return existed
-    rows: list[Operator | Passkey | AgentToken] = [
-        *session.exec(select(Operator).where(col(Operator.signature).is_(None))).all(),
-        *session.exec(select(Passkey).where(col(Passkey.signature).is_(None))).all(),
-        *session.exec(select(AgentToken).where(col(AgentToken.signature).is_(None))).all(),
-    ]
-    adopted: list[str] = []
-    for row in rows:
-        seals.sign_row(seal, row)
-        session.add(row)
-        adopted.append(_name(row))
-    ended = session.exec(
-        delete(OperatorSession).where(col(OperatorSession.signature).is_(None))
-    ).rowcount
-    session.flush()
-    set_meta(session=session, key=ADOPTED_KEY, value=now)
-    if adopted or ended:
-        detail = (
-            f"signed the rows from before signatures: {', '.join(adopted) or 'none'}; "
-            f"ended {ended} unsigned session(s)"
-        )
-        record_event(session, AuditEntry(actor="system", event=ADOPTED_EVENT, detail=detail))
-    return existed
-
-
-def _name(row: Operator | Passkey | AgentToken) -> str:
-    if isinstance(row, Passkey):
-        return f"passkey {row.id} of {row.operator}"
-    return f"{'operator' if isinstance(row, Operator) else 'agent'} {row.name}"
 
 
 def adopt_unsigned_approvals(platform: Platform, seal: RowSeal) -> None:
@@ -172,31 +120,8 @@ def adopt_unsigned_approvals(platform: Platform, seal: RowSeal) -> None:
     if marker.exists():
         return
     now = datetime.now(UTC).isoformat()
-    platform.transact(lambda s: _adopt_approvals(s, seal, now))
+    platform.adoption.approvals(seal, now)
     keyfiles.write(marker, (now + "\n").encode("ascii"), mode=0o600, replace=False)
 
 
-def _adopt_approvals(session: Session, seal: RowSeal, now: str) -> None:
-    lock_chain(session)
-    if get_meta(session=session, key=APPROVALS_ADOPTED_KEY) is not None:
-        return
-    waiting = (JobState.pending_approval, JobState.approved)
-    jobs = session.exec(
-        select(Job).where(col(Job.state).in_(waiting), col(Job.policy_signature).is_(None))
-    ).all()
-    for job in jobs:
-        job.policy_signature = seals.seal_policy(seal, job)
-        session.add(job)
-    rows = session.exec(select(JobApproval).where(col(JobApproval.signature).is_(None))).all()
-    for row in rows:
-        seals.sign_row(seal, row)
-        session.add(row)
-    session.flush()
-    set_meta(session=session, key=APPROVALS_ADOPTED_KEY, value=now)
-    if jobs or rows:
-        detail = (
-            f"signed the policies of jobs {', '.join(str(j.id) for j in jobs) or 'none'} and "
-            f"{len(rows)} approval(s) from before they were signed: "
-            + (", ".join(seals.approval_name(r) for r in rows) or "none")
-        )
-        record_event(session, AuditEntry(actor="system", event=ADOPTED_EVENT, detail=detail))
+install_sealer(seal_for)

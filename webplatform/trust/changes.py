@@ -15,10 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from webplatform.platform import Platform
-from webplatform.store import agents, operators
-from webplatform.store import passkeys as passkey_store
 from webplatform.store.models import AgentTokenPublic
-from webplatform.trust.authority import TOKENS_FILE, remember, seal_for
+from webplatform.trust.authority import TOKENS_FILE, remember
 from webplatform.trust.stepup import Change, StepUp, change_digest, check_step_up
 
 
@@ -31,19 +29,13 @@ def check_change(step_up: StepUp, *, by: str, change: Change, target: Mapping[st
 def set_role(*, platform: Platform, step_up: StepUp, by: str, name: str, role: str) -> None:
     """Give operator `name` the role `role` (an admin's change); OperatorError if refused."""
     check_change(step_up, by=by, change=Change.role, target={"operator": name, "role": role})
-    seal = seal_for(platform)
-    platform.transact(
-        lambda s: operators.set_role(session=s, name=name, role=role, seal=seal, actor=by)
-    )
+    platform.operators.set_role(name, role, actor=by)
 
 
 def set_password(*, platform: Platform, step_up: StepUp, by: str, password: str) -> None:
     """Replace `by`'s own password (which logs out their sessions); OperatorError if refused."""
     check_change(step_up, by=by, change=Change.password, target={})
-    seal = seal_for(platform)
-    platform.transact(
-        lambda s: operators.set_password(session=s, name=by, password=password, seal=seal, actor=by)
-    )
+    platform.operators.set_password(by, password, actor=by)
 
 
 def mint_agent(
@@ -52,10 +44,7 @@ def mint_agent(
     """Mint agent token `name` owned by `by`; the token is returned once. AgentTokenError if
     the name is bad or taken."""
     check_change(step_up, by=by, change=Change.agent_add, target={"name": name})
-    seal = seal_for(platform)
-    minted = platform.transact(
-        lambda s: agents.add_agent(session=s, name=name, owner=by, seal=seal, actor=by)
-    )
+    minted = platform.tokens.mint(name, by, actor=by)
     remember(platform, TOKENS_FILE)
     return minted
 
@@ -63,9 +52,4 @@ def mint_agent(
 def remove_passkey(*, platform: Platform, step_up: StepUp, by: str, passkey_id: int) -> bool:
     """Remove one of `by`'s passkeys; False if they have none with this id."""
     check_change(step_up, by=by, change=Change.passkey_remove, target={"passkey": str(passkey_id)})
-    seal = seal_for(platform)
-    return platform.transact(
-        lambda s: passkey_store.remove_passkey(
-            session=s, operator=by, passkey_id=passkey_id, seal=seal
-        )
-    )
+    return platform.passkeys.remove(by, passkey_id)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from webplatform.platform import Platform
-from webplatform.store import audit, operators
-from webplatform.trust.authority import report_forged, seal_for
+from webplatform.store import audit
+from webplatform.trust.authority import report_forged
 from webplatform.trust.stepup import Change, StepUp, StepUpMethod, change_digest
 
 __all__ = ["Bound", "Change", "Presence", "Proof", "StepUpRefused", "decide", "verify"]
@@ -154,10 +154,7 @@ def _verify(
 
 def _require_operator(platform: Platform, operator: str) -> None:
     """A passkey proves presence only for an operator whose own row aat signed."""
-    seal = seal_for(platform)
-    row = platform.transact(
-        lambda s: operators.find_operator(session=s, name=operator, seal=seal), write=False
-    )
+    row = platform.operators.by_name(operator)
     if row is None:
         raise StepUpRefused(f"{operator} is not an operator aat knows: log in again")
 
@@ -172,12 +169,7 @@ def _check_password(
         raise StepUpRefused(
             f"too many wrong passwords typed in this session: wait {int(wait) + 1} s and try again"
         )
-    seal = seal_for(platform)
-    ok = platform.transact(
-        lambda session: operators.authenticate(
-            session=session, name=operator, password=password, seal=seal
-        )
-    )
+    ok = platform.operators.authenticate(operator, password)
     if not ok:
         _refused(platform, operator, address, bound, "password")
         outcome = "the call was not approved" if bound.purpose != "change" else "nothing changed"
@@ -188,16 +180,13 @@ def _check_password(
 def _refused(
     platform: Platform, operator: str, address: str | None, bound: Bound, method: str
 ) -> None:
-    platform.transact(
-        lambda session: audit.record_event(
-            session,
-            audit.AuditEntry(
-                actor=operator,
-                event="step-up-refused",
-                job_id=bound.job_id,
-                detail=f"{bound.what} refused: step-up {method} missing or invalid",
-                address=address,
-            ),
+    platform.audit.record(
+        audit.AuditEntry(
+            actor=operator,
+            event="step-up-refused",
+            job_id=bound.job_id,
+            detail=f"{bound.what} refused: step-up {method} missing or invalid",
+            address=address,
         )
     )
 

@@ -48,7 +48,7 @@ from webplatform.platform import Platform
 from webplatform.store import agents, audit
 from webplatform.store import oauth as store
 from webplatform.store.models import AgentTokenPublic, OAuthGrant, OAuthRefreshToken, utcnow
-from webplatform.trust.authority import TOKENS_FILE, remember, report_forged, seal_for
+from webplatform.trust.authority import TOKENS_FILE, remember, report_forged
 from webplatform.trust.oauth_clients import (
     ClientDocumentError,
     ClientDocuments,
@@ -127,8 +127,13 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         self.documents = documents
 
     async def _transact(self, fn: Callable[[Session], T], *, write: bool = True) -> T:
+        return await self._off_loop(lambda: self.platform.transact(fn, write=write))
+
+    async def _off_loop(self, call: Callable[[], T]) -> T:
+        """`call()` (a store object's method) on a worker thread, then the forged rows it
+        met reported."""
         try:
-            return await anyio.to_thread.run_sync(lambda: self.platform.transact(fn, write=write))
+            return await anyio.to_thread.run_sync(call)
         finally:
             report_forged(self.platform)
 
@@ -147,9 +152,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
             except ClientDocumentError as exc:
                 logger.warning("sign-in refused: %s", exc)
                 raise UnknownClient(str(exc)) from None
-        info = await self._transact(
-            lambda s: store.client_info(session=s, client_id=client_id), write=False
-        )
+        info = await self._off_loop(lambda: self.platform.sign_ins.client(client_id))
         if info is None:
             raise UnknownClient(
                 f"no client {client_id[:200]!r} is registered here: the client must register again"
@@ -173,9 +176,8 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         client_info.client_secret = None
         client_info.client_secret_expires_at = None
         info = client_info.model_dump_json(exclude_none=True)
-        await self._transact(
-            lambda s: store.save_client(session=s, client_id=client_info.client_id, info=info)
-        )
+        client_id = client_info.client_id
+        await self._off_loop(lambda: self.platform.sign_ins.register(client_id, info))
 
     async def authorize(
         self, client: OAuthClientInformationFull, params: AuthorizationParams
@@ -189,14 +191,8 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         # The issuer goes back to the client with the code or the denial (RFC 9207 `iss`).
         bound = json.dumps({**bound_params.model_dump(mode="json"), "issuer": self.site.base})
         name = client.client_name or client.client_id
-        request_id = await self._transact(
-            lambda s: store.open_grant(
-                session=s,
-                client_id=client.client_id,
-                client_name=name,
-                params=bound,
-                ttl=REQUEST_TTL,
-            )
+        request_id = await self._off_loop(
+            lambda: self.platform.sign_ins.open(client.client_id, name, bound, REQUEST_TTL)
         )
         return f"{self.site.consent_page}?request={request_id}"
 
@@ -204,10 +200,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         self, client: OAuthClientInformationFull, authorization_code: str
     ) -> AatCode | None:
         """The allowed grant for this code; a code used before revokes its agent instead."""
-        seal = seal_for(self.platform)
-        row = await self._transact(
-            lambda s: store.find_code(session=s, code=authorization_code, seal=seal, lock=True)
-        )
+        row = await self._off_loop(lambda: self.platform.sign_ins.code(authorization_code))
         if row is None or row.client_id != client.client_id or not row.agent:
             return None
         if row.used_at is not None:
@@ -220,7 +213,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
     ) -> OAuthToken:
         """Make the agent (owned by the operator who allowed it) and its first tokens."""
         code = authorization_code
-        seal = seal_for(self.platform)
+        seal = self.platform.seal()
         expires = utcnow() + self._ttl
 
         def make(session: Session) -> tuple[str, str]:
@@ -265,7 +258,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         The token and its agent are read in one transaction holding the token's row: a
         rotation racing this read waits for it, or is seen whole (its agent row and what
         aat remembers of the row it replaced agree), never half."""
-        seal = seal_for(self.platform)
+        seal = self.platform.seal()
 
         def read(session: Session) -> tuple[OAuthRefreshToken, AgentTokenPublic | None] | None:
             row = store.find_refresh(session=session, token=refresh_token, seal=seal, lock=True)
@@ -298,7 +291,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
     ) -> OAuthToken:
         """Rotate: the old refresh token is spent, the agent gets a new access token."""
         old = refresh_token
-        seal = seal_for(self.platform)
+        seal = self.platform.seal()
         expires = utcnow() + self._ttl
         resource = old.resource or self.site.resource
 
@@ -326,10 +319,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         """The agent token `token` as the SDK's access token, while it is valid."""
-        seal = seal_for(self.platform)
-        agent = await self._transact(
-            lambda s: agents.find_agent(session=s, token=token, seal=seal), write=False
-        )
+        agent = await self._off_loop(lambda: self.platform.tokens.by_token(token))
         if agent is None:
             return None
         expires = int(agent.expires_at.timestamp()) if agent.expires_at else None
@@ -359,18 +349,8 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         raise TokenError("invalid_grant", refusal.description)
 
     async def _revoke_family(self, agent: str, why: str) -> None:
-        seal = seal_for(self.platform)
-
-        def revoke(session: Session) -> None:
-            agents.revoke_agent(session=session, name=agent, seal=seal, actor="aat")
-            store.forget_refresh_tokens(session=session, agent=agent)
-            detail = f"{agent}: {why}"
-            audit.record_event(
-                session, audit.AuditEntry(actor="aat", event="agent-sign-in-revoked", detail=detail)
-            )
-
         logger.warning("agent %s revoked: %s", agent, why)
-        await self._transact(revoke)
+        await self._off_loop(lambda: self.platform.sign_ins.revoke_family(agent, why))
 
     @property
     def _ttl(self) -> timedelta:

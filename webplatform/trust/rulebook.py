@@ -15,7 +15,7 @@ from typing import Any
 from webplatform.platform import Platform
 from webplatform.store import rules as rule_rows
 from webplatform.store.models import RuleRow
-from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.authority import report_forged
 from webplatform.trust.rule_matching import RuleSet
 from webplatform.trust.rule_values import glob_examples, is_glob
 from webplatform.trust.rules import Call, Condition, Rule, RuleError, check, parse_cedar
@@ -47,16 +47,7 @@ def parse(source: Source, platform: Platform, *, now: datetime | None = None) ->
 
 def add(platform: Platform, rules: list[Rule], *, by: str) -> list[int]:
     """Keep `rules`, made by admin `by`, each signed, in one transaction; their ids."""
-    seal = seal_for(platform)
-
-    def write(session: Any) -> list[int]:
-        rows = [
-            rule_rows.add_rule(session=session, rule=_new_row(rule), by=by, seal=seal)
-            for rule in rules
-        ]
-        return [row.id for row in rows if row.id is not None]
-
-    return platform.transact(write)
+    return platform.rules.add_all([_new_row(rule) for rule in rules], by)
 
 
 def _new_row(rule: Rule) -> rule_rows.NewRule:
@@ -75,10 +66,7 @@ def _new_row(rule: Rule) -> rule_rows.NewRule:
 
 def revoke(platform: Platform, rule_id: int, *, by: str) -> None:
     """Revoke rule `rule_id`; RuleError when there is no such rule in force."""
-    seal = seal_for(platform)
-    row = platform.transact(
-        lambda s: rule_rows.revoke_rule(session=s, rule_id=rule_id, by=by, seal=seal)
-    )
+    row = platform.rules.revoke(rule_id, by)
     report_forged(platform)
     if row is None:
         raise RuleError(f"no rule {rule_id} to revoke: `aat rules list` shows the rules")
@@ -101,10 +89,7 @@ _built = _Built()
 def in_force(platform: Platform, *, now: datetime | None = None) -> RuleSet:
     """The rules in force now, by id; a forged row is left out and reported once, and so is
     a rule that does not compile (applied when deny or ask, see `RuleSet`)."""
-    seal, now = seal_for(platform), now or datetime.now(UTC)
-    rows = platform.transact(
-        lambda s: rule_rows.rules_in_force(session=s, seal=seal, now=now), write=False
-    )
+    rows = platform.rules.in_force(now or datetime.now(UTC))
     report_forged(platform)
     signed = tuple((row.id, row.signature) for row in rows)
     with _built.lock:
@@ -121,7 +106,7 @@ def report_faults(platform: Platform, rules: RuleSet) -> None:
     """Audit, once, each rule of `rules` that could not be evaluated (or compiled)."""
     faulted = rules.take_faulted()
     if faulted:
-        platform.transact(lambda s: rule_rows.record_unusable(session=s, faulted=faulted))
+        platform.rules.record_unusable(faulted)
 
 
 def _kept(row: RuleRow) -> Rule:
@@ -151,12 +136,7 @@ def _condition(value: Any) -> Condition:
 
 def listing(platform: Platform) -> list[dict[str, Any]]:
     """Every rule as `aat rules list` and `export` print it (forged rows marked)."""
-    seal = seal_for(platform)
-
-    def read(session: Any) -> tuple[list[tuple[RuleRow, bool]], dict[int, str]]:
-        return rule_rows.all_rules(session=session, seal=seal), rule_rows.unusable(session=session)
-
-    rows, unusable = platform.transact(read, write=False)
+    rows, unusable = platform.rules.listed()
     report_forged(platform)
     return [_listed(row, signed, unusable.get(row.id or 0)) for row, signed in rows]
 
@@ -203,7 +183,7 @@ def start_problem(platform: Platform, ask: RuleCheck, *, now: datetime | None = 
     """None when rule `ask.rule_id` still allows this call and one run was taken from its
     budget; otherwise why the job must not start (forged, revoked, expired, spent, or no
     longer matching). The run is taken in the same transaction as the checks."""
-    seal, now = seal_for(platform), now or datetime.now(UTC)
+    seal, now = platform.seal(), now or datetime.now(UTC)
 
     def take(session: Any) -> str | None:
         row = rule_rows.find_rule(session=session, rule_id=ask.rule_id, seal=seal)

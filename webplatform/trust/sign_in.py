@@ -18,16 +18,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from mcp.server.auth.provider import AuthorizationParams, construct_redirect_uri
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from webplatform.platform import Platform
 from webplatform.store import audit, operators
 from webplatform.store import oauth as store
-from webplatform.store.agents import NAME_PATTERN
-from webplatform.store.models import AgentToken
+from webplatform.store.agents import NAME_PATTERN, name_taken
 from webplatform.store.oauth import GrantError
 from webplatform.store.seals import RowSeal
-from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.authority import report_forged
 from webplatform.trust.permissions import Decider, Permission, may
 from webplatform.trust.stepup import Change, StepUp, change_digest, check_step_up
 
@@ -55,9 +54,7 @@ def target_of(request_id: str, agent: str) -> dict[str, str]:
 
 def pending(platform: Platform, request_id: str) -> SignInRequest | None:
     """The sign-in request waiting for an operator, or None (unknown, expired, answered)."""
-    row = platform.transact(
-        lambda s: store.pending_grant(session=s, request_id=request_id), write=False
-    )
+    row = platform.sign_ins.pending(request_id)
     if row is None:
         return None
     params = AuthorizationParams.model_validate_json(row.params)
@@ -82,11 +79,11 @@ def allow(*, platform: Platform, step_up: StepUp, by: str, request_id: str, agen
         raise GrantError(
             f"invalid agent name {agent!r}: use 1-64 letters, digits, '.', '_', '@' or '-'"
         )
-    seal = seal_for(platform)
+    seal = platform.seal()
 
     def grant(session: Session) -> str:
         _require_decider(session, by, seal)
-        if session.exec(select(AgentToken.id).where(AgentToken.name == agent)).first():
+        if name_taken(session=session, name=agent):
             raise GrantError(f"agent {agent!r} already exists: pick another name")
         row, code = store.allow_grant(
             session=session, request_id=request_id, agent=agent, owner=by, seal=seal, ttl=CODE_TTL

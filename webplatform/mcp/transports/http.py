@@ -24,7 +24,6 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
-from sqlmodel import Session
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -91,22 +90,14 @@ class BearerGate:
         """(agent tokens exist, the agent holding `given` or None), read on every request so
         a revocation takes effect at once; `last_used_at` is written only now and then."""
 
-        # Only tokens whose rows aat signed count; any row, signed or not, keeps /mcp closed.
-        seal = authority.seal_for(self.platform)
-
         # Once a token was minted, deleting every token row does not open /mcp again.
         minted = authority.remembers(self.platform, authority.TOKENS_FILE)
-
-        def read(session: Session) -> tuple[bool, AgentTokenPublic | None]:
-            exist = minted or agents.agents_exist(session=session)
-            found = agents.find_agent(session=session, token=given, seal=seal) if exist else None
-            return exist, found
-
-        exist, agent = self.platform.transact(read, write=False)
+        # Only tokens whose rows aat signed count; any row, signed or not, keeps /mcp closed.
+        exist, agent = self.platform.tokens.check(given, minted=minted)
         authority.report_forged(self.platform)
         if agent is not None and agents.is_stale(agent):
             name = agent.name
-            self.platform.transact(lambda s: agents.touch_agent(session=s, name=name))
+            self.platform.tokens.touch(name)
         return exist, agent
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

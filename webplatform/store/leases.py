@@ -1,0 +1,98 @@
+"""A worker's claims and leases, as SQL: the oldest approved job taken, a lease kept, the
+lost reaped (`webplatform.jobs.leases` is the worker's door to them, and records a run's end).
+
+A running job is owned by one worker through its lease; a worker that stops renewing it loses
+the job to `reap_lost`, and its late result is refused by the compare-and-set that ends it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlmodel import Session, col, select, update
+
+from webplatform.store.audit_chain import lock_chain
+from webplatform.store.models import Job, JobState, utcnow
+from webplatform.store.transitions import Move, StaleState, compare_and_set, move_overdue
+
+S = JobState
+
+
+def approved_waiting(*, session: Session) -> bool:
+    """True when some job is `approved`, waiting for a worker (one indexed read, no lock): the
+    cheap look an idle worker takes before it claims."""
+    stmt = select(Job.id).where(Job.state == S.approved).limit(1)
+    return session.exec(stmt).first() is not None
+
+
+def claim_next(*, session: Session, worker_id: str, lease_s: float) -> Job | None:
+    """Take the oldest approved job: it becomes `running`, owned by `worker_id` with a lease.
+
+    Two workers never get the same job: PostgreSQL skips rows another claim has locked;
+    SQLite serialises writers and the compare-and-set settles anything left.
+    """
+    stmt = (
+        select(Job.id)
+        .where(Job.state == S.approved)
+        .order_by(col(Job.created_at), col(Job.id))
+        .limit(1)
+    )
+    if session.get_bind().dialect.name == "postgresql":
+        stmt = stmt.with_for_update(skip_locked=True)
+    # The claim's move is audited: take the audit chain's lock before any row lock.
+    lock_chain(session)
+    for _ in range(20):
+        job_id = session.exec(stmt).first()
+        if job_id is None:
+            return None
+        now = utcnow()
+        fields = {
+            "worker_id": worker_id,
+            "started_at": now,
+            "lease_expires_at": now + timedelta(seconds=lease_s),
+        }
+        try:
+            return compare_and_set(
+                session,
+                Move(
+                    job_id=job_id,
+                    expected=S.approved,
+                    to=S.running,
+                    actor=worker_id,
+                    address=None,
+                    detail=None,
+                    fields=fields,
+                ),
+            )
+        except StaleState:
+            continue  # another worker won this one; try the next
+    return None
+
+
+def renew_lease(*, session: Session, job_id: int, worker_id: str, lease_s: float) -> bool:
+    """Extend a running job's lease; False if it is no longer running on `worker_id`."""
+    stmt = (
+        update(Job)
+        .where(col(Job.id) == job_id, col(Job.state) == S.running, col(Job.worker_id) == worker_id)
+        .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s))
+        .execution_options(synchronize_session=False)
+    )
+    return session.exec(stmt).rowcount == 1
+
+
+def reap_lost(*, session: Session, now: datetime | None = None) -> int:
+    """Mark running jobs whose lease ran out as `lost`; how many. Lost jobs never re-run."""
+    now = now or utcnow()
+    error = (
+        "its worker stopped renewing the lease (it died or lost the database); "
+        "it may or may not have had its effect, so it is not re-run"
+    )
+    # A renewal that landed between the scan and the move wins.
+    return move_overdue(
+        session,
+        expected=S.running,
+        to=S.lost,
+        overdue=col(Job.lease_expires_at) < now,
+        detail="lease expired",
+        fields={"finished_at": now, "error": error},
+    )
