@@ -1,4 +1,7 @@
-"""The revocation chain's rows: appended under a lock, read in order (SPEC §24)."""
+"""The revocation chain's rows: appended under a lock, read in order (SPEC §24).
+
+`RevocationChain` is its store object: each method one transaction through the door.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +10,11 @@ import hashlib
 from sqlalchemy import text
 from sqlmodel import Session, col, func, select
 
+from webplatform.store.door import Door
 from webplatform.store.models import RevocationEntry
 
 GENESIS = "0" * 64
+Link = tuple[str, str, str]  # fingerprint, previous hash, hash
 
 
 def link_hash(prev_hash: str, fingerprint: str) -> str:
@@ -46,3 +51,25 @@ def append(*, session: Session, fingerprint: str) -> RevocationEntry:
     session.add(entry)
     session.flush()
     return entry
+
+
+class RevocationChain:
+    """The chain's named queries, each one transaction through `door` (`Platform.transact`)."""
+
+    def __init__(self, door: Door) -> None:
+        self._door = door
+
+    def links(self) -> list[Link]:
+        """Every entry as (fingerprint, previous hash, hash), oldest first."""
+        return self._door(
+            lambda s: [(e.fingerprint, e.prev_hash, e.hash) for e in entries(session=s)],
+            write=False,
+        )
+
+    def newest(self) -> tuple[int, str]:
+        """(entries, the newest entry's hash)."""
+        return self._door(lambda s: newest(session=s), write=False)
+
+    def append(self, fingerprint: str) -> None:
+        """Add `fingerprint` at the end, in a transaction of its own."""
+        self._door(lambda s: append(session=s, fingerprint=fingerprint))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from webplatform import keyfiles
 from webplatform.platform import Platform
-from webplatform.store.revocation_chain import GENESIS, append, entries, link_hash, newest
+from webplatform.store.revocation_chain import GENESIS, Link, RevocationChain, link_hash
 from webplatform.store.seals import Revocations
 
 logger = logging.getLogger(__name__)
@@ -38,14 +38,12 @@ BROKEN = (
     "nothing until it is restored (AAT_HOME/revocation-head holds what this host saw)"
 )
 
-Link = tuple[str, str, str]  # fingerprint, previous hash, hash
-
 
 class ChainedRevocations:
     """This host's revocation file plus the database's chain (see the module)."""
 
     def __init__(self, platform: Platform, local: Revocations) -> None:
-        self.platform = platform
+        self.chain = RevocationChain(platform.transact)
         self.local = local
         self.head_path = platform.settings.home / HEAD_FILE
         self._lock = threading.Lock()
@@ -65,7 +63,7 @@ class ChainedRevocations:
         """Append `fingerprint` to this host's file, then to the chain, before the caller
         changes the database."""
         self.local.add(fingerprint)
-        self.platform.transact(lambda s: append(session=s, fingerprint=fingerprint))
+        self.chain.append(fingerprint)
         with self._lock:
             self._read_at = -math.inf
 
@@ -73,15 +71,12 @@ class ChainedRevocations:
         with self._lock:
             if self.broken is not None:
                 return None
-        seen = self.platform.transact(lambda s: newest(session=s), write=False)
+        seen = self.chain.newest()
         with self._lock:
             fresh = time.monotonic() - self._read_at < FULL_READ_S
             if fresh and seen == self._seen:
                 return self._fingerprints
-        links = self.platform.transact(
-            lambda s: [(e.fingerprint, e.prev_hash, e.hash) for e in entries(session=s)],
-            write=False,
-        )
+        links = self.chain.links()
         problem = check_chain(links, self.head_path)
         with self._lock:
             if problem is not None:
