@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     # A queued call's preview (SPEC §16) is stopped after this many seconds.
     preview_timeout_s: Positive = 5.0
     worker_lease_s: Positive = 10.0
+    # How long an upstream MCP server is kept without a call before it is stopped (SPEC §22).
+    server_idle_s: Positive = 300.0
     capabilities_max_bytes: PositiveInt = 40_000
     result_max_bytes: PositiveInt = 20_000
     mcp_deny_irreversible: bool = False

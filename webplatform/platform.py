@@ -9,15 +9,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from webplatform.config import DatabaseUnreachable, Settings
+from webplatform.process import server_pool
 from webplatform.registry import RegistryLoader
 from webplatform.registry.limits import ceilings
 from webplatform.registry.model import Registry
+from webplatform.registry.servers import ServerLoader, compose, definition_digest, pinned_definition
 from webplatform.store.adoption import Adoption
 from webplatform.store.agents import Tokens
 from webplatform.store.engine import make_engine, transact
@@ -28,6 +30,7 @@ from webplatform.store.operators import Operators
 from webplatform.store.passkeys import Passkeys
 from webplatform.store.rules import Rules
 from webplatform.store.seals import RowSeal
+from webplatform.store.servers import ServerPins
 from webplatform.store.sessions import Sessions
 from webplatform.store.trail import Audit
 
@@ -121,10 +124,45 @@ class Platform:
         self.sessions = Sessions(self.transact, self.seal)
         self.audit = Audit(self.transact, self.seal)
         self.adoption = Adoption(self.transact, self.seal)
+        self.server_pins = ServerPins(self.transact, self.seal)
+        self.server_loader = ServerLoader(settings.registry_roots)
+        server_pool.configure(settings.server_idle_s)
+        self._composed: tuple[object, Registry] | None = None
+        self._recorded_generation = -1
 
     def registry(self) -> Registry:
-        """The registry as it is on disk now (cached on modification times)."""
-        return self.loader.load()
+        """The registry as it is on disk now (cached on modification times), with the
+        upstream MCP servers' accepted tools as tools of their own (SPEC §22)."""
+        base = self.loader.load()
+        found = self.server_loader.load()
+        if not found[0] and not found[1]:
+            return base
+        self.record_listings()
+        stamp = self.server_pins.stamp()
+        key = (id(base), id(found), stamp)
+        composed = self._composed
+        if composed is not None and composed[0] == key:
+            return composed[1]
+        seen = self.server_pins.pins()
+        registry = compose(base, found, seen.accepted, seen.held)
+        self._composed = (key, registry)
+        return registry
+
+    def record_listings(self) -> None:
+        """Record, held, every tool definition this process's servers listed that the store
+        has not seen (new tools, changed definitions)."""
+        pool = server_pool.POOL
+        if pool.generation == self._recorded_generation:
+            return
+        generation, listed = pool.generation, dict(pool.listed)
+        for server, tools in listed.items():
+            self.record_seen(server, tools)
+        self._recorded_generation = generation
+
+    def record_seen(self, server: str, tools: dict[str, dict[str, Any]]) -> list[str]:
+        """Record `server`'s listed `tools` (held when new or changed); the tools held."""
+        seen = [(definition_digest(d), d) for d in map(pinned_definition, tools.values())]
+        return self.server_pins.record_seen(server, seen)
 
     def seal(self) -> RowSeal:
         """This process's seal on authority rows (`webplatform.trust.authority.seal_for`)."""

@@ -17,6 +17,7 @@ from dashboard.routes import (
     registry,
     rules,
     run,
+    servers,
     similar,
     stepup,
 )
@@ -38,4 +39,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     connect.router,
     account.router,
     stepup.router,
+    servers.router,
 )

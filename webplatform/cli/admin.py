@@ -6,11 +6,13 @@ import argparse
 import getpass
 import json
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from
 from webplatform.registry import RegistryLoader
 from webplatform.registry.limits import ceilings
+from webplatform.registry.servers import ServerLoader
 
 if TYPE_CHECKING:
     from webplatform.platform import Platform
@@ -21,9 +23,13 @@ def cmd_check(ns: argparse.Namespace, _extra: list[str]) -> int:
     """Validate every manifest under the registry roots."""
     settings = settings_from(ns)
     registry = RegistryLoader(settings.registry_roots, ceilings=ceilings(settings)).load()
+    servers, server_errors = ServerLoader(settings.registry_roots).load()
+    registry = replace(registry, errors=(*registry.errors, *server_errors))
     for kind, items in (("tool", registry.tools), ("agent", registry.agents)):
         for name, spec in sorted(items.items()):
             print(f"ok     {kind:5} {name} ({len(spec.actions)} actions)")
+    for name, server in sorted(servers.items()):
+        print(f"ok     server {name} ({'http' if server.url else 'stdio'})")
     for name in sorted(registry.skills):
         print(f"ok     skill {name}")
     for error in registry.errors:

@@ -40,6 +40,7 @@ HANDLERS = {
     "keys": "webplatform.cli.trust:cmd_keys",
     "audit": "webplatform.cli.trust:cmd_audit",
     "rules": "webplatform.cli.rules:cmd_rules",
+    "servers": "webplatform.cli.servers:cmd_servers",
 }
 
 
@@ -152,6 +153,14 @@ def _add_host_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("target", nargs="?", metavar="FILE|ID", help="add: a YAML or .cedar file")
     p.add_argument("--by", metavar="ADMIN", help="add, revoke: the admin making the change")
     p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    add_common(p)
+
+    p = sub.add_parser("servers", help="upstream MCP servers aat stands in front of (SPEC §22)")
+    p.add_argument("op", choices=["list", "show", "accept", "import"])
+    p.add_argument("target", nargs="?", metavar="NAME|FILE", help="the server, or import's FILE")
+    p.add_argument("--by", metavar="ADMIN", help="accept: the admin accepting")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    p.add_argument("--into", metavar="ROOT", help="import: the registry root to write into")
     add_common(p)
 
     p = sub.add_parser("config", help="print ready-to-paste MCP client configuration")

@@ -37,6 +37,7 @@ STATE_OF_OUTCOME: dict[str, JobState] = {
     "failed": JobState.failed,
     "usage_error": JobState.failed,
     "timed_out": JobState.timed_out,
+    "lost": JobState.lost,
 }
 
 RunFn = Callable[..., RunResult]

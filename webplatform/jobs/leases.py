@@ -26,7 +26,8 @@ __all__ = [
 ]
 
 S = JobState
-FINISH_STATES = frozenset({S.succeeded, S.failed, S.timed_out})
+# `lost` too: an upstream MCP server's connection broke after its call was sent (SPEC §22).
+FINISH_STATES = frozenset({S.succeeded, S.failed, S.timed_out, S.lost})
 
 
 @dataclass(frozen=True)

@@ -207,7 +207,10 @@ def run_preview(
 ) -> Finished:
     """Run the preview action with the call's arguments, confined with no writes, and
     describe how it ended (never raises for the tool's misbehaviour). `on_tick` is called
-    while it runs (default: stop when the process exits)."""
+    while it runs (default: stop when the process exits). An upstream server's preview tool
+    (SPEC §22) gets those of the arguments it takes: its schema is the server's own."""
+    if spec.server is not None:
+        args = {name: value for name, value in args.items() if preview.arg(name) is not None}
     clean, problems = validate_args(preview, args)
     if problems:
         return Finished(

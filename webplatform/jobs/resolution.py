@@ -20,6 +20,8 @@ def resolve_call(
     """The tool and action a call names; else `Refusal` with an `invalid` answer saying how to
     fix the call."""
     spec = registry.runnable(kind, name)
+    if kind == "tool" and (held := _held(registry, name, action)) is not None:
+        raise Refusal(Status.invalid, tool=name, action=action, error=held)
     if spec is None:
         known = sorted(registry.runnables(kind))
         near = did_you_mean(name, known)
@@ -54,6 +56,24 @@ def resolve_call(
             did_you_mean=near or None,
         )
     return spec, act
+
+
+def _held(registry: Registry, name: str, action: str | None) -> str | None:
+    """Why a call of an upstream server's tool may not go on (SPEC §22): its definition is
+    new or changed and no admin accepted it, or the server has no accepted tool; or None."""
+    if name not in registry.servers:
+        return None
+    if action and action in registry.held.get(name, ()):
+        return (
+            f"{name} {action} is held: its definition is new, or changed since an admin "
+            f"accepted it; nothing is sent until an admin runs `aat servers accept {name}`"
+        )
+    if registry.runnable("tool", name) is None:
+        return (
+            f"server {name!r} has no accepted tools yet; an admin lists them with "
+            f"`aat servers show {name}` and accepts them with `aat servers accept {name}`"
+        )
+    return None
 
 
 def action_schema(action: ActionSpec) -> list[dict[str, Any]]:

@@ -215,6 +215,8 @@ def _action_detail(spec: ToolSpec, action_name: str) -> dict[str, Any]:
     }
     if action.output_schema:
         out["output_schema"] = action.output_schema
+    if action.input_schema is not None:
+        out["input_schema"] = action.model.json_schema()  # the upstream server's own (SPEC §22)
     return out
 
 

@@ -8,4 +8,8 @@
 - `confine`: Landlock, namespaces and the fence a tool runs inside.
 - `supervise`: the tool's pipes, its timeout, its whole process group killed.
 - `outcome`: what an exit code and output amount to.
+- `server_link`: one upstream MCP server's confined process (or URL) and the SDK's client
+  talking to it (SPEC §22).
+- `server_pool`: those servers' lifecycle (first use, idle stop, restart after a crash) and
+  a call of one of their tools, which `runner.run` hands over.
 """

@@ -14,7 +14,8 @@ from typing import Any, Literal
 from webplatform.process.supervise import Capture, Process
 from webplatform.redaction import Redactor
 
-Outcome = Literal["succeeded", "failed", "usage_error", "timed_out"]
+# `lost`: an upstream MCP server's connection broke after the call was sent (SPEC §22).
+Outcome = Literal["succeeded", "failed", "usage_error", "timed_out", "lost"]
 
 _ERROR_MAX_CHARS = 500
 

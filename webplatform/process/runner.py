@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from webplatform.process import confine, limits, spawner, warm
+from webplatform.process import confine, limits, server_pool, spawner, warm
 from webplatform.process.confine import denials
 from webplatform.process.launch import build_argv, build_env
 from webplatform.process.outcome import RunResult, classify
@@ -96,6 +96,10 @@ def run(
     it may not have been called (the result says why).
     """
     tool, action = call.tool, call.action
+    if tool.server is not None:  # an upstream MCP server's tool: forwarded, not spawned
+        return server_pool.run(
+            call, on_start=on_start, on_tick=on_tick, tick_s=tick_s, go_ahead=go_ahead
+        )
     argv = build_argv(tool, action, call.args)
     env = build_env(tool, action, home=call.home, secrets=call.secrets, caller_cwd=call.caller_cwd)
     fence = call.fence or confine.Fence(home=call.home)

@@ -83,6 +83,9 @@ class Request:
     confinement: dict[str, Any]
     view: View
     timeout_s: float
+    # The read end of a pipe that is the call's stdin (a long-lived MCP server's, SPEC §22),
+    # handed over and closed here; None: /dev/null, as for every tool call.
+    stdin: int | None = None
 
     def line(self) -> bytes:
         request = {"argv": self.argv, "env": self.env, "cwd": str(self.cwd), **self.confinement}
@@ -307,14 +310,14 @@ def start(zygote: Zygote, request: Request, go_ahead: GoAhead | None) -> Spawned
     for _ in range(2):  # a zygote found dead is replaced once
         running = _POOL.get(zygote, request.env)
         try:
-            return _fork(running, line, request.timeout_s, zygote.who, once)
+            return _fork(running, (line, request.stdin), request.timeout_s, zygote.who, once)
         except ZygoteGone:
             _POOL.discard(running)
     raise NotStarted(zygote.broken)
 
 
 def _fork(
-    running: _Running, line: bytes, timeout_s: float, who: str, go_ahead: GoAhead
+    running: _Running, line: tuple[bytes, int | None], timeout_s: float, who: str, go_ahead: GoAhead
 ) -> SpawnedProcess:
     """Hand the call to the zygote; while its child forks and prepares, `go_ahead()`; then
     wait for the child's pid and give it the go-ahead. If `go_ahead` raises, the child is
@@ -344,10 +347,14 @@ def _fork(
     return SpawnedProcess(int(message["pid"]), stdout, stderr, ours, rest)
 
 
-def _hand_over(running: _Running, line: bytes, timeout_s: float) -> tuple[socket.socket, int, int]:
-    """Send the call's descriptors and request to the zygote; our end of its channel and the
-    read ends of its stdout and stderr. ZygoteGone when the zygote is not there to take it."""
-    stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+def _hand_over(
+    running: _Running, request: tuple[bytes, int | None], timeout_s: float
+) -> tuple[socket.socket, int, int]:
+    """Send the call's descriptors and request (its line, and its stdin or None for
+    /dev/null) to the zygote; our end of its channel and the read ends of its stdout and
+    stderr. ZygoteGone when the zygote is not there to take it."""
+    line, given = request
+    stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) if given is None else os.dup(given)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     ours, theirs = socket.socketpair()

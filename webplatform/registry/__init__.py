@@ -1,4 +1,5 @@
-"""The registry: tool, agent and skill manifests, loaded from disk, validated, cached by mtime."""
+"""The registry: tool, agent and skill manifests and upstream MCP servers' `server.yaml` files
+(`servers`, `server_import`), loaded from disk, validated, cached by mtime."""
 
 from webplatform.registry.loader import RegistryLoader
 from webplatform.registry.model import (

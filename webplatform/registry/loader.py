@@ -205,8 +205,11 @@ class RegistryLoader:
                     continue
                 present = True
                 found.extend(self._items(kind, root / subdir, filename, names))
-            if not present:
-                hint = "has no tools/, agents/ or skills/ folder; point at the folder above them"
+            if not present and not (root / "servers").is_dir():  # servers: see servers.py
+                hint = (
+                    "has no tools/, agents/, skills/ or servers/ folder; "
+                    "point at the folder above them"
+                )
                 errors.append(_root_error(root, hint))
         return found, tuple(errors)
 

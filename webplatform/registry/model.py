@@ -188,6 +188,8 @@ class ToolSpec:
     network: NetworkReach = field(default_factory=NetworkReach)
     # `limits:` (SPEC §20); the defaults unless the manifest lowers or raises them.
     limits: ToolLimits = field(default_factory=ToolLimits)
+    # The upstream MCP server whose tools these actions are (SPEC §22); None for a manifest.
+    server: ServerSpec | None = None
 
     def action(self, name: str) -> ActionSpec | None:
         """The action called exactly `name`, or None."""
@@ -232,6 +234,10 @@ class Registry:
     agents: dict[str, ToolSpec] = field(default_factory=dict)
     skills: dict[str, SkillSpec] = field(default_factory=dict)
     errors: tuple[ManifestError, ...] = ()
+    # Upstream MCP servers (SPEC §22), by name; their accepted tools are also in `tools`.
+    servers: dict[str, ServerSpec] = field(default_factory=dict)
+    # Per server, its upstream tools whose definition is new or changed and not accepted.
+    held: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def runnable(self, kind: RunnableKind, name: str) -> ToolSpec | None:
         """The tool or agent called `name`, or None."""
@@ -240,3 +246,51 @@ class Registry:
     def runnables(self, kind: RunnableKind) -> dict[str, ToolSpec]:
         """All tools or all agents, by name."""
         return self.tools if kind == "tool" else self.agents
+
+
+@dataclass(frozen=True)
+class ServerToolRule:
+    """What an operator's `server.yaml` says of one upstream tool (SPEC §22): `read_only`
+    (only an operator's file can make an upstream tool read-only), `reversible: false`
+    (stricter), the upstream read tool whose answer previews it, and its timeout."""
+
+    name: str
+    read_only: bool | None = None
+    reversible: bool | None = None
+    preview: str | None = None
+    # How long a call may wait for its answer (None: 60 s).
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """An upstream MCP server (`ROOT/servers/NAME/server.yaml`, SPEC §22): started by
+    `command` (stdio) or reached at `url` (streamable HTTP, with the secret `bearer_secret`
+    as its bearer token), with a fixed `env` and declared `secrets`; a stdio server's process
+    is confined by `reads`, `writes`, `network` and `limits` as a tool's is. `$WORKSPACE` in
+    `command` and `env` is the caller's workspace. `accepted` holds the digests of the tool
+    definitions an admin accepted ((upstream tool, digest)), filled in from the store."""
+
+    name: str
+    description: str
+    folder: Path
+    path: Path
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    bearer_secret: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    secrets: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    network: NetworkReach = field(default_factory=NetworkReach)
+    limits: ToolLimits = field(default_factory=ToolLimits)
+    tools: tuple[ServerToolRule, ...] = ()
+    accepted: tuple[tuple[str, str], ...] = ()
+
+    def rule(self, tool: str) -> ServerToolRule:
+        """What `server.yaml` says of upstream tool `tool` (nothing: an empty rule)."""
+        return next((r for r in self.tools if r.name == tool), ServerToolRule(tool))
+
+    def accepted_digest(self, tool: str) -> str | None:
+        """The digest of `tool`'s accepted definition, or None when none is accepted."""
+        return next((d for name, d in self.accepted if name == tool), None)

@@ -572,3 +572,25 @@ class RevocationEntry(SQLModel, table=True):
     prev_hash: str = Field(sa_type=String(64))
     hash: str = Field(sa_type=String(64))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class ServerToolPin(SQLModel, table=True):
+    """One definition of an upstream MCP server's tool as aat saw it (SPEC §22): its name,
+    description, input schema and annotations (`definition_json`) and their digest.
+
+    `held` when first seen (a new tool, or a changed definition), `accepted` once an admin
+    accepted it with a step-up, `replaced` when a later definition of the same tool was
+    accepted. Only an accepted definition is offered to agents and callable."""
+
+    __tablename__ = "server_tool_pin"
+    __table_args__ = (UniqueConstraint("server", "tool", "digest"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    server: str = Field(sa_type=String(200), index=True)
+    tool: str = Field(sa_type=String(200))
+    digest: str = Field(sa_type=String(64))
+    definition_json: str = Field(sa_type=Text)
+    state: str = Field(default="held", sa_type=String(16))
+    seen_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    accepted_by: str | None = Field(default=None, sa_type=String(64))
+    accepted_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

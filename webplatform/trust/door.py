@@ -41,6 +41,7 @@ CHANGE_NAMES = {
     Change.rule_add: "making a rule",
     Change.rule_revoke: "revoking a rule",
     Change.approve_allow: "approving and allowing similar calls",
+    Change.server_accept: "accepting a server's tools",
 }
 
 

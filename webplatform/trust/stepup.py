@@ -78,6 +78,9 @@ class Change(StrEnum):
     # An admin approves one queued call and makes an allow rule from it, in one step (target:
     # the job, its digest and the rule text's digest; `approve_allow_target`; SPEC §16).
     approve_allow = "approve-allow"
+    # An admin accepts an upstream MCP server's held tool definitions (target: the server;
+    # SPEC §22).
+    server_accept = "server-accept"
 
 
 def change_digest(*, operator: str, change: Change, target: Mapping[str, str]) -> str:

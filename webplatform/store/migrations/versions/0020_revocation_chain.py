@@ -1,7 +1,7 @@
 """Revocations every host sees (SPEC §24): the `revocation` hash chain.
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 Create Date: 2026-12-03
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 
 from webplatform.store.models import UTCDateTime
 
-revision, down_revision = "0019", "0018"
+revision, down_revision = "0020", "0019"
 
 
 def upgrade() -> None:

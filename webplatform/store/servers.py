@@ -1,0 +1,148 @@
+"""Pinned definitions of upstream MCP servers' tools (SPEC §22): recorded when seen, held
+until an admin accepts them, read back as what is offered.
+
+A definition is recorded once per (server, tool, digest): the first sight of a tool, or of a
+changed definition, adds a `held` row; accepting makes a server's held rows `accepted` and
+the definitions they replace `replaced`, audited.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.door import Aggregate
+from webplatform.store.models import ServerToolPin, utcnow
+
+HELD, ACCEPTED, REPLACED = "held", "accepted", "replaced"
+
+
+@dataclass(frozen=True)
+class Pins:
+    """What the store says of every server's tools: per server, the accepted definitions
+    (tool name -> (digest, definition)) and the tools held (new or changed, not accepted)."""
+
+    accepted: dict[str, dict[str, tuple[str, dict[str, Any]]]]
+    held: dict[str, tuple[str, ...]]
+
+
+def record_seen(
+    *, session: Session, server: str, seen: list[tuple[str, dict[str, Any]]]
+) -> list[str]:
+    """Record each (digest, definition) of `server`'s tools not seen before as held, and
+    audit it; the names of the tools it held."""
+    known = set(
+        session.exec(
+            select(ServerToolPin.tool, ServerToolPin.digest).where(ServerToolPin.server == server)
+        ).all()
+    )
+    held: list[str] = []
+    for digest, definition in seen:
+        tool = str(definition.get("name"))
+        if (tool, digest) in known:
+            continue
+        text = json.dumps(definition, sort_keys=True, ensure_ascii=False)
+        session.add(ServerToolPin(server=server, tool=tool, digest=digest, definition_json=text))
+        known.add((tool, digest))
+        held.append(tool)
+    if held:
+        detail = f"server {server}: held until accepted: {', '.join(held)}"
+        record_event(session, AuditEntry(actor="aat", event="server-tools-held", detail=detail))
+    return held
+
+
+def accept(*, session: Session, server: str, by: str) -> list[str]:
+    """Accept every held definition of `server` (the definitions they replace become
+    `replaced`), audited as `by`'s; the names of the tools accepted."""
+    rows = session.exec(
+        select(ServerToolPin).where(ServerToolPin.server == server, ServerToolPin.state == HELD)
+    ).all()
+    now = utcnow()
+    for row in rows:
+        for old in session.exec(
+            select(ServerToolPin).where(
+                ServerToolPin.server == server,
+                ServerToolPin.tool == row.tool,
+                ServerToolPin.state == ACCEPTED,
+            )
+        ).all():
+            old.state = REPLACED
+            session.add(old)
+        row.state, row.accepted_by, row.accepted_at = ACCEPTED, by, now
+        session.add(row)
+    names = sorted({row.tool for row in rows})
+    if names:
+        detail = f"server {server}: accepted {', '.join(names)}"
+        record_event(session, AuditEntry(actor=by, event="server-tools-accepted", detail=detail))
+    return names
+
+
+def pins(*, session: Session) -> Pins:
+    """Every server's accepted definitions and held tools."""
+    accepted: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
+    held: dict[str, list[str]] = {}
+    rows = session.exec(
+        select(ServerToolPin)
+        .where(col(ServerToolPin.state).in_((HELD, ACCEPTED)))
+        .order_by(col(ServerToolPin.id))
+    ).all()
+    for row in rows:
+        if row.state == ACCEPTED:
+            definition = json.loads(row.definition_json)
+            accepted.setdefault(row.server, {})[row.tool] = (row.digest, definition)
+        else:
+            held.setdefault(row.server, []).append(row.tool)
+    return Pins(accepted, {k: tuple(dict.fromkeys(v)) for k, v in held.items()})
+
+
+def stamp(*, session: Session) -> tuple[int, int, Any]:
+    """Changes whenever a pin is recorded or accepted: (rows, last id, last acceptance)."""
+    row = session.exec(
+        select(
+            func.count(col(ServerToolPin.id)),
+            func.max(col(ServerToolPin.id)),
+            func.max(col(ServerToolPin.accepted_at)),
+        )
+    ).one()
+    return (int(row[0] or 0), int(row[1] or 0), row[2])
+
+
+def server_pins(*, session: Session, server: str) -> list[ServerToolPin]:
+    """Every definition recorded for `server`, oldest first (for `aat servers show`)."""
+    return list(
+        session.exec(
+            select(ServerToolPin)
+            .where(ServerToolPin.server == server)
+            .order_by(col(ServerToolPin.id))
+        ).all()
+    )
+
+
+class ServerPins(Aggregate):
+    """The pinned definitions of upstream servers' tools, as `platform.server_pins`: each
+    method one transaction."""
+
+    def record_seen(self, server: str, seen: list[tuple[str, dict[str, Any]]]) -> list[str]:
+        """`record_seen` in one transaction; the tools it held."""
+        return self._write(lambda s: record_seen(session=s, server=server, seen=seen))
+
+    def accept(self, server: str, by: str) -> list[str]:
+        """`accept` in one transaction; the tools accepted."""
+        return self._write(lambda s: accept(session=s, server=server, by=by))
+
+    def pins(self) -> Pins:
+        """Every server's accepted definitions and held tools."""
+        return self._read(lambda s: pins(session=s))
+
+    def stamp(self) -> tuple[int, int, Any]:
+        """What changes whenever a pin is recorded or accepted."""
+        return self._read(lambda s: stamp(session=s))
+
+    def of(self, server: str) -> list[ServerToolPin]:
+        """Every definition recorded for `server`, oldest first."""
+        return self._read(lambda s: server_pins(session=s, server=server))
