@@ -28,7 +28,7 @@ MCP_MAX_BODY_BYTES = 4 * 1024 * 1024
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 # /metrics answers a scraper itself: 401 without an admin session or the metrics token.
 PUBLIC_PATHS = frozenset(
-    {"/healthz", "/login", "/setup", "/favicon.ico", "/favicon.svg", "/metrics"}
+    {"/healthz", "/readyz", "/login", "/setup", "/favicon.ico", "/favicon.svg", "/metrics"}
 )
 WELL_KNOWN = "/.well-known/"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

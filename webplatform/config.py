@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     mcp_token: SecretStr = SecretStr("")
     # A bearer token that lets a Prometheus scraper read `aat serve`'s /metrics (SPEC §23).
     metrics_token: SecretStr = SecretStr("")
+    # This `aat serve`'s base URL as the other replicas reach it (`http://10.0.0.5:8000`), named
+    # in the MCP session ids it hands out; empty: the address each request came in on.
+    replica_url: str = ""
     # `aat mcp --url`: a running `aat serve`'s /mcp to forward to, and the agent token to send.
     mcp_url: str = ""
     agent_token: SecretStr = SecretStr("")

@@ -564,6 +564,20 @@ class RuleRow(SQLModel, table=True):
     signature: str | None = Field(default=None, sa_type=String(200))
 
 
+class RevocationEntry(SQLModel, table=True):
+    """One link of the revocation chain (SPEC §24): a signed row aat revoked, removed or
+    replaced, on any host. Only ever appended; `hash` is sha256 over the previous entry's hash
+    and this fingerprint, and every host keeps the head it last saw in its `AAT_HOME`."""
+
+    __tablename__ = "revocation"
+
+    id: int | None = Field(default=None, primary_key=True)
+    fingerprint: str = Field(sa_type=String(64))
+    prev_hash: str = Field(sa_type=String(64))
+    hash: str = Field(sa_type=String(64))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
 class ServerToolPin(SQLModel, table=True):
     """One definition of an upstream MCP server's tool as aat saw it (SPEC §22): its name,
     description, input schema and annotations (`definition_json`) and their digest.

@@ -20,8 +20,9 @@ from webplatform.platform import Platform, install_sealer
 from webplatform.store.adoption import ADOPTED_EVENT as ADOPTED_EVENT
 from webplatform.store.adoption import ADOPTED_KEY as ADOPTED_KEY
 from webplatform.store.adoption import APPROVALS_ADOPTED_KEY as APPROVALS_ADOPTED_KEY
-from webplatform.store.seals import RowSeal
+from webplatform.store.seals import Revocations, RowSeal
 from webplatform.trust import signing
+from webplatform.trust.revocation_chain import ChainedRevocations
 from webplatform.trust.revocations import revocations_for
 
 # In AAT_HOME: written once the rows found at the upgrade were signed. Never removed by aat,
@@ -52,7 +53,10 @@ def seal_for(platform: Platform) -> RowSeal:
                 for line in settings.decision_public_key.split(",")
                 if line.strip()
             ]
-            revoked = revocations_for(settings.home)
+            revoked: Revocations = revocations_for(settings.home)
+            if platform.engine.dialect.name != "sqlite":
+                # Several hosts on one database: what one revoked counts on all (SPEC §24).
+                revoked = ChainedRevocations(platform, revoked)
             seal = signing.signer_for(settings.home).row_seal(trusted, revoked)
             adopt_unsigned(platform, seal)
             adopt_unsigned_approvals(platform, seal)

@@ -9,8 +9,8 @@ absent (`webplatform.store.seals.row_holds`). Someone who can write the database
 
 The file is owner-only and only ever appended to, one fingerprint a line, each append
 `fsync`'d before the database change it precedes. Readers re-read it when its size or
-modification time changed. Each host has its own (as the decision ledger): a revocation
-made on one host is not known to another host's file.
+modification time changed. Each host has its own (as the decision ledger); on PostgreSQL
+`revocation_chain` adds the database's hash chain, which every host reads.
 """
 
 from __future__ import annotations

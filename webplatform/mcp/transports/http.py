@@ -33,6 +33,7 @@ from webplatform.mcp.chat import ChatSurfaceError, build_chat_server
 from webplatform.mcp.protocol import AGENT_SCOPE_KEY
 from webplatform.mcp.server import build_server
 from webplatform.mcp.transports.oauth import resource_metadata_url, site_of
+from webplatform.mcp.transports.replicas import ReplicaRouter
 from webplatform.platform import Platform
 from webplatform.store import agents
 from webplatform.store.models import AgentTokenPublic, Surface
@@ -187,8 +188,14 @@ def _http_parts(
     # care which path it is mounted on.
     server.streamable_http_app(transport_security=transport_security(platform.settings))
     manager = server.session_manager
-    app = BearerGate(
+    # Any replica serves any legacy session: its owner's, forwarded (`replicas.py`).
+    router = ReplicaRouter(
         StreamableHTTPASGIApp(manager),
+        home=platform.settings.home,
+        address=platform.settings.replica_url,
+    )
+    app = BearerGate(
+        router,
         platform=platform,
         token=platform.settings.mcp_token.get_secret_value(),
         require=require_token,

@@ -1,0 +1,51 @@
+"""A worker frozen (SIGSTOP) past its lease and then resumed runs nothing twice (SPEC §24).
+
+The frozen worker's job is declared `lost` by another worker once the lease ran out, never
+re-run; a job approved while it is frozen is run by the other worker; when the frozen one
+resumes it starts neither again. On PostgreSQL, the database several hosts share.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from proc_helpers import Procs, aat_env, outbox_files, state_of, wait_for
+from test_faults import LEASE_S, S, _claims, _queue
+
+from webplatform.config import Settings
+from webplatform.platform import Platform
+
+
+@pytest.mark.slow
+def test_a_worker_stopped_past_its_lease_and_resumed_runs_nothing_twice(
+    pg_settings: Settings, procs: Procs
+) -> None:
+    settings = pg_settings
+    platform = Platform(settings)
+    delay_s = 2.0
+    first = _queue(platform, approved=True, subject="first", **{"delay-s": delay_s})
+    env = aat_env(settings, worker_lease_s=LEASE_S, heartbeat_s=0.3)
+    frozen = procs.start("frozen-worker", ["worker"], env)
+    wait_for(lambda: state_of(platform.engine, first) == S.running, 60, "the job to start")
+    os.kill(frozen.pid, signal.SIGSTOP)
+    try:
+        procs.start("other-worker", ["worker"], env)
+        wait_for(lambda: state_of(platform.engine, first) == S.lost, 30, "the job to be lost")
+        second = _queue(platform, approved=True, subject="second")
+        wait_for(
+            lambda: state_of(platform.engine, second) == S.succeeded, 30, "the other to run it"
+        )
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    # Long enough for the resumed worker to finish what it was doing and look for work.
+    time.sleep(delay_s + 3 * LEASE_S)
+    assert frozen.poll() is None, "the resumed worker keeps serving"
+    assert state_of(platform.engine, first) == S.lost
+    assert state_of(platform.engine, second) == S.succeeded
+    assert _claims(platform, first) == 1 and _claims(platform, second) == 1
+    subjects = sorted(p.read_text().count('"subject": "') for p in outbox_files(settings))
+    assert len(outbox_files(settings)) <= 2 and all(n == 1 for n in subjects)
+    platform.engine.dispose()
