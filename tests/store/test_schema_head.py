@@ -16,7 +16,9 @@ from webplatform.store.previews import preview_digest
 
 
 def drop_trace_ids(conn: Connection) -> None:
-    """The audit trail as it was before 0020 named the span of each event."""
+    """The schema as it was before 0020 named the span of each audit event (and before 0021
+    kept the revocation chain)."""
+    conn.execute(text("DROP TABLE revocation"))
     conn.execute(text("ALTER TABLE audit_event DROP COLUMN trace_id"))
     conn.execute(text("ALTER TABLE audit_event DROP COLUMN span_id"))
 
