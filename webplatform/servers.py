@@ -68,7 +68,7 @@ def refresh(platform: Platform, server: ServerSpec, cwd: Path | None = None) -> 
     try:
         link = server_pool.POOL.link(launch)
     except Exception as exc:
-        raise ServerProblem(server_pool.start_problem(server, exc)) from exc
+        raise ServerProblem(server_pool.launch_problem(server, exc)) from exc
     return platform.record_seen(server.name, link.tools)
 
 

@@ -36,7 +36,7 @@ def test_a_worker_stopped_past_its_lease_and_resumed_runs_nothing_twice(
         wait_for(lambda: state_of(platform.engine, first) == S.lost, 30, "the job to be lost")
         second = _queue(platform, approved=True, subject="second")
         wait_for(
-            lambda: state_of(platform.engine, second) == S.succeeded, 30, "the other to run it"
+            lambda: state_of(platform.engine, second) == S.succeeded, 90, "the other to run it"
         )
     finally:
         os.kill(frozen.pid, signal.SIGCONT)

@@ -302,4 +302,5 @@ async def test_links_point_at_the_port_served(tmp_path: Path) -> None:
     with aat_serve(env=home_env(home), port=port, log=tmp_path / "serve.log"):
         async with Client(bridge(home, tmp_path)) as client:
             queued = body(await client.call_tool("run_tool_confirmed", SEND))
-    assert queued["approval_url"] == f"http://127.0.0.1:{port}/jobs/{queued['job']}"
+    # On loopback the links name `localhost`, the host passkeys work on (SPEC §25).
+    assert queued["approval_url"] == f"http://localhost:{port}/jobs/{queued['job']}"

@@ -226,7 +226,7 @@ def run(
     try:
         link = POOL.link(launch)
     except Exception as exc:  # noqa: BLE001 - a start that fails is the call's failure
-        return _ended("failed", start_problem(server, exc), started, call)
+        return _ended("failed", launch_problem(server, exc), started, call)
     held = _held(server, call.action.name, link.tools.get(call.action.name))
     if held is not None:
         return _ended("failed", held, started, call)
@@ -308,7 +308,7 @@ def _held(server: ServerSpec, tool: str, listed: dict[str, Any] | None) -> str |
     return None
 
 
-def start_problem(server: ServerSpec, exc: BaseException) -> str:
+def launch_problem(server: ServerSpec, exc: BaseException) -> str:
     """One line saying why `server` could not be started or reached."""
     why = str(exc).strip() or type(exc).__name__
     return f"could not start or reach MCP server {server.name}: {why}"
