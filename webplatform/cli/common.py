@@ -7,10 +7,15 @@ import json
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webplatform.config import Settings, get_settings
 from webplatform.jobs.answers import Answer, Status
+
+if TYPE_CHECKING:
+    from webplatform.platform import Platform
+    from webplatform.trust.door import Change
+    from webplatform.trust.permissions import Permission
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -85,5 +90,50 @@ def notify_refusal(settings: Settings, command: str) -> int | None:
         check_urls(settings.notify_urls)
     except ValueError as exc:
         print(f"{command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return None
+
+
+def step_up_refusal(
+    platform: Platform,
+    ns: argparse.Namespace,
+    *,
+    change: Change,
+    bound_to: dict[str, str],
+    permission: Permission,
+    refused: str,
+) -> int | None:
+    """EXIT_USAGE unless `--by` names an operator who may `permission` and the password given
+    (`--password-stdin`, or asked on the terminal) is theirs, checked through the trust door
+    (`webplatform.trust.door`) bound to `change` of `bound_to`; None when admitted.
+    `refused`: what the one-line refusal says the operator may not do."""
+    import getpass
+
+    from webplatform.trust import door
+    from webplatform.trust.permissions import Decider, may
+
+    said = f"aat {ns.command} {ns.op}"
+    if not ns.by:
+        print(f"{said}: say who you are: --by ADMIN", file=sys.stderr)
+        return EXIT_USAGE
+    password = (
+        sys.stdin.readline().rstrip("\r\n")
+        if ns.password_stdin
+        else getpass.getpass(f"password for {ns.by}: ")
+    )
+    role = platform.operators.role_of(ns.by)
+    try:
+        door.verify(
+            door.Terminal(platform),
+            operator=ns.by,
+            proof=door.Proof(password=password),
+            bound=door.for_change(ns.by, change, bound_to),
+            address=None,
+        )
+        admitted = may(Decider(name=ns.by, role=role), permission)
+    except door.StepUpRefused:
+        admitted = False
+    if not admitted:
+        print(f"{said}: refused: {ns.by!r} {refused}, or the password is wrong", file=sys.stderr)
         return EXIT_USAGE
     return None

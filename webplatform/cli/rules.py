@@ -6,13 +6,12 @@ Making or revoking a rule is an admin's, with their password as the step-up
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from
+from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from, step_up_refusal
 
 if TYPE_CHECKING:
     from webplatform.platform import Platform
@@ -61,36 +60,16 @@ def _rule_id(text: str) -> int:
 
 
 def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
-    """EXIT_USAGE unless `--by` names an admin and the password given is theirs: checked
-    through the trust door (`webplatform.trust.door`), as on the dashboard's Rules page."""
-    from webplatform.trust import door
-    from webplatform.trust.permissions import Decider, Permission, may
+    """EXIT_USAGE unless `--by` names an admin and the password given is theirs, as on the
+    dashboard's Rules page (`step_up_refusal`)."""
+    from webplatform.trust.door import Change
+    from webplatform.trust.permissions import Permission
 
-    if not ns.by:
-        print(f"aat rules {ns.op}: say who you are: --by ADMIN", file=sys.stderr)
-        return EXIT_USAGE
-    password = (
-        sys.stdin.readline().rstrip("\r\n")
-        if ns.password_stdin
-        else getpass.getpass(f"password for {ns.by}: ")
+    return step_up_refusal(
+        platform,
+        ns,
+        change=Change.rule_add if ns.op == "add" else Change.rule_revoke,
+        bound_to={"target": str(ns.target)},
+        permission=Permission.make_rules,
+        refused="is not an admin",
     )
-    role = platform.operators.role_of(ns.by)
-    change = door.Change.rule_add if ns.op == "add" else door.Change.rule_revoke
-    try:
-        door.verify(
-            door.Terminal(platform),
-            operator=ns.by,
-            proof=door.Proof(password=password),
-            bound=door.for_change(ns.by, change, {"target": str(ns.target)}),
-            address=None,
-        )
-        admitted = may(Decider(name=ns.by, role=role), Permission.make_rules)
-    except door.StepUpRefused:
-        admitted = False
-    if not admitted:
-        print(
-            f"aat rules {ns.op}: refused: {ns.by!r} is not an admin, or the password is wrong",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    return None

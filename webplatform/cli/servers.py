@@ -6,13 +6,12 @@ the step-up (`--by ADMIN --password-stdin`), as making a rule is."""
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from
+from webplatform.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from, step_up_refusal
 
 if TYPE_CHECKING:
     from webplatform.platform import Platform
@@ -74,35 +73,15 @@ def _import(ns: argparse.Namespace, roots: list[Path]) -> int:
 
 def _admin_refusal(platform: Platform, ns: argparse.Namespace) -> int | None:
     """EXIT_USAGE unless `--by` names an operator who may accept server tools and the
-    password given is theirs: checked through the trust door (`webplatform.trust.door`)."""
-    from webplatform.trust import door
-    from webplatform.trust.permissions import Decider, Permission, may
+    password given is theirs (`step_up_refusal`)."""
+    from webplatform.trust.door import Change
+    from webplatform.trust.permissions import Permission
 
-    if not ns.by:
-        print(f"aat servers {ns.op}: say who you are: --by ADMIN", file=sys.stderr)
-        return EXIT_USAGE
-    password = (
-        sys.stdin.readline().rstrip("\r\n")
-        if ns.password_stdin
-        else getpass.getpass(f"password for {ns.by}: ")
+    return step_up_refusal(
+        platform,
+        ns,
+        change=Change.server_accept,
+        bound_to={"server": ns.target},
+        permission=Permission.accept_server_tools,
+        refused="may not accept server tools",
     )
-    role = platform.operators.role_of(ns.by)
-    try:
-        door.verify(
-            door.Terminal(platform),
-            operator=ns.by,
-            proof=door.Proof(password=password),
-            bound=door.for_change(ns.by, door.Change.server_accept, {"server": ns.target}),
-            address=None,
-        )
-        admitted = may(Decider(name=ns.by, role=role), Permission.accept_server_tools)
-    except door.StepUpRefused:
-        admitted = False
-    if not admitted:
-        print(
-            f"aat servers {ns.op}: refused: {ns.by!r} may not accept server tools, or the "
-            "password is wrong",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    return None
