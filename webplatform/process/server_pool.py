@@ -9,7 +9,9 @@ connection is held on one event loop, in a thread of its own, so any thread may 
 A call is sent only when the definition the server lists now is the one an admin accepted
 (its digest); otherwise nothing is sent and the call fails saying it is held. Once the call
 was handed to the connection it is never sent again: a connection lost after that ends the
-call `lost`. The server's `isError` is `failed` with its own text.
+call `lost`. The server's `isError` is `failed` with its own text. Progress the server
+reports for a call goes to the relay the calling thread set (`relaying`): the surface
+waiting for the answer passes it on to its own caller.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,23 @@ START_TIMEOUT_S = 60.0
 _BACKOFF_S = 0.5
 _BACKOFF_MAX_S = 30.0
 _ERROR_MAX_CHARS = 2000
+
+
+# (progress, total, message) an upstream server reported, called on the pool's event loop: it
+# must be quick and may not block.
+Relay = Callable[[float, float | None, str | None], None]
+_RELAY: ContextVar[Relay | None] = ContextVar("aat_upstream_progress", default=None)
+
+
+@contextmanager
+def relaying(relay: Relay) -> Iterator[None]:
+    """Within it, upstream calls made by this thread (or a context copied from it) send
+    their servers' progress to `relay`."""
+    token = _RELAY.set(relay)
+    try:
+        yield
+    finally:
+        _RELAY.reset(token)
 
 
 class ServerNotStarted(Exception):
@@ -174,14 +196,23 @@ class ServerPool:
     def call(
         self, link: Link, tool: str, args: dict[str, Any], limit: float
     ) -> concurrent.futures.Future[types.CallToolResult]:
-        """Send one call on `link`, once; its future answer."""
+        """Send one call on `link`, once; its future answer. The server's progress goes to
+        this thread's relay, when one is set (`relaying`)."""
+        relay = _RELAY.get()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            assert relay is not None
+            with contextlib.suppress(Exception):  # progress is a courtesy: the call goes on
+                relay(progress, total, message)
 
         async def send() -> types.CallToolResult:
             client = link.client
             if client is None:
                 raise ConnectionError("the connection had ended")
             with anyio.fail_after(limit):
-                return await client.call_tool(tool, args)
+                return await client.call_tool(
+                    tool, args, progress_callback=on_progress if relay is not None else None
+                )
 
         return asyncio.run_coroutine_threadsafe(send(), self.loop())
 
