@@ -8,7 +8,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp.shared.subscriptions import ToolsListChanged
 from mcp_helpers import body, connect
 
 from webplatform import servers
@@ -133,3 +135,21 @@ async def test_an_upstream_servers_progress_reaches_the_agent_as_its_own(
     ]
     steps = [total - value for value, total in upstream]
     assert steps == pytest.approx([2.0, 1.0, 0.0])
+
+
+async def test_a_listening_agent_is_told_when_an_upstream_servers_tools_change(
+    upstream_platform: Platform,
+) -> None:
+    """The upstream server changes its tools while it runs: an agent listening for tool list
+    changes (2026-07-28) is told, and `capabilities` no longer offers what is now held."""
+    async with connect(upstream_platform, "2026-07-28") as client:
+        async with client.listen(tools_list_changed=True) as events:
+            grown = body(await client.call_tool("run_tool", {"tool": "up", "action": "grow"}))
+            assert grown["status"] == "succeeded"
+            with anyio.fail_after(20):
+                event = await anext(aiter(events))
+        shape = body(await client.call_tool("capabilities", {"name": "up"}))
+    assert isinstance(event, ToolsListChanged)
+    offered = {a["name"] for a in shape["actions"]}
+    assert "read" in offered and "peek" not in offered and "fresh" not in offered
+    assert set(upstream_platform.registry().held["up"]) == {"fresh", "peek"}

@@ -99,6 +99,25 @@ class ServerPool:
         # Counts listings: the platform records new definitions when it moves.
         self.generation = 0
         self.listed: dict[str, dict[str, dict[str, Any]]] = {}
+        self._listeners: list[Callable[[str], None]] = []
+
+    def on_change(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call `listener(server)` (on the pool's loop: quick, never blocking) whenever a
+        server's tools were listed again after it said they changed; the function that
+        stops it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _relisted(self, link: Link) -> None:
+        """A server listed its tools again: what the platform records (held when new or
+        changed) moves on, and every listener is told."""
+        name = link.launch.server.name
+        with self._lock:
+            self.listed[name] = dict(link.tools)
+            self.generation += 1
+        for listener in list(self._listeners):
+            with contextlib.suppress(Exception):  # one listener's fault is not the others'
+                listener(name)
 
     def loop(self) -> asyncio.AbstractEventLoop:
         """The pool's event loop, started on first use."""
@@ -142,7 +161,7 @@ class ServerPool:
 
     def _start(self, launch: Launch) -> Link:
         loop = self.loop()
-        link = Link(launch)
+        link = Link(launch, on_listed=self._relisted)
 
         async def start() -> Link:
             ready: asyncio.Future[None] = loop.create_future()
