@@ -56,12 +56,19 @@ def record_seen(
     return held
 
 
-def accept(*, session: Session, server: str, by: str) -> list[str]:
-    """Accept every held definition of `server` (the definitions they replace become
-    `replaced`), audited as `by`'s; the names of the tools accepted."""
-    rows = session.exec(
-        select(ServerToolPin).where(ServerToolPin.server == server, ServerToolPin.state == HELD)
-    ).all()
+def accept(
+    *, session: Session, server: str, by: str, only: frozenset[str] | None = None
+) -> list[str]:
+    """Accept every held definition of `server` (with `only`, those whose digest it holds;
+    the definitions they replace become `replaced`), audited as `by`'s; the names of the
+    tools accepted."""
+    rows = [
+        row
+        for row in session.exec(
+            select(ServerToolPin).where(ServerToolPin.server == server, ServerToolPin.state == HELD)
+        ).all()
+        if only is None or row.digest in only
+    ]
     now = utcnow()
     for row in rows:
         for old in session.exec(
@@ -131,9 +138,9 @@ class ServerPins(Aggregate):
         """`record_seen` in one transaction; the tools it held."""
         return self._write(lambda s: record_seen(session=s, server=server, seen=seen))
 
-    def accept(self, server: str, by: str) -> list[str]:
+    def accept(self, server: str, by: str, only: frozenset[str] | None = None) -> list[str]:
         """`accept` in one transaction; the tools accepted."""
-        return self._write(lambda s: accept(session=s, server=server, by=by))
+        return self._write(lambda s: accept(session=s, server=server, by=by, only=only))
 
     def pins(self) -> Pins:
         """Every server's accepted definitions and held tools."""
