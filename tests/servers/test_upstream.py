@@ -135,7 +135,7 @@ def test_a_server_s_tools_are_held_until_an_admin_accepts_them(
     before = call(platform, tmp_path, "peek")
     assert before.status is Status.invalid and "no accepted tools" in (before.error or "")
     held = servers.refresh(platform, servers.find(platform, "up"), tmp_path)
-    assert set(held) == {"peek", "read", "note", "fail", "die", "hang", "ask", "grow"}
+    assert set(held) == {"peek", "read", "note", "fail", "die", "hang", "ask", "grow", "traced"}
     assert "up" not in platform.registry().tools  # not offered
     refused = call(platform, tmp_path, "peek")
     assert refused.status is Status.invalid and "aat servers accept up" in (refused.error or "")

@@ -7,9 +7,10 @@ DEFINITION_FILE at start (so a test changes a definition between starts). Tools:
 second run shows), `fail` (an `isError` answer), `die` (the process exits mid-call),
 `hang` (never answers), `ask` (asks the client for input: elicitation), `grow` (adds a
 tool `fresh`, changes `peek`'s description, and says its tool list changed, in either
-era's way). With a second argument `garbage` it prints lines that are not JSON-RPC instead
-of serving; with `legacy` it answers `server/discover` as a server before 2026-07-28 does
-(method not found), so its clients speak the handshake era.
+era's way), `traced` (answers the `traceparent` its call came with). With a second
+argument `garbage` it prints lines that are not JSON-RPC instead of serving; with `legacy`
+it answers `server/discover` as a server before 2026-07-28 does (method not found), so its
+clients speak the handshake era.
 """
 
 from __future__ import annotations
@@ -88,6 +89,13 @@ async def grow(ctx: Context) -> str:
     with contextlib.suppress(Exception):  # a handshake-era client's session
         await ctx.request_context.session.send_tool_list_changed()
     return "grown"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def traced(ctx: Context) -> str:
+    """The W3C trace context this call came with (`params._meta.traceparent`)."""
+    meta: dict[str, object] = dict(ctx.request_context.meta or {})
+    return str(meta.get("traceparent", "none"))
 
 
 def fresh() -> str:

@@ -38,6 +38,7 @@ from webplatform.process.outcome import RunResult
 from webplatform.process.server_link import Launch, Link, failure, hold
 from webplatform.registry.model import ServerSpec
 from webplatform.registry.servers import definition_digest, pinned_definition
+from webplatform.telemetry import spans
 
 DEFAULT_TIMEOUT_S = 60.0
 # How long a server may take to start and list its tools.
@@ -218,6 +219,9 @@ class ServerPool:
         """Send one call on `link`, once; its future answer. The server's progress goes to
         this thread's relay, when one is set (`relaying`)."""
         relay = _RELAY.get()
+        parent = spans.current_context()
+        server = link.launch.server
+        traced = {"aat.server": server.name, "network.transport": "tcp" if server.url else "pipe"}
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             assert relay is not None
@@ -228,10 +232,13 @@ class ServerPool:
             client = link.client
             if client is None:
                 raise ConnectionError("the connection had ended")
-            with anyio.fail_after(limit):
-                return await client.call_tool(
+            with spans.upstream_call(parent, tool, traced) as span, anyio.fail_after(limit):
+                result = await client.call_tool(
                     tool, args, progress_callback=on_progress if relay is not None else None
                 )
+                if result.is_error:
+                    spans.failed(span, "tool_error")
+                return result
 
         return asyncio.run_coroutine_threadsafe(send(), self.loop())
 
