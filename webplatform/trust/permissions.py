@@ -114,3 +114,9 @@ def refusal(actor: Decider, permission: Permission) -> str:
         )
     what = "manage agent tokens" if permission is Permission.mint_tokens else permission.value
     return f"only an admin may {what}; {actor.name} is not one"
+
+
+def roles_holding(permission: Permission) -> list[str]:
+    """The roles whose operators hold `permission`, in the order `GRANTS` lists them: what a
+    refusal page names as the way to it."""
+    return [role for role, have in GRANTS.items() if permission in have]
