@@ -116,3 +116,26 @@ def test_log_in_and_allow_are_the_primary_buttons_and_their_pages_are_axe_clean(
         if found := _violations(page, axe_source):
             problems[f"/login at {width} px"] = found
     assert problems == {}, "\n".join(f"{k}: {v}" for k, v in problems.items())
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_compact_grouped_queue_has_no_axe_violations(
+    page: Page, server: Server, axe_source: str, scheme: str
+) -> None:
+    first = queue_directly(server, subject="one")
+    queue_directly(server, subject="two")
+    page.emulate_media(color_scheme=scheme)
+    problems: dict[str, list[str]] = {}
+    for layout in ("view=compact&group=agent", "view=compact&group=tool", "view=cards&group=tool"):
+        page.goto(f"{server.url}/approvals?{layout}")
+        for width, height in ((1280, 800), (390, 844)):
+            page.set_viewport_size({"width": width, "height": height})
+            if found := _violations(page, axe_source):
+                problems[f"{layout} at {width} px"] = found
+            if layout.startswith("view=compact"):
+                page.locator(f"#line-{first} > summary").click()
+                expect(page.locator(f"#line-{first}")).to_have_attribute("open", "")
+                if found := _violations(page, axe_source):
+                    problems[f"{layout}, a line open, at {width} px"] = found
+                page.locator(f"#line-{first} > summary").click()
+    assert problems == {}, "\n".join(f"{k}: {v}" for k, v in problems.items())
