@@ -285,6 +285,7 @@
       var want = count > 0 ? plain + "?n=" + count : plain;
       if (icon.getAttribute("href") !== want) { icon.setAttribute("href", want); }
     }
+    if (lastNewest !== null && newest > lastNewest) { chime(); }
     if (lastNewest !== null && newest > lastNewest && "Notification" in window &&
         Notification.permission === "granted") {
       new Notification("aat: approval requested", {
@@ -294,6 +295,54 @@
     }
     lastNewest = newest;
   }
+
+  // The optional sound on a new call (SPEC §25): off unless the operator turned it on in
+  // this browser (remembered in localStorage). While it is off no audio is ever made, so
+  // the browser's autoplay rules have nothing to refuse; once on, a short tone is made with
+  // Web Audio (nothing fetched, nothing for the CSP to allow), its context resumed on the
+  // operator's first press on each page, as the autoplay rules ask.
+  var SOUND_KEY = "aat.sound";
+  var audio = null;
+  function soundOn() {
+    try { return window.localStorage.getItem(SOUND_KEY) === "on"; } catch (e) { return false; }
+  }
+  function context() {
+    if (!audio && (window.AudioContext || window.webkitAudioContext)) {
+      audio = new (window.AudioContext || window.webkitAudioContext)();
+    }
+    if (audio && audio.state === "suspended" && navigator.userActivation &&
+        navigator.userActivation.hasBeenActive) { audio.resume().catch(function () {}); }
+    return audio;
+  }
+  function chime() {
+    if (!soundOn()) { return; }
+    var ctx = context();
+    if (!ctx) { return; }
+    var tone = ctx.createOscillator(), gain = ctx.createGain();
+    tone.frequency.value = 880;
+    gain.gain.setValueAtTime(0.15, ctx.currentTime);
+    gain.gain.exponentialRampToValueAtTime(0.001, ctx.currentTime + 0.35);
+    tone.connect(gain).connect(ctx.destination);
+    tone.start();
+    tone.stop(ctx.currentTime + 0.35);
+  }
+  function showSound() {
+    var button = document.getElementById("sound-toggle");
+    if (!button) { return; }
+    var on = soundOn();
+    button.hidden = false;
+    button.setAttribute("aria-pressed", on ? "true" : "false");
+    button.textContent = on ? "Sound on new calls: on" : "Sound on new calls: off";
+  }
+  document.addEventListener("click", function (event) {
+    if (!event.target || event.target.id !== "sound-toggle") { return; }
+    try { window.localStorage.setItem(SOUND_KEY, soundOn() ? "off" : "on"); } catch (e) { return; }
+    if (soundOn()) { context(); }  // made inside the press, so the browser lets it play
+    showSound();
+  });
+  ["pointerdown", "keydown"].forEach(function (type) {
+    document.addEventListener(type, function () { if (soundOn()) { context(); } }, true);
+  });
 
   function beat() {
     var url = document.body.getAttribute("data-pulse");
@@ -360,6 +409,7 @@
   });
 
   document.addEventListener("DOMContentLoaded", function () {
+    showSound();
     beat();
     setInterval(beat, PULSE_MS);
     setInterval(tick, 1000);
