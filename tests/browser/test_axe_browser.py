@@ -8,8 +8,8 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from browser_helpers import Server, queue_directly
-from playwright.sync_api import Page, expect
+from browser_helpers import Server, add_to_store, log_in, queue_directly
+from playwright.sync_api import Browser, Page, expect
 
 pytestmark = pytest.mark.browser
 
@@ -138,4 +138,24 @@ def test_the_compact_grouped_queue_has_no_axe_violations(
                 if found := _violations(page, axe_source):
                     problems[f"{layout}, a line open, at {width} px"] = found
                 page.locator(f"#line-{first} > summary").click()
+    assert problems == {}, "\n".join(f"{k}: {v}" for k, v in problems.items())
+
+
+def test_the_refused_page_has_no_axe_violations(
+    chromium: Browser, server: Server, axe_source: str
+) -> None:
+    add_to_store(server.home, [("bo", "approver")])
+    page = log_in(chromium, server.url, "bo")
+    problems: dict[str, list[str]] = {}
+    try:
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            page.goto(f"{server.url}/rules")
+            expect(page.locator("h1")).to_have_text("Not allowed: make rules")
+            for width, height in ((1280, 800), (390, 844)):
+                page.set_viewport_size({"width": width, "height": height})
+                if found := _violations(page, axe_source):
+                    problems[f"/rules refused, {scheme}, at {width} px"] = found
+    finally:
+        page.context.close()
     assert problems == {}, "\n".join(f"{k}: {v}" for k, v in problems.items())
