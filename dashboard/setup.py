@@ -120,7 +120,7 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
 
     Checks and uses up the token in the same transaction, so it works exactly once.
     """
-    seal = platform.seal()
+    seal, roles = platform.seal(), platform.roles()
     if remembers(platform, OPERATORS_FILE):
         return "setup is already done: log in, or ask an operator to add you"
 
@@ -132,7 +132,12 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
             return "this setup link is not valid: use the latest link `aat serve` printed"
         try:
             operators.add_operator(
-                session=session, name=username, password=password, seal=seal, actor="setup"
+                session=session,
+                name=username,
+                password=password,
+                seal=seal,
+                roles=roles,
+                actor="setup",
             )
         except operators.OperatorError as exc:
             return str(exc)

@@ -26,7 +26,7 @@ from webplatform.store.engine import make_engine, transact
 from webplatform.store.jobs import Heartbeats, Jobs, Leases
 from webplatform.store.models import LOGIN_PROOF, TOKEN_PROOF, Surface
 from webplatform.store.oauth import SignIns
-from webplatform.store.operators import Operators
+from webplatform.store.operators import Operators, RoleBook
 from webplatform.store.passkeys import Passkeys
 from webplatform.store.rules import Rules
 from webplatform.store.seals import RowSeal
@@ -45,6 +45,17 @@ def install_sealer(sealer: Callable[[Platform], RowSeal]) -> None:
     """Make `sealer(platform)` the seal every platform's store objects sign and check with."""
     global _sealer
     _sealer = sealer
+
+
+# The roles operator rows may hold, as trust's table of permissions names them; installed
+# beside the sealer (`webplatform.trust.authority`), for the same reason.
+_roles: RoleBook | None = None
+
+
+def install_roles(book: RoleBook) -> None:
+    """Make `book` the roles every platform's operators are given and changed to."""
+    global _roles
+    _roles = book
 
 
 @dataclass(frozen=True)
@@ -116,7 +127,7 @@ class Platform:
         self.jobs = Jobs(self.transact, self.seal)
         self.leases = Leases(self.transact, self.seal)
         self.heartbeats = Heartbeats(self.transact, self.seal)
-        self.operators = Operators(self.transact, self.seal)
+        self.operators = Operators(self.transact, self.seal, self.roles)
         self.tokens = Tokens(self.transact, self.seal)
         self.rules = Rules(self.transact, self.seal)
         self.sign_ins = SignIns(self.transact, self.seal)
@@ -169,6 +180,12 @@ class Platform:
         if _sealer is None:
             raise RuntimeError("no seal: webplatform.trust.authority was never imported")
         return _sealer(self)
+
+    def roles(self) -> RoleBook:
+        """The roles operators may hold (`webplatform.trust.permissions.ROLE_BOOK`)."""
+        if _roles is None:
+            raise RuntimeError("no roles: webplatform.trust.authority was never imported")
+        return _roles
 
     def transact(self, fn: Callable[[Session], T], *, write: bool = True) -> T:
         """The one door to the database: run `fn(session)` in one transaction and return

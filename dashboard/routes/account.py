@@ -40,7 +40,7 @@ from dashboard.urls import url_for
 from webplatform.store import operators
 from webplatform.trust import changes
 from webplatform.trust.authority import report_forged
-from webplatform.trust.permissions import Permission
+from webplatform.trust.permissions import ROLE_BOOK, Permission
 from webplatform.trust.stepup import Change, StepUp, StepUpMismatch
 
 router = APIRouter()
@@ -70,7 +70,7 @@ def render_account(
         "passkeys": keys,
         "has_passkey": any(signed and key.rp_id == rp.rp_id for key, signed in keys),
         "operators": people,
-        "roles": operators.ROLES,
+        "roles": ROLE_BOOK.roles,
         "usable": rp.usable,
         "rp_id": rp.rp_id,
         "rp_url": f"{rp.home}/account",
