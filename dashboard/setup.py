@@ -43,7 +43,7 @@ def open_setup(platform: Platform) -> str | None:
         return token
 
     closed = remembers(platform, OPERATORS_FILE)
-    token = platform.transact(renew)
+    token = platform.operators.step(renew)
     if token is None:
         remember(platform, OPERATORS_FILE)
     return token
@@ -111,7 +111,7 @@ def setup_open(platform: Platform, token: str) -> bool:
 
     if remembers(platform, OPERATORS_FILE):
         return False
-    stored = platform.transact(stored_hash, write=False)
+    stored = platform.operators.step(stored_hash, write=False)
     return stored is not None and hmac.compare_digest(stored, _hash(token))
 
 
@@ -144,7 +144,7 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
         meta.delete_meta(session=session, key=SETUP_TOKEN_KEY)
         return None
 
-    error = platform.transact(use_token)
+    error = platform.operators.step(use_token)
     if error is None:
         remember(platform, OPERATORS_FILE)
     return error

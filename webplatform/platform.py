@@ -28,6 +28,7 @@ from webplatform.store.models import LOGIN_PROOF, TOKEN_PROOF, Surface
 from webplatform.store.oauth import SignIns
 from webplatform.store.operators import Operators, RoleBook
 from webplatform.store.passkeys import Passkeys
+from webplatform.store.readiness import readiness_problem
 from webplatform.store.rules import Rules
 from webplatform.store.seals import RowSeal
 from webplatform.store.servers import ServerPins
@@ -180,6 +181,11 @@ class Platform:
         if _sealer is None:
             raise RuntimeError("no seal: webplatform.trust.authority was never imported")
         return _sealer(self)
+
+    def readiness_problem(self) -> str | None:
+        """What keeps this process from serving requests now, in one line, or None when ready
+        (`webplatform.store.readiness`); a database that does not answer raises."""
+        return self.transact(readiness_problem, write=False)
 
     def roles(self) -> RoleBook:
         """The roles operators may hold (`webplatform.trust.permissions.ROLE_BOOK`)."""

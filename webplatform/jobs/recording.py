@@ -225,4 +225,4 @@ def record_job(
             )
         return create(session, recorded, how).id or 0
 
-    return platform.transact(insert)
+    return platform.jobs.step(insert)
