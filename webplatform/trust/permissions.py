@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from webplatform.store.operators import RoleBook
+
 
 class Permission(StrEnum):
     """What an operator may be allowed to do."""
@@ -50,6 +52,17 @@ APPROVING_ROLES = frozenset(r for r, granted in GRANTS.items() if Permission.app
 # The roles that may change who may decide: one operator must keep such a role.
 MANAGING_ROLES = frozenset(
     r for r, granted in GRANTS.items() if Permission.manage_operators in granted
+)
+
+
+# The table as the store's operator rows need it (the store sits below trust and is handed
+# it): the roles a row may hold, the first operator an admin (who may add the rest), a later
+# one an approver unless named otherwise, and always one operator who manages the others.
+ROLE_BOOK = RoleBook(
+    roles=tuple(GRANTS),
+    first="admin",
+    later="approver",
+    keep=MANAGING_ROLES,
 )
 
 
