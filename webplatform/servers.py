@@ -106,20 +106,25 @@ def details(
     except ServerProblem as exc:
         error = str(exc)
     rows = platform.server_pins.of(name)
-    accepted = {r.tool: json.loads(r.definition_json) for r in rows if r.state == pins.ACCEPTED}
+    # Accepted is what aat signed: a row marked accepted otherwise (by SQL) shows as held.
+    signed = platform.server_pins.pins().accepted.get(name, {})
+    accepted = {tool: definition for tool, (_, definition) in signed.items()}
     tools = []
     for row in rows:
         if row.state == pins.REPLACED:
             continue
         definition = json.loads(row.definition_json)
+        state = row.state
+        if state == pins.ACCEPTED and signed.get(row.tool, ("",))[0] != row.digest:
+            state = pins.HELD
         shown = {
             "tool": row.tool,
-            "state": row.state,
+            "state": state,
             "digest": row.digest,
             "gate": "read-only" if upstream_read_only(server, definition) else "irreversible",
             "description": definition.get("description") or "",
         }
-        if row.state == pins.HELD:
+        if state == pins.HELD:
             shown["difference"] = difference(accepted.get(row.tool), definition)
         tools.append(shown)
     found = {"name": name, "description": server.description, "tools": tools}

@@ -333,6 +333,8 @@ def test_a_definition_marked_accepted_by_sql_stays_held(platform: Platform, tmp_
     refused = call(elsewhere, tmp_path, "peek")
     assert refused.status is Status.invalid and "is held" in (refused.error or ""), refused
     assert "up" not in elsewhere.registry().tools
+    shown = servers.details(elsewhere, "up", tmp_path, connect=False)["tools"]
+    assert {t["state"] for t in shown} == {"held"}  # the page offers its Accept
     assert servers.accept(elsewhere, "up", by="ada")  # an admin's acceptance is signed
     assert call(elsewhere, tmp_path, "peek").status is Status.succeeded
 
