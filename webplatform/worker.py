@@ -304,7 +304,8 @@ def admit(gate: StartGate, job: Job) -> Admission:
     ):
         return Admission(False)
     max_age = max_age_s(gate.settings)
-    spent = gate.ledger.admit(decision, worker_id=gate.worker_id, max_age_s=max_age)
+    now = gate.platform.jobs.now()  # the clock the decision's time was taken from
+    spent = gate.ledger.admit(decision, worker_id=gate.worker_id, max_age_s=max_age, now=now)
     if spent is not None:
         return Admission(False, (spent.event, spent.problem))
     if job.allowed_by_rule is not None and (ruled := _rule_problem(gate, job)) is not None:

@@ -10,8 +10,9 @@ from sqlmodel import Session
 
 from webplatform.canonical import args_digest, canonical_json
 from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.clock import shared_now
 from webplatform.store.job_rows import insert_job, sign_new_job
-from webplatform.store.models import Job, JobState, Surface, loaded_job, utcnow
+from webplatform.store.models import Job, JobState, Surface, loaded_job
 from webplatform.store.notify import notify_job
 from webplatform.store.seals import RowSeal, seal_policy
 from webplatform.store.transitions import DigestMismatch, IllegalMove, call_detail
@@ -107,7 +108,8 @@ assert set(_CALL_COLUMNS) <= set(Job.model_fields), "a Call field that is no Job
 def create_job(*, session: Session, call: Call, start: Start) -> Job:
     """Record `call` as a new job in its first state (`start`) and audit it."""
     _check(call, start)
-    now = utcnow()
+    # The window, the decision's time and the lease are read against the clock hosts share.
+    now = shared_now(session)
     values: dict[str, Any] = {name: getattr(call, name) for name in _CALL_COLUMNS}
     values |= {
         "args_json": canonical_json(call.args),
