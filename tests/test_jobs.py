@@ -84,6 +84,7 @@ def test_legal_moves_are_exactly_the_specs() -> None:
     assert LEGAL_MOVES[S.running] == {
         *(S.succeeded, S.failed, S.timed_out, S.cancelled, S.lost),
         S.pending_approval,  # a preview that changed before the run (SPEC §20)
+        S.approved,  # handed back: the ledger could not record the decision (SPEC §24)
     }
     for state in jobs.TERMINAL_STATES:
         assert LEGAL_MOVES[state] == frozenset()

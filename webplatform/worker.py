@@ -91,6 +91,7 @@ class Worker:
         self.housekeeping = housekeeping
         self._housekeeping_due = float("-inf")
         self._problem: str | None = None
+        self._claims_from = float("-inf")  # no claim before then (see `_hand_back`)
         self.ledger: DecisionLedger = ledger_for(settings)
 
     def run_once(self) -> bool:
@@ -99,6 +100,8 @@ class Worker:
             # A failed pass (it raises) is tried again a heartbeat later, not in a busy loop.
             self._housekeeping_due = time.monotonic() + self.settings.heartbeat_s
             self._housekeeping_due = time.monotonic() + self.housekeeper.run_due()
+        if time.monotonic() < self._claims_from:
+            return False  # a job was handed back lately: the ledger's trouble is not over
         waiting = self.platform.leases.approved_waiting()
         if not waiting:
             return False  # a read, not a claim's write transaction: idle looks stay cheap
@@ -119,7 +122,9 @@ class Worker:
             self.platform, self.settings, verifier, self.ledger, self.worker_id, self.load_registry
         )
         verdict = admit(gate, job)
-        if verdict.refused is not None:
+        if verdict.waits is not None:
+            self._hand_back(job, verdict.waits)
+        elif verdict.refused is not None:
             event, problem = verdict.refused
             self._refuse(job, event=event, problem=problem)
         elif verdict.starts:
@@ -140,6 +145,20 @@ class Worker:
             return None
         self._problem = None
         return verifier
+
+    def _hand_back(self, job: Job, problem: str) -> None:
+        """Give a job whose decision this host's ledger could not record back to `approved`
+        (nothing started, nothing spent), its page saying why, and claim nothing for a
+        heartbeat: the ledger's trouble (a full disk, a stopped holder of its lock) is not
+        over at once."""
+        job_id = job.id or 0
+        why = f"approved, not started yet: {problem}; it starts once the ledger can record it"
+        log.error("job %d handed back: %s", job_id, problem)
+        self._claims_from = time.monotonic() + self.settings.heartbeat_s
+        try:
+            self.platform.leases.hand_back(job_id, self.worker_id, why)
+        except jobs.StaleState as exc:
+            log.warning("job %d: not handed back: %s", job_id, exc)
 
     def _refuse(self, job: Job, *, event: str, problem: str) -> None:
         """End a job whose approval may not start it as failed, and audit why (`event`)."""
@@ -278,10 +297,12 @@ class StartGate:
 @dataclass(frozen=True)
 class Admission:
     """`admit`'s answer: start the job, refuse it (`refused`: the audit event and the
-    reason), or neither (`starts` False, `refused` None: sent back to wait for approval)."""
+    reason), hand it back to `approved` (`waits`: why this host's ledger could not record its
+    decision), or neither (`starts` False, the others None: sent back to wait for approval)."""
 
     starts: bool
     refused: tuple[str, str] | None = None
+    waits: str | None = None  # why it is handed back to `approved`, nothing spent
 
 
 def admit(gate: StartGate, job: Job) -> Admission:
@@ -306,6 +327,8 @@ def admit(gate: StartGate, job: Job) -> Admission:
     max_age = max_age_s(gate.settings)
     now = gate.platform.jobs.now()  # the clock the decision's time was taken from
     spent = gate.ledger.admit(decision, worker_id=gate.worker_id, max_age_s=max_age, now=now)
+    if spent is not None and spent.waits:
+        return Admission(False, waits=spent.problem)
     if spent is not None:
         return Admission(False, (spent.event, spent.problem))
     if job.allowed_by_rule is not None and (ruled := _rule_problem(gate, job)) is not None:

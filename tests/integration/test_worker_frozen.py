@@ -17,6 +17,7 @@ from test_faults import LEASE_S, S, _claims, _queue
 
 from webplatform.config import Settings
 from webplatform.platform import Platform
+from webplatform.trust.ledger import LEDGER_FILE
 
 
 @pytest.mark.slow
@@ -29,7 +30,9 @@ def test_a_worker_stopped_past_its_lease_and_resumed_runs_nothing_twice(
     first = _queue(platform, approved=True, subject="first", **{"delay-s": delay_s})
     env = aat_env(settings, worker_lease_s=LEASE_S, heartbeat_s=0.3)
     frozen = procs.start("frozen-worker", ["worker"], env)
-    wait_for(lambda: state_of(platform.engine, first) == S.running, 60, "the job to start")
+    # Frozen mid-run: its tool started (its decision is in the ledger), not mid-record.
+    ledger = settings.home / LEDGER_FILE
+    wait_for(lambda: ledger.exists() and ledger.read_bytes(), 60, "the job to start")
     os.kill(frozen.pid, signal.SIGSTOP)
     try:
         procs.start("other-worker", ["worker"], env)

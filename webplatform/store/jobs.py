@@ -151,6 +151,12 @@ class Leases(Aggregate):
             lambda s: leases.claim_next(session=s, worker_id=worker_id, lease_s=lease_s)
         )
 
+    def hand_back(self, job_id: int, worker_id: str, why: str) -> Job:
+        """Give job `job_id`, claimed by `worker_id` and not started, back to `approved`."""
+        return self._write(
+            lambda s: leases.hand_back(session=s, job_id=job_id, worker_id=worker_id, why=why)
+        )
+
     def renew(self, job_id: int, worker_id: str, lease_s: float) -> bool:
         """Extend job `job_id`'s lease; False when it no longer runs on `worker_id`."""
         return self._write(

@@ -17,6 +17,8 @@ from webplatform.store.models import Job, JobState
 from webplatform.store.transitions import Move, StaleState, compare_and_set, move_overdue
 
 S = JobState
+# The audit event of a claimed job given back to `approved` before its tool started.
+HANDED_BACK = "handed-back"
 
 
 def approved_waiting(*, session: Session) -> bool:
@@ -68,6 +70,26 @@ def claim_next(*, session: Session, worker_id: str, lease_s: float) -> Job | Non
         except StaleState:
             continue  # another worker won this one; try the next
     return None
+
+
+def hand_back(*, session: Session, job_id: int, worker_id: str, why: str) -> Job:
+    """Give a claimed job whose tool never started back to `approved`, for a worker to claim
+    again (this one, once its ledger can record the decision), with `why` as its note.
+
+    Only while the job is still `running` on `worker_id`; otherwise StaleState."""
+    return compare_and_set(
+        session,
+        Move(
+            job_id=job_id,
+            expected=S.running,
+            to=S.approved,
+            actor=worker_id,
+            fields={"worker_id": None, "started_at": None, "lease_expires_at": None, "note": why},
+            detail=f"not started, handed back: {why}",
+            owner=worker_id,
+            event=HANDED_BACK,
+        ),
+    )
 
 
 def renew_lease(*, session: Session, job_id: int, worker_id: str, lease_s: float) -> bool:

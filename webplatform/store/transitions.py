@@ -30,8 +30,10 @@ LEGAL_MOVES: dict[JobState, frozenset[JobState]] = {
     S.approved: frozenset({S.running, S.cancelled}),
     # Back to waiting before its tool started: the preview, run again by the worker that
     # claimed it, no longer says what was approved (SPEC §20; `webplatform.jobs.recheck`).
+    # Back to approved before its tool started: this host's ledger could not record the
+    # decision (a full disk, a worker stopped holding its lock); nothing ran, nothing is spent.
     S.running: frozenset(
-        {S.succeeded, S.failed, S.timed_out, S.cancelled, S.lost, S.pending_approval}
+        {S.succeeded, S.failed, S.timed_out, S.cancelled, S.lost, S.pending_approval, S.approved}
     ),
     **{state: frozenset() for state in TERMINAL_STATES},
 }

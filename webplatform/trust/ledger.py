@@ -7,7 +7,12 @@ worker starts an approved job it records the decision in a file outside the data
 `AAT_HOME/decision-ledger` (owner-only, opened for appending, each record fsync'd before the
 tool starts), and refuses a decision the file already holds. An exclusive `flock` on the file
 makes "look, then record" one step for every worker on this host: of two workers holding the
-same decision, one starts it.
+same decision, one starts it. A record takes milliseconds, so a worker waits for the lock at
+most `LOCK_WAIT_S`: a holder slower than that is stopped (SIGSTOP) or stuck on a failing disk.
+
+A decision the ledger cannot record (the lock not had in time, a full disk) starts nothing
+and spends nothing: the worker gives its job back to `approved`, the reason on the job's
+page, and it starts once the ledger can record it (within the age below, like any other).
 
 A decision is named by the sha256 of the exact bytes the dashboard signed (job id, call,
 operators, time), so it cannot be renamed without breaking its signature.
@@ -21,12 +26,14 @@ worker whose own clock is off by an hour starts nothing too old, and refuses not
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import re
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,9 +46,12 @@ from webplatform.trust.signing import Decision
 LEDGER_FILE = "decision-ledger"
 REUSED = "decision-reused"
 TOO_OLD = "decision-too-old"
+# Not a refusal: the decision could not be recorded, so its job waits (see above).
 UNRECORDED = "decision-unrecorded"
-# The audit events of a valid approval a worker refused to start.
-REFUSAL_EVENTS = frozenset({REUSED, TOO_OLD, UNRECORDED})
+# The audit events of a valid approval a worker refused to start, for good.
+REFUSAL_EVENTS = frozenset({REUSED, TOO_OLD})
+# How long a worker waits for another process's hold on the ledger's lock.
+LOCK_WAIT_S = 5.0
 # The name of a decision in a record, found even in a record a crash cut short.
 _RECORDED = re.compile(rb'"decision": ?"([0-9a-f]{64})"(?:[^\n]*?"started_at": ?"([^"]*)")?')
 _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -53,6 +63,15 @@ class Refusal:
 
     event: str
     problem: str
+
+    @property
+    def waits(self) -> bool:
+        """True when nothing was spent and the job may start later (`UNRECORDED`)."""
+        return self.event == UNRECORDED
+
+
+class LedgerBusy(OSError):
+    """Another process held the ledger's lock for longer than a record ever takes."""
 
 
 def decision_digest(decision: Decision) -> str:
@@ -71,8 +90,9 @@ class DecisionLedger:
     Each instance remembers what it has read, and reads only what was appended since.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lock_wait_s: float = LOCK_WAIT_S) -> None:
         self.path = path
+        self.lock_wait_s = lock_wait_s
         self._started: dict[str, str] = {}  # decision digest -> when its run started
         self._file: tuple[int, int] | None = None  # (device, inode) read so far
         self._read_to = 0
@@ -122,7 +142,7 @@ class DecisionLedger:
         """Append the decision unless it is there; when it is, when its run started."""
         digest = decision_digest(decision)
         with self._opened() as fd:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed
+            _lock(fd, self.lock_wait_s)  # released when the file is closed
             self._catch_up(fd)
             if digest in self._started:
                 return self._started[digest] or "an unrecorded time"
@@ -138,8 +158,12 @@ class DecisionLedger:
             end = os.fstat(fd).st_size
             if end and os.pread(fd, 1, end - 1) != b"\n":
                 line = b"\n" + line  # after a record a crash cut short
-            _write_all(fd, line)
-            os.fsync(fd)
+            try:
+                _write_all(fd, line)
+                os.fsync(fd)
+            except OSError:
+                _cut_back(fd, end)  # no part of a record that did not land stays to be read
+                raise
             self._read_to = end + len(line)
             self._started[digest] = started
         return None
@@ -179,6 +203,8 @@ class DecisionLedger:
             os.close(fd)
 
     def _unusable(self, exc: OSError) -> str:
+        if isinstance(exc, LedgerBusy):
+            return f"the decision ledger {self.path} is busy: {exc}"
         if isinstance(exc, PermissionError) and str(exc).startswith("mode "):
             return (
                 f"the decision ledger {self.path} can be read or changed by other users "
@@ -193,6 +219,27 @@ class DecisionLedger:
 def ledger_for(settings: Settings) -> DecisionLedger:
     """The ledger of this host: `AAT_HOME/decision-ledger`."""
     return DecisionLedger(settings.home / LEDGER_FILE)
+
+
+def _lock(fd: int, wait_s: float) -> None:
+    """Take the ledger's exclusive lock, waiting at most `wait_s`; LedgerBusy when not had."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                why = f"another process has held its lock for over {wait_s:g} s (a stopped worker?)"
+                raise LedgerBusy(why) from None
+            time.sleep(0.01)
+
+
+def _cut_back(fd: int, end: int) -> None:
+    """Truncate the ledger to `end`, where it ended before a record that failed to land."""
+    # Where this fails too, the record's start, if any landed, counts as started: the safe side.
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, end)
 
 
 def _write_all(fd: int, data: bytes) -> None:
