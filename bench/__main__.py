@@ -23,6 +23,7 @@ BENCHES = {
     "B9": "bench.b9_bridge_start",
     "B10": "bench.b10_namespaces",
     "B11": "bench.b11_rules",
+    "B12": "bench.b12_tracing",
 }
 
 

@@ -137,6 +137,9 @@ def _top_folder(path: Path) -> str:
 
 
 BACKENDS = ["sqlite", "postgresql"]
+# A preview (a confined process) starts slowly on a loaded machine, and one run again before
+# a run that times out sends its call back; the tests of that timeout set their own.
+PREVIEW_S = 30.0
 
 
 @pytest.fixture(scope="session")
@@ -204,12 +207,12 @@ def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> It
     """Settings with their own AAT_HOME, `tmp_path` as workspace, a database nobody else uses."""
     home = aat_home_beside(tmp_path)
     if backend == "sqlite":
-        yield Settings(home=home, workspaces=str(tmp_path))
+        yield Settings(home=home, workspaces=str(tmp_path), preview_timeout_s=PREVIEW_S)
         return
     # Looked up only here, so a SQLite-only selection never starts a PostgreSQL server.
     server_url = str(request.getfixturevalue("pg_url"))
     with pg_schema(server_url, reuse=_may_reuse(request)) as url:
-        yield Settings(home=home, db_url=url, workspaces=str(tmp_path))
+        yield Settings(home=home, db_url=url, workspaces=str(tmp_path), preview_timeout_s=PREVIEW_S)
 
 
 @pytest.fixture

@@ -47,9 +47,9 @@ from webplatform.store.sessions import start_session
 
 S = JobState
 ARGS = {"to": "ops@example.org", "subject": "hi", "body": "hello"}
-# How late a deadline may be met: within a second or two, with room for a loaded machine.
+# How late a deadline may be met: seconds, with room for a loaded CI machine (it took over 2 s).
 # These housekeepers beat once an hour, so only the deadline itself can wake them in time.
-ON_TIME_S = 2.0
+ON_TIME_S = 8.0
 
 
 def _sessions(engine: Engine) -> list[str]:

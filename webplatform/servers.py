@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# Accepted definitions are signed rows, checked with the seal `trust.authority` installs.
+import webplatform.trust.authority  # noqa: F401  (imported for that)
 from webplatform.platform import Platform
 from webplatform.process import confine, server_pool
 from webplatform.process.server_link import Launch

@@ -46,6 +46,8 @@ def env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+# Ten `aat` processes in a row: on a loaded machine that is more than the default two minutes.
+@pytest.mark.timeout(400)
 def test_a_project_s_mcp_json_imports_and_its_server_answers_through_aat(
     env: dict[str, str], tmp_path: Path
 ) -> None:

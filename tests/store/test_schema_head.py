@@ -17,7 +17,8 @@ from webplatform.store.previews import preview_digest
 
 def drop_trace_ids(conn: Connection) -> None:
     """The schema as it was before 0020 named the span of each audit event (and before 0021
-    kept the revocation chain)."""
+    kept the revocation chain, and before 0022 signed accepted server tools)."""
+    conn.execute(text("ALTER TABLE server_tool_pin DROP COLUMN signature"))
     conn.execute(text("DROP TABLE revocation"))
     conn.execute(text("ALTER TABLE audit_event DROP COLUMN trace_id"))
     conn.execute(text("ALTER TABLE audit_event DROP COLUMN span_id"))

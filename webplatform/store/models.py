@@ -598,3 +598,6 @@ class ServerToolPin(SQLModel, table=True):
     seen_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     accepted_by: str | None = Field(default=None, sa_type=String(64))
     accepted_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # aat's signature over an accepted definition (`webplatform.store.seals`): a row marked
+    # accepted by SQL, or a replaced one put back, is not offered and not callable.
+    signature: str | None = Field(default=None, sa_type=String(200))

@@ -41,6 +41,7 @@ from webplatform.store.models import (
     OperatorSession,
     Passkey,
     RuleRow,
+    ServerToolPin,
 )
 
 FORGED_EVENT = "authority-row-invalid"
@@ -55,6 +56,7 @@ SignedRow = (
     | OAuthRefreshToken
     | RuleRow
     | JobApproval
+    | ServerToolPin
 )
 
 
@@ -247,6 +249,13 @@ def _approval(row: JobApproval) -> tuple[str, str, dict[str, Any]]:
     return "approval", f"of job {row.job_id} by {row.operator}", body
 
 
+def _pin(row: ServerToolPin) -> tuple[str, str, dict[str, Any]]:
+    # The exact definition accepted, by whom and when; not `state` (only accepted rows are
+    # signed, and one replaced later is revoked, so putting it back by SQL does not count).
+    body = _fields(row, "id server tool digest definition_json accepted_by", times="accepted_at")
+    return "server tool", f"{row.server} {row.tool}", body
+
+
 def approval_name(row: JobApproval) -> str:
     """How the audit trail names an approval row."""
     return f"approval {_approval(row)[1]}"
@@ -263,6 +272,7 @@ _KINDS: dict[type, tuple[bytes, Callable[[Any], tuple[str, str, dict[str, Any]]]
     OAuthRefreshToken: (b"aat refresh token v1\n", _refresh),
     RuleRow: (b"aat rule v1\n", _rule),
     JobApproval: (b"aat job approval v1\n", _approval),
+    ServerToolPin: (b"aat server tool pin v1\n", _pin),
 }
 _POLICY = b"aat job policy v1\n"
 

@@ -3,7 +3,9 @@ until an admin accepts them, read back as what is offered.
 
 A definition is recorded once per (server, tool, digest): the first sight of a tool, or of a
 changed definition, adds a `held` row; accepting makes a server's held rows `accepted` and
-the definitions they replace `replaced`, audited.
+the definitions they replace `replaced`, audited. An accepted row is signed with aat's seal
+(`webplatform.store.seals`), and one replaced is revoked first: a row marked accepted by SQL,
+or a replaced definition put back, counts as held, never as accepted.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sqlmodel import Session, col, select
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.door import Aggregate
 from webplatform.store.models import ServerToolPin, utcnow
+from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
 
 HELD, ACCEPTED, REPLACED = "held", "accepted", "replaced"
 
@@ -56,12 +59,16 @@ def record_seen(
     return held
 
 
-def accept(*, session: Session, server: str, by: str) -> list[str]:
+def accept(*, session: Session, server: str, by: str, seal: RowSeal) -> list[str]:
     """Accept every held definition of `server` (the definitions they replace become
-    `replaced`), audited as `by`'s; the names of the tools accepted."""
-    rows = session.exec(
-        select(ServerToolPin).where(ServerToolPin.server == server, ServerToolPin.state == HELD)
+    `replaced`, revoked), signed and audited as `by`'s; the names of the tools accepted."""
+    candidates = session.exec(
+        select(ServerToolPin).where(
+            ServerToolPin.server == server, col(ServerToolPin.state).in_((HELD, ACCEPTED))
+        )
     ).all()
+    # Held: new or changed, or marked accepted without aat's signature (by SQL).
+    rows = [r for r in candidates if r.state == HELD or not row_holds(seal, r)]
     now = utcnow()
     for row in rows:
         for old in session.exec(
@@ -69,11 +76,14 @@ def accept(*, session: Session, server: str, by: str) -> list[str]:
                 ServerToolPin.server == server,
                 ServerToolPin.tool == row.tool,
                 ServerToolPin.state == ACCEPTED,
+                ServerToolPin.id != row.id,
             )
         ).all():
+            revoke_row(seal, old)  # put back by SQL, it does not count
             old.state = REPLACED
             session.add(old)
         row.state, row.accepted_by, row.accepted_at = ACCEPTED, by, now
+        sign_row(seal, row)
         session.add(row)
     names = sorted({row.tool for row in rows})
     if names:
@@ -82,8 +92,9 @@ def accept(*, session: Session, server: str, by: str) -> list[str]:
     return names
 
 
-def pins(*, session: Session) -> Pins:
-    """Every server's accepted definitions and held tools."""
+def pins(*, session: Session, seal: RowSeal) -> Pins:
+    """Every server's accepted definitions (their signatures holding) and held tools (an
+    accepted row whose signature does not hold among them)."""
     accepted: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
     held: dict[str, list[str]] = {}
     rows = session.exec(
@@ -92,7 +103,7 @@ def pins(*, session: Session) -> Pins:
         .order_by(col(ServerToolPin.id))
     ).all()
     for row in rows:
-        if row.state == ACCEPTED:
+        if row.state == ACCEPTED and row_holds(seal, row):
             definition = json.loads(row.definition_json)
             accepted.setdefault(row.server, {})[row.tool] = (row.digest, definition)
         else:
@@ -133,11 +144,13 @@ class ServerPins(Aggregate):
 
     def accept(self, server: str, by: str) -> list[str]:
         """`accept` in one transaction; the tools accepted."""
-        return self._write(lambda s: accept(session=s, server=server, by=by))
+        seal = self.seal
+        return self._write(lambda s: accept(session=s, server=server, by=by, seal=seal))
 
     def pins(self) -> Pins:
-        """Every server's accepted definitions and held tools."""
-        return self._read(lambda s: pins(session=s))
+        """Every server's accepted definitions (signed) and held tools."""
+        seal = self.seal
+        return self._read(lambda s: pins(session=s, seal=seal))
 
     def stamp(self) -> tuple[int, int, Any]:
         """What changes whenever a pin is recorded or accepted."""

@@ -200,4 +200,13 @@ def _http_parts(
         token=platform.settings.mcp_token.get_secret_value(),
         require=require_token,
     )
-    return app, manager.run
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        async with manager.run():
+            try:
+                yield
+            finally:
+                await router.aclose()  # the forwarder's connections to other replicas
+
+    return app, lifespan

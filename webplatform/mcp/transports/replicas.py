@@ -245,6 +245,12 @@ class ReplicaRouter:
         finally:
             await response.aclose()
 
+    async def aclose(self) -> None:
+        """Close the connections kept to other replicas (at shutdown)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=_TIMEOUT, trust_env=False)
