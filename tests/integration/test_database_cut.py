@@ -24,6 +24,8 @@ from test_faults import LEASE_S, S, _claims, _queue
 from webplatform.config import Settings
 from webplatform.platform import Platform
 
+# Long enough that the cut lands while the tool runs, even on a loaded machine.
+RUN_S = 6.0
 pytestmark = [pytest.mark.integration, pytest.mark.postgresql, pytest.mark.slow]
 
 
@@ -91,9 +93,10 @@ def test_a_run_that_ends_while_cut_off_is_recorded_once_the_link_is_back(
     env = aat_env(settings, worker_lease_s=LEASE_S, heartbeat_s=0.3)
     with link_to(settings) as (link, url):
         procs.start("worker", ["worker"], env | {"AAT_DB_URL": url})
-        first = _queue(platform, approved=True, subject="first", **{"delay-s": 2.0})
+        first = _queue(platform, approved=True, subject="first", **{"delay-s": RUN_S})
         wait_for(lambda: f"job {first}: running" in procs.log("worker"), 60, "the tool to start")
         link.cut()
+        assert not outbox_files(settings), "the link was cut after the tool had finished"
         # The tool finishes while its worker cannot reach the database.
         wait_for(lambda: outbox_files(settings), 30, "the tool to send its message")
         assert state_of(platform.engine, first) == S.running
@@ -117,9 +120,10 @@ def test_a_job_reaped_while_its_worker_is_cut_off_stays_lost_and_never_reruns(
     env = aat_env(settings, worker_lease_s=LEASE_S, heartbeat_s=0.3)
     with link_to(settings) as (link, url):
         procs.start("cut-off", ["worker"], env | {"AAT_DB_URL": url})
-        first = _queue(platform, approved=True, subject="first", **{"delay-s": 2.0})
+        first = _queue(platform, approved=True, subject="first", **{"delay-s": RUN_S})
         wait_for(lambda: f"job {first}: running" in procs.log("cut-off"), 60, "the tool to start")
         link.cut()
+        assert not outbox_files(settings), "the link was cut after the tool had finished"
         # Another worker, on a link of its own, reaps the lease the cut-off one cannot renew.
         procs.start("other", ["worker"], env)
         wait_for(lambda: state_of(platform.engine, first) == S.lost, 60, "the job to be lost")
