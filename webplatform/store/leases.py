@@ -3,6 +3,8 @@ lost reaped (`webplatform.jobs.leases` is the worker's door to them, and records
 
 A running job is owned by one worker through its lease; a worker that stops renewing it loses
 the job to `reap_lost`, and its late result is refused by the compare-and-set that ends it.
+A lease is written and reaped by the database server's clock (`webplatform.store.clock`), so
+a worker whose own clock is off neither loses its lease early nor keeps it late.
 """
 
 from __future__ import annotations
