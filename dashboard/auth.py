@@ -14,11 +14,10 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from sqlmodel import Session
 from starlette.responses import Response
 
 from webplatform.platform import Platform
-from webplatform.store import audit, operators, sessions
+from webplatform.store import audit
 from webplatform.trust.authority import report_forged
 
 SESSION_COOKIE = "aat_session"
@@ -87,27 +86,8 @@ def operator_for_token(platform: Platform, token: str) -> str | None:
 def log_in(*, platform: Platform, username: str, password: str, address: str | None) -> str | None:
     """Check the password (against a signed operator row only); on success open a signed
     session and return its cookie token."""
-    seal = platform.seal()
-
-    def attempt(session: Session) -> str | None:
-        if not operators.authenticate(session=session, name=username, password=password, seal=seal):
-            audit.record_event(
-                session,
-                audit.AuditEntry(
-                    actor=username[:200] or "?", event="login-failed", address=address
-                ),
-            )
-            return None
-        token = sessions.start_session(
-            session=session, operator=username, ttl_s=SESSION_TTL_S, seal=seal
-        )
-        audit.record_event(
-            session, audit.AuditEntry(actor=username, event="login", address=address)
-        )
-        return token
-
     try:
-        return platform.transact(attempt)
+        return platform.sessions.log_in(username, password, SESSION_TTL_S, address)
     finally:
         report_forged(platform)
 

@@ -391,7 +391,7 @@ def approval_queue(
 
     seal = platform.seal()
 
-    total, page, rows, newest, decided, (policy, previews) = platform.transact(read, write=False)
+    total, page, rows, newest, decided, (policy, previews) = platform.jobs.step(read, write=False)
     pages = max(1, -(-total // CARDS_PER_PAGE))
     registry = platform.registry()
     return Queue(
@@ -447,7 +447,7 @@ def job_detail(platform: Platform, job_id: int) -> JobDetail | None:
         return job, events, job_approvals(session, [job], seal)[job_id], edited, preview
 
     seal = platform.seal()
-    job, events, policy, edited, preview = platform.transact(read, write=False)
+    job, events, policy, edited, preview = platform.jobs.step(read, write=False)
     if job is None:
         return None
     duration = job.finished_at - job.started_at if job.finished_at and job.started_at else None

@@ -57,18 +57,33 @@ def permitted(request: Request, permission: Permission) -> bool:
     return may(current_actor(request), permission)
 
 
+class PermissionRefused(HTTPException):
+    """403: `actor` may not do `permission`. Answered by a page (an htmx fragment for
+    `#notice`) naming the permission and who can grant it (`dashboard.errors`)."""
+
+    def __init__(self, actor: Decider, permission: Permission) -> None:
+        super().__init__(status_code=403, detail=permissions.refusal(actor, permission))
+        self.actor = actor
+        self.permission = permission
+
+
 def _require(request: Request, permission: Permission) -> str:
     """The logged-in operator's name when they may do `permission`; 403 with the reason
     otherwise, whatever the page they came from showed."""
     actor = current_actor(request)
     if not may(actor, permission):
-        raise HTTPException(status_code=403, detail=permissions.refusal(actor, permission))
+        raise PermissionRefused(actor, permission)
     return actor.name
 
 
 def current_decider(request: Request) -> str:
     """The logged-in operator, for every POST that decides: a viewer is refused with 403."""
     return _require(request, Permission.approve)
+
+
+def current_denier(request: Request) -> str:
+    """The logged-in operator, for every POST that denies: a viewer is refused with 403."""
+    return _require(request, Permission.deny)
 
 
 def rule_maker(request: Request) -> str:
@@ -150,6 +165,7 @@ RuleMakerDep = Annotated[str, Depends(rule_maker)]
 TokenMinterDep = Annotated[str, Depends(token_minter)]
 OperatorManagerDep = Annotated[str, Depends(operator_manager)]
 DeciderDep = Annotated[str, Depends(current_decider)]
+DenierDep = Annotated[str, Depends(current_denier)]
 AddressDep = Annotated[str | None, Depends(client_address)]
 ActorDep = Annotated[Actor, Depends(dashboard_actor)]
 FiltersDep = Annotated[JobFilters, Depends(job_filters)]

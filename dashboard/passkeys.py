@@ -18,7 +18,9 @@ is never offered or accepted.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from webauthn import (
@@ -53,6 +55,8 @@ from webplatform.trust.stepup import Change, StepUp
 LOCAL_RP_ID = "localhost"
 RP_NAME = "aat"
 CHALLENGE_TTL_S = 120.0
+
+T = TypeVar("T")
 
 
 class PasskeyError(ValueError):
@@ -186,28 +190,45 @@ def _take(platform: Platform, client_data_json: bytes) -> WebauthnChallenge | No
     return platform.passkeys.take_challenge(challenge)
 
 
+def _library(check: Callable[..., T], refused: str, /, *args: Any, **kwargs: Any) -> T:
+    """`check(*args, **kwargs)`, one of the WebAuthn library's parsers or verifiers; its
+    refusal becomes a PasskeyError that starts with `refused`."""
+    try:
+        return check(*args, **kwargs)
+    except WebAuthnException as exc:
+        raise PasskeyError(f"{refused}: {exc}") from None
+
+
+def _bound(taken: WebauthnChallenge, rp: RelyingParty) -> dict[str, Any]:
+    """What a registration or an assertion must have been made for: the challenge `taken`
+    (used up now), this relying party and its origin, and a verified user."""
+    return {
+        "expected_challenge": base64url_to_bytes(taken.challenge),
+        "expected_rp_id": rp.rp_id,
+        "expected_origin": rp.origin,
+        "require_user_verification": True,
+    }
+
+
 def register(
     *, platform: Platform, rp: RelyingParty, operator: str, credential_json: str, label: str
 ) -> Passkey:
     """Verify a registration response and store the new passkey's public key."""
     require_usable(rp)
-    try:
-        credential = parse_registration_credential_json(credential_json)
-    except WebAuthnException as exc:
-        raise PasskeyError(f"the browser's answer is not a passkey registration: {exc}") from None
+    credential = _library(
+        parse_registration_credential_json,
+        "the browser's answer is not a passkey registration",
+        credential_json,
+    )
     taken = _take(platform, credential.response.client_data_json)
     if taken is None or taken.operator != operator or taken.purpose != "register":
         raise PasskeyError("this registration is stale or was already used: start again")
-    try:
-        verified = verify_registration_response(
-            credential=credential,
-            expected_challenge=base64url_to_bytes(taken.challenge),
-            expected_rp_id=rp.rp_id,
-            expected_origin=rp.origin,
-            require_user_verification=True,
-        )
-    except WebAuthnException as exc:
-        raise PasskeyError(f"the passkey could not be verified: {exc}") from None
+    verified = _library(
+        verify_registration_response,
+        "the passkey could not be verified",
+        credential=credential,
+        **_bound(taken, rp),
+    )
     new = store.NewPasskey(
         operator=operator,
         credential_id=bytes_to_base64url(verified.credential_id),
@@ -230,10 +251,11 @@ def verify_assertion(
     """
     operator = expected.operator
     require_usable(rp)
-    try:
-        credential = parse_authentication_credential_json(assertion_json)
-    except WebAuthnException as exc:
-        raise PasskeyError(f"the browser's answer is not a passkey assertion: {exc}") from None
+    credential = _library(
+        parse_authentication_credential_json,
+        "the browser's answer is not a passkey assertion",
+        assertion_json,
+    )
     taken = _take(platform, credential.response.client_data_json)
     if taken is None or taken.operator != operator:
         raise PasskeyError("this passkey confirmation is stale or was already used: try again")
@@ -249,17 +271,13 @@ def verify_assertion(
     key = platform.passkeys.find(operator, credential.id)
     if key is None or key.id is None:
         raise PasskeyError("that passkey is not registered to you: use another, or add it")
-    try:
-        verified = verify_authentication_response(
-            credential=credential,
-            expected_challenge=base64url_to_bytes(taken.challenge),
-            expected_rp_id=rp.rp_id,
-            expected_origin=rp.origin,
-            credential_public_key=base64url_to_bytes(key.public_key),
-            credential_current_sign_count=key.sign_count,
-            require_user_verification=True,
-        )
-    except WebAuthnException as exc:
-        raise PasskeyError(f"the passkey confirmation could not be verified: {exc}") from None
+    verified = _library(
+        verify_authentication_response,
+        "the passkey confirmation could not be verified",
+        credential=credential,
+        credential_public_key=base64url_to_bytes(key.public_key),
+        credential_current_sign_count=key.sign_count,
+        **_bound(taken, rp),
+    )
     platform.passkeys.used(key.id, verified.new_sign_count)
     return key.id

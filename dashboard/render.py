@@ -21,7 +21,7 @@ from jinja2 import (
 )
 from jinja2.bccache import Bucket
 from jinja2.runtime import Context
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, JSONResponse
 
 from dashboard import urls
 from dashboard.assets import TEMPLATES_DIR
@@ -160,6 +160,21 @@ def build_environment() -> Environment:
 def _url_for(context: Context, name: str, /, **params: Any) -> str:
     """`url_for("job_page", job_id=3)` in a template: the route's path under the root path."""
     return urls.url_for(context["request"], name, **params)
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object, or {} when it sent none (a script's endpoints then say what
+    was missing, one field at a time)."""
+    try:
+        body = await request.json()
+    except ValueError:
+        body = None
+    return body if isinstance(body, dict) else {}
+
+
+def json_error(text: str, status_code: int = 400) -> JSONResponse:
+    """A script's endpoint refusing, in the shape `static/passkeys.js` shows: `{error}`."""
+    return JSONResponse({"error": text}, status_code=status_code)
 
 
 def is_htmx(request: Request) -> bool:

@@ -43,7 +43,7 @@ def open_setup(platform: Platform) -> str | None:
         return token
 
     closed = remembers(platform, OPERATORS_FILE)
-    token = platform.transact(renew)
+    token = platform.operators.step(renew)
     if token is None:
         remember(platform, OPERATORS_FILE)
     return token
@@ -111,7 +111,7 @@ def setup_open(platform: Platform, token: str) -> bool:
 
     if remembers(platform, OPERATORS_FILE):
         return False
-    stored = platform.transact(stored_hash, write=False)
+    stored = platform.operators.step(stored_hash, write=False)
     return stored is not None and hmac.compare_digest(stored, _hash(token))
 
 
@@ -120,7 +120,7 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
 
     Checks and uses up the token in the same transaction, so it works exactly once.
     """
-    seal = platform.seal()
+    seal, roles = platform.seal(), platform.roles()
     if remembers(platform, OPERATORS_FILE):
         return "setup is already done: log in, or ask an operator to add you"
 
@@ -132,14 +132,19 @@ def complete_setup(*, platform: Platform, token: str, username: str, password: s
             return "this setup link is not valid: use the latest link `aat serve` printed"
         try:
             operators.add_operator(
-                session=session, name=username, password=password, seal=seal, actor="setup"
+                session=session,
+                name=username,
+                password=password,
+                seal=seal,
+                roles=roles,
+                actor="setup",
             )
         except operators.OperatorError as exc:
             return str(exc)
         meta.delete_meta(session=session, key=SETUP_TOKEN_KEY)
         return None
 
-    error = platform.transact(use_token)
+    error = platform.operators.step(use_token)
     if error is None:
         remember(platform, OPERATORS_FILE)
     return error

@@ -110,11 +110,24 @@
     if (!slot) {
       slot = document.createElement("p");
       slot.setAttribute("role", "status");
+      // On an opened compact line, just above its buttons (the card's top may be far up).
+      var decide = card.querySelector("details.line[open] .decide");
       var header = card.querySelector("header");
-      card.insertBefore(slot, header ? header.nextSibling : card.firstChild);
+      if (decide) { decide.parentNode.insertBefore(slot, decide); }
+      else { card.insertBefore(slot, header ? header.nextSibling : card.firstChild); }
     }
     slot.className = "card-outcome outcome " + (note.ok ? "ok" : "error");
     slot.textContent = note.text;
+  }
+
+  // A refusal said on a card stays in view for the refreshes that follow the decision (an
+  // opened compact line, or a tall card, can otherwise leave it just off the screen).
+  var reveal = null;
+  function bringIn() {
+    if (!reveal || Date.now() > reveal.until) { reveal = null; return; }
+    var said = document.querySelector("#card-" + reveal.id + " .card-outcome");
+    var box = said ? said.getBoundingClientRect() : null;
+    if (box && (box.top < 0 || box.bottom > window.innerHeight)) { said.scrollIntoView({ block: "nearest" }); }
   }
 
   function nextCard(card) {
@@ -137,6 +150,7 @@
       var card = document.getElementById("card-" + id);
       if (card) { say(card, notes[id]); } else { delete notes[id]; }
     });
+    bringIn();
     if (focusAfter) {
       var target = document.getElementById(focusAfter);
       if (target) { target.focus({ preventScroll: true }); focusAfter = null; }
@@ -145,7 +159,30 @@
 
   document.addEventListener("htmx:configRequest", function (event) {
     var detail = event.detail || {};
-    if (detail.elt === live()) { detail.parameters.shown = Object.keys(seen).join(","); }
+    if (detail.elt !== live()) { return; }
+    detail.parameters.shown = Object.keys(seen).join(",");
+    // The compact list's opened lines stay open through the refresh (routes/approvals.py).
+    detail.parameters.open = Array.prototype.map.call(
+      live().querySelectorAll("details.line[open]"),
+      function (fold) { return fold.id.replace(/^line-/, ""); }).join(",");
+  });
+
+  // What is open is what the operator left open, even when a line was opened or closed
+  // while a refresh was on its way (its `open` was read before).
+  var folds = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var detail = event.detail || {};
+    if (!detail.target || detail.target !== live()) { folds = null; return; }
+    folds = {};
+    live().querySelectorAll("details.line").forEach(function (fold) { folds[fold.id] = fold.open; });
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    var el = live();
+    if (!folds || !el) { return; }
+    el.querySelectorAll("details.line").forEach(function (fold) {
+      if (fold.id in folds && fold.open !== folds[fold.id]) { fold.open = folds[fold.id]; }
+    });
+    folds = null;
   });
 
   document.addEventListener("htmx:afterSwap", function (event) {
@@ -161,6 +198,8 @@
     say(card, note);
     var password = document.getElementById("password-" + id);
     focusAfter = note.ok ? nextCard(card) : (password ? password.id : card.id);
+    reveal = note.ok ? null : { id: id, until: Date.now() + 3000 };
+    bringIn();
     if (!note.ok && focusAfter) { document.getElementById(focusAfter).focus({ preventScroll: true }); }
   });
 
@@ -246,6 +285,7 @@
       var want = count > 0 ? plain + "?n=" + count : plain;
       if (icon.getAttribute("href") !== want) { icon.setAttribute("href", want); }
     }
+    if (lastNewest !== null && newest > lastNewest) { chime(); }
     if (lastNewest !== null && newest > lastNewest && "Notification" in window &&
         Notification.permission === "granted") {
       new Notification("aat: approval requested", {
@@ -255,6 +295,54 @@
     }
     lastNewest = newest;
   }
+
+  // The optional sound on a new call (SPEC §25): off unless the operator turned it on in
+  // this browser (remembered in localStorage). While it is off no audio is ever made, so
+  // the browser's autoplay rules have nothing to refuse; once on, a short tone is made with
+  // Web Audio (nothing fetched, nothing for the CSP to allow), its context resumed on the
+  // operator's first press on each page, as the autoplay rules ask.
+  var SOUND_KEY = "aat.sound";
+  var audio = null;
+  function soundOn() {
+    try { return window.localStorage.getItem(SOUND_KEY) === "on"; } catch (e) { return false; }
+  }
+  function context() {
+    if (!audio && (window.AudioContext || window.webkitAudioContext)) {
+      audio = new (window.AudioContext || window.webkitAudioContext)();
+    }
+    if (audio && audio.state === "suspended" && navigator.userActivation &&
+        navigator.userActivation.hasBeenActive) { audio.resume().catch(function () {}); }
+    return audio;
+  }
+  function chime() {
+    if (!soundOn()) { return; }
+    var ctx = context();
+    if (!ctx) { return; }
+    var tone = ctx.createOscillator(), gain = ctx.createGain();
+    tone.frequency.value = 880;
+    gain.gain.setValueAtTime(0.15, ctx.currentTime);
+    gain.gain.exponentialRampToValueAtTime(0.001, ctx.currentTime + 0.35);
+    tone.connect(gain).connect(ctx.destination);
+    tone.start();
+    tone.stop(ctx.currentTime + 0.35);
+  }
+  function showSound() {
+    var button = document.getElementById("sound-toggle");
+    if (!button) { return; }
+    var on = soundOn();
+    button.hidden = false;
+    button.setAttribute("aria-pressed", on ? "true" : "false");
+    button.textContent = on ? "Sound on new calls: on" : "Sound on new calls: off";
+  }
+  document.addEventListener("click", function (event) {
+    if (!event.target || event.target.id !== "sound-toggle") { return; }
+    try { window.localStorage.setItem(SOUND_KEY, soundOn() ? "off" : "on"); } catch (e) { return; }
+    if (soundOn()) { context(); }  // made inside the press, so the browser lets it play
+    showSound();
+  });
+  ["pointerdown", "keydown"].forEach(function (type) {
+    document.addEventListener(type, function () { if (soundOn()) { context(); } }, true);
+  });
 
   function beat() {
     var url = document.body.getAttribute("data-pulse");
@@ -321,6 +409,7 @@
   });
 
   document.addEventListener("DOMContentLoaded", function () {
+    showSound();
     beat();
     setInterval(beat, PULSE_MS);
     setInterval(tick, 1000);
@@ -414,7 +503,13 @@
     next.focus({ preventScroll: true });
     next.scrollIntoView({ block: "nearest" });
   }
+  function unfold(card) {
+    // A compact line is opened first: its forms are inside it.
+    var fold = card.querySelector("details.line");
+    if (fold && !fold.open) { fold.open = true; }
+  }
   function approve(card) {
+    unfold(card);
     var form = card.querySelector(".approve-form");
     if (!form) { return; }
     var password = form.querySelector('input[name="password"]');
@@ -436,6 +531,7 @@
     else if (event.key === "Escape") { var h = document.getElementById("shortcuts"); if (h) { h.hidden = true; } return; }
     else if (event.key === "a" && card) { approve(card); }
     else if (event.key === "d" && card) {
+      unfold(card);
       var deny = card.querySelector("button.deny");
       if (deny) { deny.click(); }
     } else { return; }

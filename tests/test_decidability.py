@@ -26,6 +26,7 @@ from webplatform.trust.decidability import (
     judge,
     read_decider,
 )
+from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.trust.signing import DecisionSigner
 
 NOW = utcnow()
@@ -183,7 +184,11 @@ def _with_operators(engine: Engine) -> None:
     with session_scope(engine) as session:
         for name, role in (("alice", "approver"), ("bob", "approver"), ("vic", "viewer")):
             add_operator(
-                session=session, name=name, password="x" * 12, seal=SIGNER.row_seal(), role=role
+                session=session,
+                name=name,
+                password="x" * 12,
+                seal=SIGNER.row_seal(),
+                roles=ROLE_BOOK.giving(role),
             )
 
 

@@ -10,6 +10,7 @@ from webplatform.store import audit
 from webplatform.store.operators import add_operator
 from webplatform.trust import door
 from webplatform.trust.authority import seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.trust.stepup import StepUpMethod
 
 BOUND = door.Bound(purpose="approve", digest="d" * 64, job_id=None)
@@ -19,7 +20,9 @@ BOUND = door.Bound(purpose="approve", digest="d" * 64, job_id=None)
 def ada(platform: Platform) -> str:
     seal = seal_for(platform)
     platform.transact(
-        lambda s: add_operator(session=s, name="ada", password="ada-long-pw", seal=seal)
+        lambda s: add_operator(
+            session=s, name="ada", password="ada-long-pw", seal=seal, roles=ROLE_BOOK
+        )
     )
     return "ada"
 

@@ -44,6 +44,7 @@ from webplatform.store.heartbeats import beat
 from webplatform.store.notify import StopEvent
 from webplatform.store.operators import add_operator
 from webplatform.store.sessions import start_session
+from webplatform.trust.permissions import ROLE_BOOK
 
 S = JobState
 ARGS = {"to": "ops@example.org", "subject": "hi", "body": "hello"}
@@ -158,8 +159,12 @@ def test_one_pass_removes_expired_sessions_and_stale_heartbeats(
     seal = fresh_seal()
 
     def setup(session: Session) -> None:
-        add_operator(session=session, name="ada", password="long enough", seal=seal)
-        add_operator(session=session, name="bob", password="long enough", seal=seal)
+        add_operator(
+            session=session, name="ada", password="long enough", seal=seal, roles=ROLE_BOOK
+        )
+        add_operator(
+            session=session, name="bob", password="long enough", seal=seal, roles=ROLE_BOOK
+        )
         start_session(session=session, operator="ada", ttl_s=-1, seal=seal)  # expired already
         start_session(session=session, operator="bob", ttl_s=3600, seal=seal)
         long_ago = utcnow() - timedelta(seconds=STALE_HEARTBEAT_S + 60)

@@ -64,7 +64,9 @@ def test_only_the_worker_s_admit_makes_the_start_time_checks() -> None:
 def test_only_the_trust_door_and_the_login_check_a_password() -> None:
     # A step-up's password is checked by `trust.door` alone (the dashboard's cards, forms
     # and the command line's `--password-stdin` all reach it); logging in is the other use.
+    # The login's check is the sessions store object's `log_in` (its `attempt` inside it).
     callers = _callers({"authenticate"})["authenticate"]
     outside = {c for c in callers if not c.startswith("webplatform.store.")}
-    login = {"dashboard.auth.log_in", "dashboard.auth.attempt"}  # `attempt` is inside `log_in`
-    assert outside == {"webplatform.trust.door._check_password", *login}
+    assert outside == {"webplatform.trust.door._check_password"}
+    login = {"webplatform.store.sessions.log_in", "webplatform.store.sessions.attempt"}
+    assert callers - outside == {"webplatform.store.operators.authenticate", *login}

@@ -3,9 +3,9 @@ spells a role.
 
 The guard below reads the tree: a role name compared anywhere but in
 `webplatform.trust.permissions` (Python) or in any template is a second answer to the
-authority question, which this test refuses. The store's operator table keeps the role
-vocabulary itself (the column's values, the first operator's role, one admin always left),
-so `webplatform/store/operators.py` is the one module it does not read.
+authority question, which this test refuses. The store's operator rows are handed the role
+vocabulary (the column's values, the first operator's role, one admin always left) as
+`permissions.ROLE_BOOK`, so no module is exempt, the store's included.
 """
 
 from __future__ import annotations
@@ -20,17 +20,14 @@ import pytest
 
 from webplatform.store.models import Job, JobState, Surface, utcnow
 from webplatform.trust.decidability import Standing
-from webplatform.trust.permissions import Decider, Permission, can, may
+from webplatform.trust.permissions import GRANTS, ROLE_BOOK, Decider, Permission, can, may
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = frozenset({"admin", "approver", "viewer"})
-# The one module that answers, and the store's vocabulary of the role column.
-ANSWERS = {
-    ROOT / "webplatform" / "trust" / "permissions.py",
-    ROOT / "webplatform" / "store" / "operators.py",
-}
+# The one module that answers.
+ANSWERS = {ROOT / "webplatform" / "trust" / "permissions.py"}
 
 
 def _roles_in(node: ast.AST) -> set[str]:
@@ -154,3 +151,17 @@ def test_a_job_target_answers_approve_as_decidability_judges_it() -> None:
     assert not may(ada, Permission.approve, late) and may(ada, Permission.deny, late)
     # A viewer is refused before the job is asked.
     assert not may(Decider(name="vic", role="viewer"), Permission.deny, Standing(job=_job()))
+
+
+def test_the_store_is_handed_the_roles_and_spells_none() -> None:
+    # The operator rows' vocabulary is trust's table, handed down: the store module that keeps
+    # the rows names no role at all, not even outside a comparison.
+    path = ROOT / "webplatform" / "store" / "operators.py"
+    spelled = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and node.value in ROLES
+    ]
+    assert spelled == []
+    assert ROLE_BOOK.roles == tuple(GRANTS)
+    assert ROLE_BOOK.keep == {r for r in GRANTS if Permission.manage_operators in GRANTS[r]}

@@ -27,6 +27,7 @@ from webplatform.registry import RegistryLoader
 from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope, transact
 from webplatform.store.models import utcnow
 from webplatform.trust.authority import seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.trust.signing import DecisionSigner
 from webplatform.worker import Worker
 
@@ -200,7 +201,11 @@ def dashboard(settings: Settings) -> Iterator[tuple[TestClient, Engine]]:
     platform = Platform(settings)
     with session_scope(platform.engine) as session:
         operators.add_operator(
-            session=session, name="olga", password="correct horse battery", seal=seal_for(platform)
+            session=session,
+            name="olga",
+            password="correct horse battery",
+            seal=seal_for(platform),
+            roles=ROLE_BOOK,
         )
     app = create_app(settings, platform=platform, embed_worker=False, mcp=False)
     base = "http://127.0.0.1:8000"

@@ -16,6 +16,7 @@ from webplatform.store import approvals
 from webplatform.store.models import Surface
 from webplatform.store.operators import add_operator
 from webplatform.trust.authority import seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 
 MESSAGE = {"to": "ops@example.org", "subject": "please send the report", "body": "Dobrý den"}
 
@@ -23,7 +24,9 @@ MESSAGE = {"to": "ops@example.org", "subject": "please send the report", "body":
 def _operator(platform: Platform, name: str, role: str) -> None:
     seal = seal_for(platform)
     platform.transact(
-        lambda s: add_operator(session=s, name=name, password="x" * 12, seal=seal, role=role)
+        lambda s: add_operator(
+            session=s, name=name, password="x" * 12, seal=seal, roles=ROLE_BOOK.giving(role)
+        )
     )
 
 

@@ -32,6 +32,7 @@ from webplatform.registry import RegistryLoader
 from webplatform.store import Job, JobState, Surface, operators, session_scope, transact
 from webplatform.trust import signing
 from webplatform.trust.authority import seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.worker import Worker
 
 S = JobState
@@ -241,7 +242,11 @@ def test_keys_show_prints_the_public_key_for_workers_on_other_hosts(
 
     with session_scope(platform.engine) as session:
         operators.add_operator(
-            session=session, name="olga", password=PASSWORD, seal=seal_for(platform)
+            session=session,
+            name="olga",
+            password=PASSWORD,
+            seal=seal_for(platform),
+            roles=ROLE_BOOK,
         )
     create_app(settings, platform=platform, embed_worker=False, mcp=False)  # first start
     key = settings.home / signing.PRIVATE_KEY_FILE
@@ -302,7 +307,11 @@ def test_the_dashboard_run_form_signs_the_operators_approval(
 ) -> None:
     with session_scope(platform.engine) as session:
         operators.add_operator(
-            session=session, name="olga", password=PASSWORD, seal=seal_for(platform)
+            session=session,
+            name="olga",
+            password=PASSWORD,
+            seal=seal_for(platform),
+            roles=ROLE_BOOK,
         )
     app = create_app(settings, platform=platform, embed_worker=False, mcp=False)
     base = "http://127.0.0.1:8000"

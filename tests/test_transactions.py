@@ -147,10 +147,17 @@ _SQL_BUILDERS = {"select", "update", "delete", "insert", "text", "func", "col", 
 _SQL_PACKAGES = ("sqlmodel", "sqlalchemy")
 
 
+# Calls that open a transaction of their own: outside the store, a transaction is a store
+# object's method (a named query) or a step a layer above decides, run through a store
+# object's one door for it (`platform.jobs.step(fn)`, `platform.rules.step(fn)`, ...).
+_DOORS = {"transact", "_transact"}
+
+
 def _store_bypasses(path: Path, source: str) -> list[str]:
-    """Where `source` does the store's work itself: a `transact(lambda ...)` composing a
-    transaction out of queries (a store object's method is that query, named), or SQL built
-    from sqlmodel's or sqlalchemy's statement and expression builders."""
+    """Where `source` does the store's work itself: a transaction composed through
+    `Platform.transact` (with a lambda or a named function) instead of a store object's method
+    or its `step` door, a `step(lambda ...)` (a query with no name), or SQL built from
+    sqlmodel's or sqlalchemy's statement and expression builders."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -165,7 +172,9 @@ def _store_bypasses(path: Path, source: str) -> list[str]:
         if not isinstance(node, ast.Call) or not node.args:
             continue
         name = getattr(node.func, "attr", getattr(node.func, "id", ""))
-        if name == "transact" and isinstance(node.args[0], ast.Lambda):
+        if name in _DOORS:
+            found.append(f"{path}:{node.lineno} calls {ast.unparse(node.func)}(...)")
+        if name == "step" and isinstance(node.args[0], ast.Lambda):
             found.append(f"{path}:{node.lineno} calls {ast.unparse(node.func)}(lambda ...)")
     return found
 
@@ -177,24 +186,30 @@ def test_store_bypass_check_finds_a_lambda_and_a_select() -> None:
         "import sqlalchemy\n"
         "rows = platform.transact(lambda s: s.exec(select(Job)).all(), write=False)\n"
         "job = platform.jobs.get(1)\n"
+        "done = platform.transact(apply)\n"
+        "moved = platform.jobs.step(apply, write=False)\n"
+        "read = platform.jobs.step(lambda session: None)\n"
     )
     assert _store_bypasses(Path("x.py"), source) == [
         "x.py:1 imports select from sqlmodel",
         "x.py:2 imports sqlalchemy",
-        "x.py:3 calls platform.transact(lambda ...)",
+        "x.py:3 calls platform.transact(...)",
+        "x.py:5 calls platform.transact(...)",
+        "x.py:7 calls platform.jobs.step(lambda ...)",
     ]
 
 
-def test_no_sql_nor_transact_lambda_outside_the_store() -> None:
+def test_no_sql_nor_transact_outside_the_store() -> None:
     """Queries live in `webplatform/store` and are reached through its store objects
     (`platform.jobs`, `platform.operators`, ...): no module of the platform or the dashboard
-    outside the store builds SQL or composes a `transact(lambda ...)` of its own."""
+    outside the store builds SQL or calls `Platform.transact` itself; a transaction a layer
+    above composes (an edit, a rule's take) goes through a store object's `step` door."""
     root = Path(__file__).resolve().parents[1]
     paths = sorted([*root.glob("webplatform/**/*.py"), *root.glob("dashboard/**/*.py")])
     bypasses = [
         problem
         for path in paths
-        if not str(path.relative_to(root)).startswith("webplatform/store/")
+        if not str(path.relative_to(root)).startswith(_DOOR_KEEPERS)
         for problem in _store_bypasses(path.relative_to(root), path.read_text())
     ]
     assert bypasses == [], "use a store object's method:\n" + "\n".join(bypasses)

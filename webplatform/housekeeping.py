@@ -222,7 +222,7 @@ class Housekeeper:
                 notifications.reminder_notice(job=j, settings=settings, now=now) for j in due
             ]
 
-        notices = self.platform.transact(claim)
+        notices = self.platform.jobs.step(claim)
         for notice in notices:
             sender.post(notice)
         return len(notices)

@@ -26,8 +26,9 @@ from webplatform.store.engine import make_engine, transact
 from webplatform.store.jobs import Heartbeats, Jobs, Leases
 from webplatform.store.models import LOGIN_PROOF, TOKEN_PROOF, Surface
 from webplatform.store.oauth import SignIns
-from webplatform.store.operators import Operators
+from webplatform.store.operators import Operators, RoleBook
 from webplatform.store.passkeys import Passkeys
+from webplatform.store.readiness import readiness_problem
 from webplatform.store.rules import Rules
 from webplatform.store.seals import RowSeal
 from webplatform.store.servers import ServerPins
@@ -45,6 +46,17 @@ def install_sealer(sealer: Callable[[Platform], RowSeal]) -> None:
     """Make `sealer(platform)` the seal every platform's store objects sign and check with."""
     global _sealer
     _sealer = sealer
+
+
+# The roles operator rows may hold, as trust's table of permissions names them; installed
+# beside the sealer (`webplatform.trust.authority`), for the same reason.
+_roles: RoleBook | None = None
+
+
+def install_roles(book: RoleBook) -> None:
+    """Make `book` the roles every platform's operators are given and changed to."""
+    global _roles
+    _roles = book
 
 
 @dataclass(frozen=True)
@@ -116,7 +128,7 @@ class Platform:
         self.jobs = Jobs(self.transact, self.seal)
         self.leases = Leases(self.transact, self.seal)
         self.heartbeats = Heartbeats(self.transact, self.seal)
-        self.operators = Operators(self.transact, self.seal)
+        self.operators = Operators(self.transact, self.seal, self.roles)
         self.tokens = Tokens(self.transact, self.seal)
         self.rules = Rules(self.transact, self.seal)
         self.sign_ins = SignIns(self.transact, self.seal)
@@ -169,6 +181,17 @@ class Platform:
         if _sealer is None:
             raise RuntimeError("no seal: webplatform.trust.authority was never imported")
         return _sealer(self)
+
+    def readiness_problem(self) -> str | None:
+        """What keeps this process from serving requests now, in one line, or None when ready
+        (`webplatform.store.readiness`); a database that does not answer raises."""
+        return self.transact(readiness_problem, write=False)
+
+    def roles(self) -> RoleBook:
+        """The roles operators may hold (`webplatform.trust.permissions.ROLE_BOOK`)."""
+        if _roles is None:
+            raise RuntimeError("no roles: webplatform.trust.authority was never imported")
+        return _roles
 
     def transact(self, fn: Callable[[Session], T], *, write: bool = True) -> T:
         """The one door to the database: run `fn(session)` in one transaction and return

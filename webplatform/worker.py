@@ -186,7 +186,7 @@ class Worker:
             )
 
         try:
-            self.platform.transact(refuse)
+            self.platform.leases.step(refuse)
         except jobs.StaleState as exc:
             log.warning("job %d: refusal dropped: %s", job_id, exc)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from starlette.concurrency import run_in_threadpool
@@ -35,11 +35,12 @@ from dashboard.deps import (
     permitted,
 )
 from dashboard.forms import PasswordForm, ProofForm, RoleForm
+from dashboard.render import json_body, json_error
 from dashboard.urls import url_for
 from webplatform.store import operators
 from webplatform.trust import changes
 from webplatform.trust.authority import report_forged
-from webplatform.trust.permissions import Permission
+from webplatform.trust.permissions import ROLE_BOOK, Permission
 from webplatform.trust.stepup import Change, StepUp, StepUpMismatch
 
 router = APIRouter()
@@ -49,18 +50,6 @@ DONE = {
     "password": "Password changed; your other sessions were logged out.",
     "role": "Role changed.",
 }
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError:
-        body = None
-    return body if isinstance(body, dict) else {}
-
-
-def _error(text: str, status_code: int = 400) -> JSONResponse:
-    return JSONResponse({"error": text}, status_code=status_code)
 
 
 def render_account(
@@ -81,7 +70,7 @@ def render_account(
         "passkeys": keys,
         "has_passkey": any(signed and key.rp_id == rp.rp_id for key, signed in keys),
         "operators": people,
-        "roles": operators.ROLES,
+        "roles": ROLE_BOOK.roles,
         "usable": rp.usable,
         "rp_id": rp.rp_id,
         "rp_url": f"{rp.home}/account",
@@ -140,7 +129,7 @@ async def registration_options(
     """Options for `navigator.credentials.create` (a fresh, stored, single-use challenge),
     only for a request that carries the operator's password or an assertion from one of
     their passkeys, bound to registering a passkey."""
-    body = await _json_body(request)
+    body = await json_body(request)
     password, passkey = body.get("password"), body.get("passkey")
     proof = stepup.Proof(
         password=password if isinstance(password, str) else "",
@@ -159,9 +148,9 @@ async def registration_options(
             step_up=step_up,
         )
     except stepup.StepUpRefused as exc:
-        return _error(str(exc), status_code=403)
+        return json_error(str(exc), status_code=403)
     except (passkeys.PasskeyError, StepUpMismatch) as exc:
-        return _error(str(exc))
+        return json_error(str(exc))
     return Response(options, media_type="application/json")
 
 
@@ -171,10 +160,10 @@ async def add_passkey(
 ) -> Response:
     """Verify the browser's registration response and keep the passkey's public key (its
     challenge was issued only after the step-up)."""
-    body = await _json_body(request)
+    body = await json_body(request)
     credential, label = body.get("credential"), body.get("label")
     if not isinstance(credential, dict):
-        return _error("send {credential: <PublicKeyCredential.toJSON()>, label: <name>}")
+        return json_error("send {credential: <PublicKeyCredential.toJSON()>, label: <name>}")
     try:
         key = await run_in_threadpool(
             passkeys.register,
@@ -185,7 +174,7 @@ async def add_passkey(
             label=label if isinstance(label, str) else "",
         )
     except passkeys.PasskeyError as exc:
-        return _error(str(exc))
+        return json_error(str(exc))
     return JSONResponse({"id": key.id, "label": key.label})
 
 

@@ -11,17 +11,81 @@ a new request shows up within the 2 s the spec asks for. The deny-reason inputs 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from dashboard import data, stepup
 from dashboard.deps import OperatorDep, View, ViewDep
 from dashboard.render import is_htmx
 from webplatform.jobs import ruling
+from webplatform.store.models import Job
 
 router = APIRouter()
 DONE = {"approved": "Approved", "denied": "Denied"}
+# How the queue is laid out (SPEC §25): cards, or one line a call; grouped or not. Chosen
+# with `view` and `group` in the query string and remembered by the browser in a cookie.
+VIEWS = ("cards", "compact")
+GROUPS = ("none", "agent", "tool")
+LAYOUT_COOKIE = "aat_queue_layout"
+LAYOUT_MAX_AGE = 365 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The queue's layout: `view` (cards, compact) and `group` (none, agent, tool)."""
+
+    view: str = "cards"
+    group: str = "none"
+
+
+def layout_of(request: Request) -> tuple[Layout, bool]:
+    """The layout the query string asks for (then it is remembered: True), or else the one
+    the browser remembers, or cards ungrouped. Unknown values are the defaults."""
+    asked = {k: request.query_params.get(k) for k in ("view", "group")}
+    if any(asked.values()):
+        view, group = asked["view"], asked["group"]
+        remember = True
+    else:
+        view, _, group = (request.cookies.get(LAYOUT_COOKIE) or "").partition(".")
+        remember = False
+    return (
+        Layout(view=view if view in VIEWS else "cards", group=group if group in GROUPS else "none"),
+        remember,
+    )
+
+
+def _remember(response: Response, layout: Layout) -> None:
+    response.set_cookie(
+        LAYOUT_COOKIE,
+        f"{layout.view}.{layout.group}",
+        max_age=LAYOUT_MAX_AGE,
+        path="/",
+        httponly=True,
+        samesite="strict",
+    )
+
+
+def asker(job: Job) -> str:
+    """Whom a call is grouped under by agent: the agent or operator that asked, or the
+    client's own name, or how it came (`aat run`)."""
+    return job.requested_by or job.client or job.surface.value
+
+
+def grouped(
+    slots: list[data.Card | data.Outcome], group: str
+) -> list[tuple[str | None, list[data.Card | data.Outcome]]]:
+    """The slots under a heading per agent or per tool (headings in order of their first
+    call, calls in queue order within), or all under none."""
+    if group == "none":
+        return [(None, slots)]
+    heads: dict[str, list[data.Card | data.Outcome]] = {}
+    for slot in slots:
+        job = slot.job
+        key = f"asked by {asker(job)}" if group == "agent" else f"{job.name} {job.action}"
+        heads.setdefault(key, []).append(slot)
+    return list(heads.items())
 
 
 def render_queue(
@@ -57,12 +121,16 @@ def render_queue(
         if is_htmx(request)
         else sorted(ruling.rules_now(platform).rules.items(), key=lambda kv: int(kv[0]))
     )
-    return view.pages.render(
+    layout, remember = layout_of(request)
+    slots = _slots(queue.pending, outcomes, newest_first=newest_first)
+    response = view.pages.render(
         request,
         "approvals.html",
         {
             "queue": queue,
-            "slots": _slots(queue.pending, outcomes, newest_first=newest_first),
+            "groups": grouped(slots, layout.group),
+            "layout": layout,
+            "opened": set(_ids(request.query_params, ("open",))),
             "pending_count": queue.total,
             "order": "newest" if newest_first else "oldest",
             **stepup.passkey_context(platform, operator),
@@ -75,14 +143,21 @@ def render_queue(
         status_code=status_code,
         headers={"HX-Trigger": "queue-changed"} if block == "notice" else None,
     )
+    if remember:
+        _remember(response, layout)
+    return response
 
 
 def _shown_ids(params: Mapping[str, str]) -> list[int]:
     """The job ids whose cards this page showed (`shown`, sent by static/app.js; `job`, after
     a decision without JavaScript): their outcome is said where their card was."""
-    text = ",".join(params.get(key, "") for key in ("shown", "job"))
-    ids = [int(part) for part in text.split(",") if part.strip().isdigit()]
-    return ids[-data.OUTCOMES_SHOWN :]
+    return _ids(params, ("shown", "job"))[-data.OUTCOMES_SHOWN :]
+
+
+def _ids(params: Mapping[str, str], keys: tuple[str, ...]) -> list[int]:
+    """The job ids listed (comma-separated) under `keys` in the query string."""
+    text = ",".join(params.get(key, "") for key in keys)
+    return [int(part) for part in text.split(",") if part.strip().isdigit()]
 
 
 def _slots(

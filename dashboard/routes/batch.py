@@ -20,7 +20,7 @@ from starlette.datastructures import FormData
 from starlette.responses import Response
 
 from dashboard import data, stepup
-from dashboard.deps import AddressDep, CheckerDep, DeciderDep, View, ViewDep
+from dashboard.deps import AddressDep, CheckerDep, DeciderDep, DenierDep, View, ViewDep
 from dashboard.routes.approvals import render_queue
 from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
@@ -154,7 +154,7 @@ async def approve_selected(
 
 
 @router.post("/approvals/deny")
-async def deny_selected(view: ViewDep, operator: DeciderDep, address: AddressDep) -> Response:
+async def deny_selected(view: ViewDep, operator: DenierDep, address: AddressDep) -> Response:
     """Deny the selected calls with the one reason given (no step-up, as a single Deny)."""
     form = await view.request.form()
     try:

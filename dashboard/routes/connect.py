@@ -24,12 +24,13 @@ from dashboard.deps import (
     DeciderDep,
     OperatorDep,
     PagesDep,
+    PermissionRefused,
     PlatformDep,
     ViewDep,
     current_actor,
 )
 from dashboard.security import CONTENT_SECURITY_POLICY
-from webplatform.trust import permissions, sign_in
+from webplatform.trust import sign_in
 from webplatform.trust.permissions import Permission, may
 from webplatform.trust.stepup import Change, StepUpMismatch
 
@@ -109,10 +110,7 @@ def connect_page(
     """The sign-in request: who asks, where the browser goes back, the form to allow it."""
     actor = current_actor(request)
     if not may(actor, Permission.allow_sign_in):
-        message = permissions.refusal(actor, Permission.allow_sign_in)
-        return pages.render(
-            request, "message.html", {"title": "Sign-in", "message": message}, status_code=403
-        )
+        raise PermissionRefused(actor, Permission.allow_sign_in)
     found = sign_in.pending(platform, request_id)
     if found is None:
         return _gone(request, pages)

@@ -6,7 +6,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from dashboard.deps import PlatformDep
-from webplatform.store.readiness import readiness_problem
 
 router = APIRouter()
 
@@ -24,7 +23,7 @@ async def readyz(platform: PlatformDep) -> JSONResponse:
 
     def check() -> str | None:
         try:
-            return platform.transact(readiness_problem, write=False)
+            return platform.readiness_problem()
         except SQLAlchemyError as exc:
             first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or ["?"])[0]
             return f"the database does not answer: {first}"

@@ -19,6 +19,7 @@ from dashboard.deps import (
     AddressDep,
     CheckerDep,
     DeciderDep,
+    DenierDep,
     FiltersDep,
     OperatorDep,
     PagesDep,
@@ -232,7 +233,7 @@ async def approve(
 @router.post("/jobs/{job_id}/deny")
 async def deny(
     view: ViewDep,
-    operator: DeciderDep,
+    operator: DenierDep,
     address: AddressDep,
     job_id: int,
     form: Annotated[DenyForm, Form()],

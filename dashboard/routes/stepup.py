@@ -9,28 +9,17 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from dashboard import passkeys, similar
 from dashboard.deps import OperatorDep, PlatformDep, RelyingPartyDep
+from dashboard.render import json_body, json_error
 from dashboard.stepup import BATCH_PURPOSE
 from webplatform.platform import Platform
 from webplatform.trust.stepup import Change, batch_digest, change_digest
 
 router = APIRouter()
 PURPOSES = ("approve", "run", "change")
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError:
-        body = None
-    return body if isinstance(body, dict) else {}
-
-
-def _error(text: str, status_code: int = 400) -> JSONResponse:
-    return JSONResponse({"error": text}, status_code=status_code)
 
 
 def _bound_for(operator: str, body: dict[str, Any]) -> tuple[str, str, int | None]:
@@ -89,16 +78,16 @@ async def step_up_options(
     """Options for `navigator.credentials.get`, with a challenge that can confirm only the
     call with this digest (and this job, for a queued one), or only this one change, once,
     within two minutes."""
-    body = await _json_body(request)
+    body = await json_body(request)
     if body.get("purpose") == "change" and body.get("change") == Change.approve_allow.value:
         try:
             body = await run_in_threadpool(_approve_allow, platform, body)
         except similar.NotSimilar as exc:
-            return _error(str(exc), exc.status)
+            return json_error(str(exc), exc.status)
     try:
         purpose, digest, job_id = _bound_for(operator, body)
     except HTTPException as exc:
-        return _error(str(exc.detail))
+        return json_error(str(exc.detail))
     try:
         options = await run_in_threadpool(
             passkeys.assertion_options,
@@ -110,5 +99,5 @@ async def step_up_options(
             job_id=job_id,
         )
     except passkeys.PasskeyError as exc:
-        return _error(str(exc))
+        return json_error(str(exc))
     return Response(options, media_type="application/json")

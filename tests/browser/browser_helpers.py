@@ -29,6 +29,7 @@ from webplatform.store.models import UNFINISHED_STATES, Job
 from webplatform.store.operators import add_operator
 from webplatform.trust.authority import seal_for
 from webplatform.trust.ledger import LEDGER_FILE
+from webplatform.trust.permissions import ROLE_BOOK
 
 CHROMIUM = "/usr/bin/chromium"
 # A foreign name that resolves to the dashboard, as DNS rebinding would make it.
@@ -125,7 +126,13 @@ def add_to_store(
 
     def write(session: Session) -> dict[str, str]:
         for name, role in operators:
-            add_operator(session=session, name=name, password=PASSWORD, role=role, seal=seal)
+            add_operator(
+                session=session,
+                name=name,
+                password=PASSWORD,
+                roles=ROLE_BOOK.giving(role),
+                seal=seal,
+            )
         minted = [add_agent(session=session, name=n, owner=o, seal=seal) for n, o in agents.items()]
         return {row.name: token for row, token in minted}
 

@@ -16,6 +16,7 @@ from webplatform.store import previews as preview_rows
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Surface
 from webplatform.trust.authority import seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 
 BASE = "http://127.0.0.1:8000"
 ORIGIN = {"Origin": BASE}
@@ -29,7 +30,9 @@ def add_operator(
     the default when None)."""
     seal = seal_for(platform)
     with session_scope(platform.engine) as session:
-        operators.add_operator(session=session, name=name, password=password, role=role, seal=seal)
+        operators.add_operator(
+            session=session, name=name, password=password, roles=ROLE_BOOK.giving(role), seal=seal
+        )
 
 
 def log_in(client: TestClient, name: str, password: str = PASSWORD) -> None:

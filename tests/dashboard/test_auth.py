@@ -14,6 +14,7 @@ from webplatform.platform import Platform
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
 from webplatform.trust.authority import seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 
 PAGES = [
     "/",
@@ -125,7 +126,11 @@ def test_the_setup_link_stays_dead_after_every_operator_is_removed(settings, pla
     # An operator is added another way (`aat operator add`), then removed again.
     with session_scope(platform.engine) as session:
         operators.add_operator(
-            session=session, name="alice", password=PASSWORD, seal=seal_for(platform)
+            session=session,
+            name="alice",
+            password=PASSWORD,
+            seal=seal_for(platform),
+            roles=ROLE_BOOK,
         )
     with session_scope(platform.engine) as session:
         operators.remove_operator(session=session, name="alice")

@@ -22,6 +22,7 @@ from webplatform.store.agents import add_agent
 from webplatform.store.engine import session_scope
 from webplatform.store.models import Job, JobState, Surface
 from webplatform.trust.authority import seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.worker import Worker
 
 
@@ -68,7 +69,11 @@ def test_the_first_operator_is_admin_then_approvers(platform: Platform) -> None:
         roles = {o.name: o.role for o in operators.list_operators(session=session, seal=seal)}
         with pytest.raises(operators.OperatorError, match="admin, approver, viewer"):
             operators.add_operator(
-                session=session, name="x", password=PASSWORD, role="boss", seal=seal
+                session=session,
+                name="x",
+                password=PASSWORD,
+                roles=ROLE_BOOK.giving("boss"),
+                seal=seal,
             )
     assert roles == {"ada": "admin", "bob": "approver", "vic": "viewer"}
 

@@ -41,6 +41,7 @@ from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
 from webplatform.store import AuditEvent, JobState, Surface, operators, session_scope
 from webplatform.trust.authority import seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.trust.stepup import StepUp, StepUpMethod
 
 S = JobState
@@ -191,7 +192,11 @@ def test_dashboard_restart_keeps_approvals_sessions_and_history(
     platform = Platform(settings)
     with session_scope(platform.engine) as session:
         operators.add_operator(
-            session=session, name="olga", password=PASSWORD, seal=seal_for(platform)
+            session=session,
+            name="olga",
+            password=PASSWORD,
+            seal=seal_for(platform),
+            roles=ROLE_BOOK,
         )
     ran = request_run(
         platform=platform,

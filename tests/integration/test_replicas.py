@@ -37,6 +37,7 @@ from webplatform.config import Settings
 from webplatform.platform import Platform
 from webplatform.store import AuditEvent, JobState, operators, session_scope
 from webplatform.trust.authority import seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 
 pytestmark = [
     pytest.mark.anyio,
@@ -223,7 +224,11 @@ async def test_three_replicas_behind_round_robin_answer_every_call_and_run_each_
     platform = Platform(pg_settings)
     with session_scope(platform.engine) as session:
         operators.add_operator(
-            session=session, name="olga", password=PASSWORD, seal=seal_for(platform)
+            session=session,
+            name="olga",
+            password=PASSWORD,
+            seal=seal_for(platform),
+            roles=ROLE_BOOK,
         )
     env = aat_env(
         pg_settings,

@@ -30,6 +30,7 @@ from webplatform.store.operators import add_operator
 from webplatform.store.seals import FORGED_EVENT
 from webplatform.trust import changes
 from webplatform.trust.authority import seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.trust.stepup import Change, StepUp, StepUpMethod, change_digest
 
 pytestmark = pytest.mark.anyio
@@ -85,7 +86,13 @@ async def test_no_token_needed_until_one_exists_then_always(platform: Platform) 
 
 async def test_valid_token_runs_and_names_the_requester(platform: Platform) -> None:
     with session_scope(platform.engine) as session:
-        add_operator(session=session, name="ada", password="correct horse", seal=seal_for(platform))
+        add_operator(
+            session=session,
+            name="ada",
+            password="correct horse",
+            seal=seal_for(platform),
+            roles=ROLE_BOOK,
+        )
     token = mint(platform, "build-bot", owner="ada")
     with serve_mcp(platform) as base:
         async with client_with(f"{base}/mcp", token) as client:
@@ -209,7 +216,13 @@ async def test_a_token_row_inserted_or_unrevoked_by_sql_gets_401(platform: Platf
 
 async def test_deleting_every_token_row_does_not_open_mcp_again(platform: Platform) -> None:
     with session_scope(platform.engine) as session:
-        add_operator(session=session, name="ada", password="correct horse", seal=seal_for(platform))
+        add_operator(
+            session=session,
+            name="ada",
+            password="correct horse",
+            seal=seal_for(platform),
+            roles=ROLE_BOOK,
+        )
     # Minted on the Agents page, with the admin's step-up for this name.
     digest = change_digest(operator="ada", change=Change.agent_add, target={"name": "bot"})
     step_up = StepUp(operator="ada", digest=digest, method=StepUpMethod.password)

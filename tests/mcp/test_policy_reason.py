@@ -15,6 +15,7 @@ from webplatform.platform import Platform
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
 from webplatform.trust.authority import seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 
 pytestmark = pytest.mark.anyio
 BASE = "http://127.0.0.1:8000"
@@ -32,7 +33,9 @@ def _operators(platform: Platform, *names: str) -> None:
     seal = seal_for(platform)
     with session_scope(platform.engine) as session:
         for name in names:
-            operators.add_operator(session=session, name=name, password=PASSWORD, seal=seal)
+            operators.add_operator(
+                session=session, name=name, password=PASSWORD, seal=seal, roles=ROLE_BOOK
+            )
 
 
 async def test_the_reason_reaches_the_card_and_pending_counts_approvals(

@@ -29,6 +29,7 @@ from webplatform.store.operators import (
 from webplatform.store.passwords import hash_password, needs_rehash, verify_password
 from webplatform.store.seals import FORGED_EVENT, record_forged, sign_row
 from webplatform.store.sessions import end_session, session_operator, start_session
+from webplatform.trust.permissions import ROLE_BOOK
 
 SEAL = fresh_seal()
 
@@ -75,8 +76,12 @@ def test_weak_old_hash_is_upgraded_on_login(engine: Engine) -> None:
 
 def test_add_list_authenticate_remove(engine: Engine) -> None:
     with session_scope(engine) as session:
-        add_operator(session=session, name="alice", password="long enough", seal=SEAL)
-        add_operator(session=session, name="bob", password="also long enough", seal=SEAL)
+        add_operator(
+            session=session, name="alice", password="long enough", seal=SEAL, roles=ROLE_BOOK
+        )
+        add_operator(
+            session=session, name="bob", password="also long enough", seal=SEAL, roles=ROLE_BOOK
+        )
     with session_scope(engine) as session:
         assert [o.name for o in list_operators(session=session, seal=SEAL)] == ["alice", "bob"]
         assert count_operators(session=session) == 2
@@ -104,19 +109,25 @@ def test_add_operator_refuses_with_a_clear_message(
     engine: Engine, name: str, password: str, message: str
 ) -> None:
     with pytest.raises(OperatorError, match=message), session_scope(engine) as session:
-        add_operator(session=session, name=name, password=password, seal=SEAL)
+        add_operator(session=session, name=name, password=password, seal=SEAL, roles=ROLE_BOOK)
 
 
 def test_duplicate_operator_is_refused(engine: Engine) -> None:
     with session_scope(engine) as session:
-        add_operator(session=session, name="alice", password="long enough", seal=SEAL)
+        add_operator(
+            session=session, name="alice", password="long enough", seal=SEAL, roles=ROLE_BOOK
+        )
     with pytest.raises(OperatorError, match="already exists"), session_scope(engine) as session:
-        add_operator(session=session, name="alice", password="another one", seal=SEAL)
+        add_operator(
+            session=session, name="alice", password="another one", seal=SEAL, roles=ROLE_BOOK
+        )
 
 
 def test_sessions_store_only_the_token_hash_and_expire(engine: Engine) -> None:
     with session_scope(engine) as session:
-        add_operator(session=session, name="alice", password="long enough", seal=SEAL)
+        add_operator(
+            session=session, name="alice", password="long enough", seal=SEAL, roles=ROLE_BOOK
+        )
         token = start_session(session=session, operator="alice", ttl_s=60, seal=SEAL)
     with session_scope(engine) as session:
         row = session.exec(select(OperatorSession)).one()
@@ -142,7 +153,9 @@ def test_meta_values(engine: Engine) -> None:
 
 def test_an_operator_row_inserted_by_sql_counts_as_absent(engine: Engine) -> None:
     with session_scope(engine) as session:
-        add_operator(session=session, name="alice", password="long enough", seal=SEAL)
+        add_operator(
+            session=session, name="alice", password="long enough", seal=SEAL, roles=ROLE_BOOK
+        )
         # What a database writer can do: a row with a hash of a password they know.
         session.add(Operator(name="mallory", password_hash=hash_password("long enough")))
     with session_scope(engine) as session:
@@ -161,8 +174,16 @@ def test_an_operator_row_inserted_by_sql_counts_as_absent(engine: Engine) -> Non
 
 def test_a_role_or_hash_changed_by_sql_makes_the_operator_absent(engine: Engine) -> None:
     with session_scope(engine) as session:
-        add_operator(session=session, name="alice", password="long enough", seal=SEAL)
-        add_operator(session=session, name="vic", password="long enough", role="viewer", seal=SEAL)
+        add_operator(
+            session=session, name="alice", password="long enough", seal=SEAL, roles=ROLE_BOOK
+        )
+        add_operator(
+            session=session,
+            name="vic",
+            password="long enough",
+            roles=ROLE_BOOK.giving("viewer"),
+            seal=SEAL,
+        )
     with session_scope(engine) as session:
         vic = session.exec(select(Operator).where(Operator.name == "vic")).one()
         vic.role = "admin"
@@ -176,11 +197,17 @@ def test_a_role_or_hash_changed_by_sql_makes_the_operator_absent(engine: Engine)
 
 def test_role_and_password_changes_are_signed_and_audited(engine: Engine) -> None:
     with session_scope(engine) as session:
-        add_operator(session=session, name="alice", password="long enough", seal=SEAL)
-        add_operator(session=session, name="bob", password="long enough", seal=SEAL)
+        add_operator(
+            session=session, name="alice", password="long enough", seal=SEAL, roles=ROLE_BOOK
+        )
+        add_operator(
+            session=session, name="bob", password="long enough", seal=SEAL, roles=ROLE_BOOK
+        )
         token = start_session(session=session, operator="bob", ttl_s=60, seal=SEAL)
     with session_scope(engine) as session:
-        set_role(session=session, name="bob", role="viewer", seal=SEAL, actor="alice")
+        set_role(
+            session=session, name="bob", role="viewer", seal=SEAL, actor="alice", roles=ROLE_BOOK
+        )
         set_password(session=session, name="bob", password="brand new one", seal=SEAL, actor="bob")
     with session_scope(engine) as session:
         assert operator_role(session=session, name="bob", seal=SEAL) == "viewer"
@@ -190,13 +217,22 @@ def test_role_and_password_changes_are_signed_and_audited(engine: Engine) -> Non
         events = [e.event for e in recent_events(session=session)]
         assert events[:2] == ["operator-password", "operator-role"]
         with pytest.raises(OperatorError, match="last admin"):
-            set_role(session=session, name="alice", role="approver", seal=SEAL, actor="alice")
+            set_role(
+                session=session,
+                name="alice",
+                role="approver",
+                seal=SEAL,
+                actor="alice",
+                roles=ROLE_BOOK,
+            )
 
 
 def test_a_session_row_inserted_by_sql_logs_no_one_in(engine: Engine) -> None:
     token = "a cookie the attacker chose"
     with session_scope(engine) as session:
-        add_operator(session=session, name="alice", password="long enough", seal=SEAL)
+        add_operator(
+            session=session, name="alice", password="long enough", seal=SEAL, roles=ROLE_BOOK
+        )
         session.add(
             OperatorSession(
                 token_hash=hashlib.sha256(token.encode()).hexdigest(),

@@ -21,6 +21,7 @@ from webplatform.store.audit import AuditEvent
 from webplatform.store.engine import session_scope
 from webplatform.store.seals import FORGED_EVENT, REVOKED
 from webplatform.trust.authority import report_forged, seal_for
+from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.trust.revocations import REVOKED_FILE
 
 PASSWORD = "correct horse battery"
@@ -54,7 +55,7 @@ def _put_back_reported(platform: Platform, what: str) -> None:
 def _operator(platform: Platform, name: str = "ada") -> None:
     with session_scope(platform.engine) as session:
         operators.add_operator(
-            session=session, name=name, password=PASSWORD, seal=seal_for(platform)
+            session=session, name=name, password=PASSWORD, seal=seal_for(platform), roles=ROLE_BOOK
         )
 
 
@@ -156,10 +157,14 @@ def test_an_earlier_role_put_back_by_sql_is_no_role(platform: Platform) -> None:
     _operator(platform)  # the first operator is admin
     _operator(platform, "bob")
     with session_scope(platform.engine) as session:
-        operators.set_role(session=session, name="bob", role="admin", seal=seal, actor="ada")
+        operators.set_role(
+            session=session, name="bob", role="admin", seal=seal, actor="ada", roles=ROLE_BOOK
+        )
     as_admin = _copy(platform, "operator", "name = 'bob'")
     with session_scope(platform.engine) as session:
-        operators.set_role(session=session, name="bob", role="viewer", seal=seal, actor="ada")
+        operators.set_role(
+            session=session, name="bob", role="viewer", seal=seal, actor="ada", roles=ROLE_BOOK
+        )
     _put_back(platform, "operator", "name = 'bob'", as_admin)
     with session_scope(platform.engine) as session:
         assert operators.operator_role(session=session, name="bob", seal=seal) is None
@@ -172,6 +177,8 @@ def test_a_role_set_back_by_aat_is_a_new_signed_row(platform: Platform) -> None:
     _operator(platform, "bob")
     for role in ("admin", "approver", "admin"):
         with session_scope(platform.engine) as session:
-            operators.set_role(session=session, name="bob", role=role, seal=seal, actor="ada")
+            operators.set_role(
+                session=session, name="bob", role=role, seal=seal, actor="ada", roles=ROLE_BOOK
+            )
         with session_scope(platform.engine) as session:
             assert operators.operator_role(session=session, name="bob", seal=seal) == role

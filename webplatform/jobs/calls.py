@@ -105,21 +105,26 @@ _CALL_COLUMNS = tuple(f.name for f in fields(Call) if f.name not in _NOT_COLUMNS
 assert set(_CALL_COLUMNS) <= set(Job.model_fields), "a Call field that is no Job column"
 
 
+def job_values(call: Call, state: JobState, now: datetime) -> dict[str, Any]:
+    """The columns of the job `call` becomes in `state`, recorded at `now` (before what its
+    first state sets: who decided, when it started)."""
+    values: dict[str, Any] = {name: getattr(call, name) for name in _CALL_COLUMNS}
+    return values | {
+        "args_json": canonical_json(call.args),
+        "args_digest": call.digest,
+        "surface": Surface(call.surface),  # a plain string is accepted too
+        "state": state,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
 def create_job(*, session: Session, call: Call, start: Start) -> Job:
     """Record `call` as a new job in its first state (`start`) and audit it."""
     _check(call, start)
     # The window, the decision's time and the lease are read against the clock hosts share.
     now = shared_now(session)
-    values: dict[str, Any] = {name: getattr(call, name) for name in _CALL_COLUMNS}
-    values |= {
-        "args_json": canonical_json(call.args),
-        "args_digest": call.digest,
-        "surface": Surface(call.surface),  # a plain string is accepted too
-        "state": start.state,
-        "created_at": now,
-        "updated_at": now,
-    }
-    values |= _started(start, now, call.address)
+    values = job_values(call, start.state, now) | _started(start, now, call.address)
     # The job handed back is built from the same values, outside the session.
     job = loaded_job({**values, "id": insert_job(session, values)})
     signed = _signatures(job, start)

@@ -148,7 +148,7 @@ def approve_edited(
         edited = recording.create(session, _edited_call(edit, original, address), how)
         return fetch_job(session, edited.id or 0)
 
-    job = platform.transact(apply)
+    job = platform.jobs.step(apply)
     if preview is not None and job.state is JobState.pending_approval and job.id is not None:
         # The edited call still waits for others: they see what it would do (SPEC §16).
         previews.start(platform, *preview, edit.args, job.id)

@@ -138,7 +138,7 @@ def send_back(platform: Platform, recheck: Recheck, done: Finished) -> None:
 
     log.warning("job %s not run: %s", job.id, why)
     try:
-        platform.transact(back)
+        platform.leases.step(back)
     except jobs.StaleState as exc:
         log.warning("job %s: not sent back for approval: %s", job.id, exc)
 

@@ -123,21 +123,16 @@ def _own_approval(platform: Platform, asked: Asked, policy: ActionPolicy) -> Ver
     decider = platform.operators.step(
         read_decider, write=False, name=operator, seal=platform.seal()
     )
-    call = call_of(asked)
-    job = Job(
-        kind=call.kind,
-        name=call.name,
-        action=call.action,
-        args_json="{}",
-        args_digest=call.digest,
+    call = replace(
+        call_of(asked),
         irreversible=True,
-        surface=call.surface,
-        state=JobState.pending_approval,
         approvals_required=policy.approvals,
         self_approval=policy.self_approval,
         asked_by_operator=operator,
     )
-    return judge(Standing(job=job), decider, intent=Intent.approve, now=utcnow())
+    now = utcnow()
+    job = Job(**calls.job_values(call, JobState.pending_approval, now))
+    return judge(Standing(job=job), decider, intent=Intent.approve, now=now)
 
 
 def _queued(platform: Platform, actor: Actor, step_up: StepUp | None, at_once: bool) -> Recording:
@@ -225,4 +220,4 @@ def record_job(
             )
         return create(session, recorded, how).id or 0
 
-    return platform.transact(insert)
+    return platform.jobs.step(insert)

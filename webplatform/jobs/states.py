@@ -186,18 +186,9 @@ def enforce(
     if verdict.refusal is Refusal.not_pending:
         raise _stale(job, S.pending_approval, unsigned=verdict.unsigned)
     if verdict.expired:
-        _cas(
-            session,
-            Move(
-                job_id=job.id or 0,
-                expected=S.pending_approval,
-                to=S.expired,
-                actor="system",
-                address=address,
-                fields={},
-                detail=f"approval by {operator} came after expiry; refused",
-            ),
-        )
+        late = f"approval by {operator} came after expiry; refused"
+        step = Step(S.pending_approval, S.expired, "system", address=address, detail=late)
+        move(session=session, job_id=job.id or 0, step=step)
         session.commit()
         raise ApprovalExpired(job.id or 0)
     if verdict.refusal is Refusal.already_given:
@@ -302,19 +293,10 @@ def _counted(
         "preview_digest": preview,
     }
     fields["decision_signature"] = _signed(signer, job, "approved", fields)
-    return _cas(
-        session,
-        Move(
-            job_id=job.id or 0,
-            expected=S.pending_approval,
-            to=S.approved,
-            actor=given[-1],
-            address=context.address,
-            detail=detail
-            + (f"; approved by {', '.join(given)}" if job.approvals_required > 1 else ""),
-            fields=fields,
-        ),
-    )
+    if job.approvals_required > 1:
+        detail += f"; approved by {', '.join(given)}"
+    step = Step(S.pending_approval, S.approved, given[-1], address=context.address, detail=detail)
+    return move(session=session, job_id=job.id or 0, step=step, **fields)
 
 
 def deny(
@@ -346,18 +328,9 @@ def deny(
     }
     if signer is not None:
         fields["decision_signature"] = _signed(signer, job, "denied", fields)
-    return _cas(
-        session,
-        Move(
-            job_id=job_id,
-            expected=S.pending_approval,
-            to=S.denied,
-            actor=operator,
-            address=context.address,
-            detail=reason or call_detail(job),
-            fields=fields,
-        ),
-    )
+    why = reason or call_detail(job)
+    step = Step(S.pending_approval, S.denied, operator, address=context.address, detail=why)
+    return move(session=session, job_id=job_id, step=step, **fields)
 
 
 def cancel(
@@ -380,18 +353,8 @@ def cancel(
             "decided_at": fields["finished_at"],
             "decided_from": address,
         }
-    return _cas(
-        session,
-        Move(
-            job_id=job_id,
-            expected=job.state,
-            to=S.cancelled,
-            actor=actor,
-            address=address,
-            detail=reason,
-            fields=fields,
-        ),
-    )
+    step = Step(job.state, S.cancelled, actor, address=address, detail=reason)
+    return move(session=session, job_id=job_id, step=step, **fields)
 
 
 def _signed(signer: DecisionSigner, job: Job, decision: str, fields: dict[str, Any]) -> str:

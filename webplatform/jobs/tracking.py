@@ -142,7 +142,7 @@ def job_answer(*, platform: Platform, job_id: int, requester: Actor | None = Non
             answer.allowed_by = {**answer.allowed_by, "expires_at": expires}
         return answer
 
-    return platform.transact(read, write=False)
+    return platform.jobs.step(read, write=False)
 
 
 def asked_by(*, platform: Platform, job_id: int, requester: Actor) -> bool:

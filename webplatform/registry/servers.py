@@ -140,15 +140,17 @@ class _ServerCheck(_ManifestCheck):
             return None
         return name
 
+    def mapping(self, data: dict[Any, Any], key: str, refusal: str) -> dict[Any, Any]:
+        """The mapping under `key` ({} when absent; `refusal` when it is something else)."""
+        raw = data.get(key)
+        if raw is not None and not isinstance(raw, dict):
+            self.fail(refusal, (key,))
+        return raw if isinstance(raw, dict) else {}
+
     def env(self, data: dict[Any, Any]) -> tuple[tuple[str, str], ...]:
         """`env:`, a mapping of variable names to fixed text values."""
-        raw = data.get("env")
-        if raw is None:
-            return ()
-        if not isinstance(raw, dict):
-            self.fail("`env` must be a mapping such as `{LOG_LEVEL: info}`", ("env",))
-            return ()
         found: list[tuple[str, str]] = []
+        raw = self.mapping(data, "env", "`env` must be a mapping such as `{LOG_LEVEL: info}`")
         for key, value in raw.items():
             if not isinstance(key, str) or not SECRET_NAME_RE.fullmatch(key):
                 self.fail(f"env name {key!r} is not an environment variable name", ("env",))
@@ -160,13 +162,8 @@ class _ServerCheck(_ManifestCheck):
 
     def tool_rules(self, data: dict[Any, Any]) -> tuple[ServerToolRule, ...]:
         """`tools:`, per upstream tool what the operator says of it."""
-        raw = data.get("tools")
-        if raw is None:
-            return ()
-        if not isinstance(raw, dict):
-            self.fail("`tools` must map upstream tool names to settings", ("tools",))
-            return ()
         rules: list[ServerToolRule] = []
+        raw = self.mapping(data, "tools", "`tools` must map upstream tool names to settings")
         for name, item in raw.items():
             where = ("tools", str(name))
             item = item or {}

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlmodel import Session, col, delete, select
 
 from webplatform.store import agents, operators, seals
@@ -19,7 +21,7 @@ from webplatform.store.models import (
     OperatorSession,
     Passkey,
 )
-from webplatform.store.seals import RowSeal
+from webplatform.store.seals import RowSeal, SignedRow
 
 ADOPTED_KEY = "authority.adopted_at"
 ADOPTED_EVENT = "authority-adopted"
@@ -42,23 +44,37 @@ def adopt_rows(session: Session, seal: RowSeal, now: str) -> tuple[bool, bool]:
         *session.exec(select(Passkey).where(col(Passkey.signature).is_(None))).all(),
         *session.exec(select(AgentToken).where(col(AgentToken.signature).is_(None))).all(),
     ]
-    adopted: list[str] = []
-    for row in rows:
-        seals.sign_row(seal, row)
-        session.add(row)
-        adopted.append(_name(row))
+    _sign_all(session, seal, rows)
+    adopted = [_name(row) for row in rows]
     ended = session.exec(
         delete(OperatorSession).where(col(OperatorSession.signature).is_(None))
     ).rowcount
-    session.flush()
-    set_meta(session=session, key=ADOPTED_KEY, value=now)
-    if adopted or ended:
-        detail = (
-            f"signed the rows from before signatures: {', '.join(adopted) or 'none'}; "
-            f"ended {ended} unsigned session(s)"
-        )
-        record_event(session, AuditEntry(actor="system", event=ADOPTED_EVENT, detail=detail))
+    _close(
+        session,
+        ADOPTED_KEY,
+        now,
+        f"signed the rows from before signatures: {', '.join(adopted) or 'none'}; "
+        f"ended {ended} unsigned session(s)"
+        if adopted or ended
+        else None,
+    )
     return existed
+
+
+def _sign_all(session: Session, seal: RowSeal, rows: Sequence[SignedRow]) -> None:
+    """Sign `rows` with `seal`, as aat's own from now on."""
+    for row in rows:
+        seals.sign_row(seal, row)
+        session.add(row)
+
+
+def _close(session: Session, key: str, now: str, detail: str | None) -> None:
+    """Mark the adoption `key` done for good (at `now`), and audit what it signed (`detail`;
+    None when it found nothing to sign)."""
+    session.flush()
+    set_meta(session=session, key=key, value=now)
+    if detail is not None:
+        record_event(session, AuditEntry(actor="system", event=ADOPTED_EVENT, detail=detail))
 
 
 def _name(row: Operator | Passkey | AgentToken) -> str:
@@ -80,18 +96,17 @@ def adopt_approvals(session: Session, seal: RowSeal, now: str) -> None:
         job.policy_signature = seals.seal_policy(seal, job)
         session.add(job)
     rows = session.exec(select(JobApproval).where(col(JobApproval.signature).is_(None))).all()
-    for row in rows:
-        seals.sign_row(seal, row)
-        session.add(row)
-    session.flush()
-    set_meta(session=session, key=APPROVALS_ADOPTED_KEY, value=now)
-    if jobs or rows:
-        detail = (
-            f"signed the policies of jobs {', '.join(str(j.id) for j in jobs) or 'none'} and "
-            f"{len(rows)} approval(s) from before they were signed: "
-            + (", ".join(seals.approval_name(r) for r in rows) or "none")
-        )
-        record_event(session, AuditEntry(actor="system", event=ADOPTED_EVENT, detail=detail))
+    _sign_all(session, seal, rows)
+    _close(
+        session,
+        APPROVALS_ADOPTED_KEY,
+        now,
+        f"signed the policies of jobs {', '.join(str(j.id) for j in jobs) or 'none'} and "
+        f"{len(rows)} approval(s) from before they were signed: "
+        + (", ".join(seals.approval_name(r) for r in rows) or "none")
+        if jobs or rows
+        else None,
+    )
 
 
 class Adoption(Aggregate):

@@ -56,5 +56,7 @@ class Aggregate:
 
     def step(self, op: Callable[..., T], /, *, write: bool = True, **kwargs: Any) -> T:
         """Run `op(session=..., **kwargs)`, a step a layer above decides (a state move of
-        `webplatform.jobs.states`, a lease's end, a rule's take), in one transaction."""
+        `webplatform.jobs.states`, a lease's end, a rule's take, a sign-in's grant), in one
+        transaction. The one door for a transaction composed above the store: no module
+        outside it calls `Platform.transact` (a test in `tests/test_transactions.py`)."""
         return self._door(lambda s: op(session=s, **kwargs), write=write)

@@ -343,7 +343,7 @@ class Operator(SQLModel, table=True):
     name: str = Field(sa_type=String(64), unique=True)
     password_hash: str = Field(sa_type=String(255))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
-    # "admin" | "approver" | "viewer" (webplatform.store.operators.ROLES)
+    # One of webplatform.trust.permissions.ROLE_BOOK.roles ("admin", "approver", "viewer")
     role: str = Field(default="approver", sa_type=String(16))
     # aat's signature over name, role and hash (webplatform.store.seals): a row without a
     # valid one counts as absent, so an INSERT by SQL makes no operator.

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 from sqlmodel import Session, col, delete, func, select
 
 from webplatform.store.audit import AuditEntry, record_event
-from webplatform.store.door import Aggregate
+from webplatform.store.door import Aggregate, Door
 from webplatform.store.meta import get_meta, set_meta
 from webplatform.store.models import Operator, OperatorPublic, OperatorSession, Passkey, utcnow
 from webplatform.store.passwords import hash_password, needs_rehash, verify_password
@@ -23,9 +24,6 @@ from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 MIN_PASSWORD_LENGTH = 8
-# What an operator may do (SPEC §11): admins also manage operators and agent tokens; a viewer
-# sees everything and decides nothing.
-ROLES = ("admin", "approver", "viewer")
 # Set when the first operator is added and never cleared: first-run setup is over for good,
 # even if every operator is removed later.
 FIRST_OPERATOR_KEY = "operators.first_added_at"
@@ -47,9 +45,29 @@ def _check_password(password: str) -> None:
         raise OperatorError(f"password too short: use at least {MIN_PASSWORD_LENGTH} characters")
 
 
-def _check_role(role: str) -> None:
-    if role not in ROLES:
-        raise OperatorError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+@dataclass(frozen=True)
+class RoleBook:
+    """The roles an operator row may hold, as trust's table of permissions names them
+    (`webplatform.trust.permissions.ROLE_BOOK`; the store sits a floor below and is handed
+    it): `first` is the first operator's role, `later` a later one's, and one operator must
+    always keep a role in `keep` (who may change who decides)."""
+
+    roles: tuple[str, ...]
+    first: str
+    later: str
+    keep: frozenset[str]
+
+    def check(self, role: str) -> None:
+        """Raise OperatorError unless `role` is one of the book's."""
+        if role not in self.roles:
+            raise OperatorError(f"unknown role {role!r}: use one of {', '.join(self.roles)}")
+
+    def giving(self, role: str | None) -> RoleBook:
+        """This book, where a new operator gets `role` (None: first or later as it says)."""
+        if role is None:
+            return self
+        self.check(role)
+        return replace(self, first=role, later=role)
 
 
 def add_operator(
@@ -58,17 +76,16 @@ def add_operator(
     name: str,
     password: str,
     seal: RowSeal,
+    roles: RoleBook,
     actor: str = "cli",
-    role: str | None = None,
 ) -> Operator:
-    """Create operator `name` with an argon2id hash of `password` and `role` (default:
-    `admin` for the first operator, `approver` after), signed with `seal`.
+    """Create operator `name` with an argon2id hash of `password` and the role `roles` gives
+    a new operator (`roles.first` for the first one, `roles.later` after; `roles.giving(role)`
+    to name it), signed with `seal`.
 
-    Raises OperatorError for a bad name or role, a password shorter than 8 characters, or a
-    name that is taken.
+    Raises OperatorError for a bad name, a password shorter than 8 characters, or a name
+    that is taken.
     """
-    if role is not None:
-        _check_role(role)
     if not NAME_PATTERN.fullmatch(name):
         raise OperatorError(
             f"invalid operator name {name!r}: use 1-64 letters, digits, '.', '_', '@' or '-'"
@@ -76,8 +93,7 @@ def add_operator(
     _check_password(password)
     if session.exec(select(Operator).where(Operator.name == name)).first() is not None:
         raise OperatorError(f"operator {name!r} already exists: pick another name")
-    if role is None:
-        role = "admin" if count_operators(session=session) == 0 else "approver"
+    role = roles.first if count_operators(session=session) == 0 else roles.later
     operator = Operator(
         name=name, password_hash=hash_password(password), created_at=utcnow(), role=role
     )
@@ -178,17 +194,21 @@ def remove_operator(
     return True
 
 
-def set_role(*, session: Session, name: str, role: str, seal: RowSeal, actor: str) -> None:
-    """Give operator `name` the role `role`, signed anew. Raises OperatorError for an unknown
-    role or operator, or when it would leave no admin."""
-    _check_role(role)
+def set_role(
+    *, session: Session, name: str, role: str, seal: RowSeal, roles: RoleBook, actor: str
+) -> None:
+    """Give operator `name` the role `role`, signed anew. Raises OperatorError for a role not
+    in `roles` or an unknown operator, or when no operator would keep a role in `roles.keep`."""
+    roles.check(role)
     row = find_operator(session=session, name=name, seal=seal)
     if row is None:
         raise OperatorError(f"no operator {name!r}: `aat operator list` shows them")
-    if row.role == "admin" and role != "admin":
-        others = [r for r in _admins(session, seal) if r != name]
+    if row.role in roles.keep and role not in roles.keep:
+        others = [r for r in _keepers(session, seal, roles) if r != name]
         if not others:
-            raise OperatorError(f"{name} is the last admin: make another operator admin first")
+            raise OperatorError(
+                f"{name} is the last {row.role}: make another operator {row.role} first"
+            )
     revoke_row(seal, row)  # the earlier role, put back by SQL, counts as absent
     before, row.role, row.signed_at = row.role, role, utcnow()
     sign_row(seal, row)
@@ -200,9 +220,9 @@ def set_role(*, session: Session, name: str, role: str, seal: RowSeal, actor: st
     )
 
 
-def _admins(session: Session, seal: RowSeal) -> list[str]:
-    stmt = select(Operator).where(Operator.role == "admin")
-    return [r.name for r in session.exec(stmt).all() if row_holds(seal, r)]
+def _keepers(session: Session, seal: RowSeal, roles: RoleBook) -> list[str]:
+    """The signed operators holding a role in `roles.keep`."""
+    return deciders(session=session, seal=seal, roles=roles.keep)
 
 
 def set_password(*, session: Session, name: str, password: str, seal: RowSeal, actor: str) -> None:
@@ -243,11 +263,16 @@ class Operators(Aggregate):
     """The operators, as `platform.operators`: each method one transaction, sealed rows
     read and written with this process's seal."""
 
+    def __init__(self, door: Door, seal: Callable[[], RowSeal], roles: Callable[[], RoleBook]):
+        super().__init__(door, seal)
+        self._roles = roles
+
     def add(self, name: str, password: str, *, role: str | None = None) -> Operator:
-        """Add operator `name` (`add_operator`, by the command line)."""
-        seal = self.seal
+        """Add operator `name` (`add_operator`, by the command line): as `role`, or None for
+        the role the book gives a first or later operator."""
+        seal, roles = self.seal, self._roles().giving(role)
         return self._write(
-            lambda s: add_operator(session=s, name=name, password=password, seal=seal, role=role)
+            lambda s: add_operator(session=s, name=name, password=password, seal=seal, roles=roles)
         )
 
     def by_name(self, name: str) -> Operator | None:
@@ -271,8 +296,10 @@ class Operators(Aggregate):
 
     def set_role(self, name: str, role: str, *, actor: str) -> None:
         """Give `name` the role `role`, audited as `actor`'s change."""
-        seal = self.seal
-        self._write(lambda s: set_role(session=s, name=name, role=role, seal=seal, actor=actor))
+        seal, roles = self.seal, self._roles()
+        self._write(
+            lambda s: set_role(session=s, name=name, role=role, seal=seal, roles=roles, actor=actor)
+        )
 
     def set_password(self, name: str, password: str, *, actor: str) -> None:
         """Give `name` a new password, audited as `actor`'s change."""

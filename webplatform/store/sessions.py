@@ -13,7 +13,7 @@ from sqlmodel import Session, col, delete
 from webplatform.store.audit import AuditEntry, record_event
 from webplatform.store.door import Aggregate
 from webplatform.store.models import OperatorSession, utcnow
-from webplatform.store.operators import find_operator
+from webplatform.store.operators import authenticate, find_operator
 from webplatform.store.seals import RowSeal, row_holds, sign_row
 
 
@@ -86,6 +86,22 @@ class Sessions(Aggregate):
         return self._write(
             lambda s: start_session(session=s, operator=operator, ttl_s=ttl_s, seal=seal)
         )
+
+    def log_in(self, name: str, password: str, ttl_s: float, address: str | None) -> str | None:
+        """A new session's token when `password` is `name`'s (a signed row only), else None;
+        the login, or its failure, audited in the same transaction."""
+        seal = self.seal
+
+        def attempt(session: Session) -> str | None:
+            if not authenticate(session=session, name=name, password=password, seal=seal):
+                failed = AuditEntry(actor=name[:200] or "?", event="login-failed", address=address)
+                record_event(session, failed)
+                return None
+            token = start_session(session=session, operator=name, ttl_s=ttl_s, seal=seal)
+            record_event(session, AuditEntry(actor=name, event="login", address=address))
+            return token
+
+        return self._write(attempt)
 
     def end(self, token: str, entry: AuditEntry) -> None:
         """End the session `token` opened, and audit it as `entry`, together."""

@@ -14,7 +14,7 @@ import threading
 from datetime import UTC, datetime
 
 from webplatform import keyfiles
-from webplatform.platform import Platform, install_sealer
+from webplatform.platform import Platform, install_roles, install_sealer
 
 # Re-exported: the database markers and audit event of the adoption, whose SQL is the store's.
 from webplatform.store.adoption import ADOPTED_EVENT as ADOPTED_EVENT
@@ -22,6 +22,7 @@ from webplatform.store.adoption import ADOPTED_KEY as ADOPTED_KEY
 from webplatform.store.adoption import APPROVALS_ADOPTED_KEY as APPROVALS_ADOPTED_KEY
 from webplatform.store.seals import Revocations, RowSeal
 from webplatform.trust import signing
+from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.trust.revocation_chain import ChainedRevocations
 from webplatform.trust.revocations import revocations_for
 
@@ -125,3 +126,4 @@ def adopt_unsigned_approvals(platform: Platform, seal: RowSeal) -> None:
 
 
 install_sealer(seal_for)
+install_roles(ROLE_BOOK)

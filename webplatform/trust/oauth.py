@@ -126,8 +126,8 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         self.site = site
         self.documents = documents
 
-    async def _transact(self, fn: Callable[[Session], T], *, write: bool = True) -> T:
-        return await self._off_loop(lambda: self.platform.transact(fn, write=write))
+    async def _step(self, fn: Callable[[Session], T], *, write: bool = True) -> T:
+        return await self._off_loop(lambda: self.platform.sign_ins.step(fn, write=write))
 
     async def _off_loop(self, call: Callable[[], T]) -> T:
         """`call()` (a store object's method) on a worker thread, then the forged rows it
@@ -266,7 +266,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
                 return None if row is None else (row, None)
             return row, agents.active_agent(session=session, name=row.agent, seal=seal)
 
-        found = await self._transact(read)
+        found = await self._step(read)
         if found is None or found[0].client_id != client.client_id or found[0].id is None:
             return None
         row, agent = found
@@ -341,7 +341,7 @@ class SignInProvider(OAuthAuthorizationServerProvider[AatCode, AatRefresh, Acces
         """`fn`'s tokens; a `Refusal` it raised becomes the SDK's `TokenError`, after the
         revocation it asks for (outside the rolled-back transaction, so it holds)."""
         try:
-            return await self._transact(fn)
+            return await self._step(fn)
         except Refusal as exc:
             refusal = exc
         if refusal.revoke is not None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from webplatform.store.operators import RoleBook
+
 
 class Permission(StrEnum):
     """What an operator may be allowed to do."""
@@ -50,6 +52,17 @@ APPROVING_ROLES = frozenset(r for r, granted in GRANTS.items() if Permission.app
 # The roles that may change who may decide: one operator must keep such a role.
 MANAGING_ROLES = frozenset(
     r for r, granted in GRANTS.items() if Permission.manage_operators in granted
+)
+
+
+# The table as the store's operator rows need it (the store sits below trust and is handed
+# it): the roles a row may hold, the first operator an admin (who may add the rest), a later
+# one an approver unless named otherwise, and always one operator who manages the others.
+ROLE_BOOK = RoleBook(
+    roles=tuple(GRANTS),
+    first="admin",
+    later="approver",
+    keep=MANAGING_ROLES,
 )
 
 
@@ -114,3 +127,9 @@ def refusal(actor: Decider, permission: Permission) -> str:
         )
     what = "manage agent tokens" if permission is Permission.mint_tokens else permission.value
     return f"only an admin may {what}; {actor.name} is not one"
+
+
+def roles_holding(permission: Permission) -> list[str]:
+    """The roles whose operators hold `permission`, in the order `GRANTS` lists them: what a
+    refusal page names as the way to it."""
+    return [role for role, have in GRANTS.items() if permission in have]

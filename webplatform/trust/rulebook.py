@@ -202,7 +202,7 @@ def start_problem(platform: Platform, ask: RuleCheck, *, now: datetime | None = 
             return f"rule {ask.rule_id} has no runs left (max_runs {row.max_runs})"
         return None
 
-    problem = platform.transact(take)
+    problem = platform.rules.step(take)
     report_forged(platform)
     return problem
 

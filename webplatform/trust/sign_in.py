@@ -102,7 +102,7 @@ def allow(*, platform: Platform, step_up: StepUp, by: str, request_id: str, agen
         )
 
     try:
-        return platform.transact(grant)
+        return platform.sign_ins.step(grant)
     finally:
         report_forged(platform)
 
@@ -126,7 +126,7 @@ def deny(*, platform: Platform, by: str, request_id: str) -> str | None:
             iss=_issuer(row.params),
         )
 
-    return platform.transact(drop)
+    return platform.sign_ins.step(drop)
 
 
 def _issuer(params: str) -> str | None:
