@@ -24,6 +24,7 @@ BENCHES = {
     "B10": "bench.b10_namespaces",
     "B11": "bench.b11_rules",
     "B12": "bench.b12_tracing",
+    "B13": "bench.b13_servers",
 }
 
 

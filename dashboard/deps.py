@@ -101,6 +101,11 @@ def operator_manager(request: Request) -> str:
     return _require(request, Permission.manage_operators)
 
 
+def server_accepter(request: Request) -> str:
+    """The logged-in operator, for accepting an upstream server's tool definitions."""
+    return _require(request, Permission.accept_server_tools)
+
+
 def client_address(request: Request) -> str | None:
     """The caller's address, for audit events."""
     return request.client.host if request.client else None
@@ -164,6 +169,7 @@ OperatorDep = Annotated[str, Depends(current_operator)]
 RuleMakerDep = Annotated[str, Depends(rule_maker)]
 TokenMinterDep = Annotated[str, Depends(token_minter)]
 OperatorManagerDep = Annotated[str, Depends(operator_manager)]
+ServerAccepterDep = Annotated[str, Depends(server_accepter)]
 DeciderDep = Annotated[str, Depends(current_decider)]
 DenierDep = Annotated[str, Depends(current_denier)]
 AddressDep = Annotated[str | None, Depends(client_address)]

@@ -64,6 +64,12 @@ class RulesForm(ProofForm):
     form: str = "yaml"
 
 
+class AcceptForm(ProofForm):
+    """Accept a server's held tool definitions: the digests the page showed, space-separated."""
+
+    held: str = ""
+
+
 class RoleForm(ProofForm):
     """Change an operator's role."""
 

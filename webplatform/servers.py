@@ -133,9 +133,17 @@ def difference(before: dict[str, Any] | None, after: dict[str, Any]) -> str:
     return "\n".join(difflib.unified_diff(old, new, "accepted", "held", lineterm=""))
 
 
-def accept(platform: Platform, name: str, *, by: str) -> list[str]:
-    """Accept every held definition of server `name`, as admin `by` (whose step-up the
-    caller checked); the tools accepted. Only what was recorded, and so could be shown,
-    is accepted: the server is not asked again here."""
+def accept(
+    platform: Platform, name: str, *, by: str, shown: frozenset[str] | None = None
+) -> list[str]:
+    """Accept every held definition of server `name` (with `shown`, only those whose digests
+    the admin was shown), as admin `by` (whose step-up the caller checked); the tools
+    accepted. Only what was recorded, and so could be shown, is accepted: the server is not
+    asked again here."""
     find(platform, name)
-    return platform.server_pins.accept(name, by)
+    return platform.server_pins.accept(name, by, shown)
+
+
+def held_digests(platform: Platform, name: str) -> frozenset[str]:
+    """The digests of server `name`'s held definitions, as its page shows them."""
+    return frozenset(r.digest for r in platform.server_pins.of(name) if r.state == pins.HELD)

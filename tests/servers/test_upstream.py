@@ -135,7 +135,7 @@ def test_a_server_s_tools_are_held_until_an_admin_accepts_them(
     before = call(platform, tmp_path, "peek")
     assert before.status is Status.invalid and "no accepted tools" in (before.error or "")
     held = servers.refresh(platform, servers.find(platform, "up"), tmp_path)
-    assert set(held) == {"peek", "read", "note", "fail", "die", "hang", "ask"}
+    assert set(held) == {"peek", "read", "note", "fail", "die", "hang", "ask", "grow", "traced"}
     assert "up" not in platform.registry().tools  # not offered
     refused = call(platform, tmp_path, "peek")
     assert refused.status is Status.invalid and "aat servers accept up" in (refused.error or "")
@@ -280,6 +280,41 @@ def test_an_idle_server_is_stopped(platform: Platform, tmp_path: Path) -> None:
     finally:
         server_pool.configure(300.0)
     assert call(platform, tmp_path, "peek").status is Status.succeeded
+
+
+def held_soon(platform: Platform, tools: set[str], timeout_s: float = 20.0) -> tuple[str, ...]:
+    """The server's held tools, once `tools` are among them (the re-listing is the pool's)."""
+    deadline = time.monotonic() + timeout_s
+    while not tools <= set(held := platform.registry().held.get("up", ())):
+        assert time.monotonic() < deadline, f"never held: {tools - set(held)}"
+        time.sleep(0.05)
+    return held
+
+
+@pytest.mark.parametrize("era", ["handshake", "2026-07-28"])
+def test_a_tool_list_change_the_server_announces_is_held_at_once(
+    platform: Platform, platform_settings: Settings, tmp_path: Path, era: str
+) -> None:
+    """The server adds a tool and changes another while it runs, and says so (a
+    `tools/list_changed` notification, or a listen stream's event): aat lists it again on
+    the same connection, and holds both, as on first sight, before any restart."""
+    if era == "handshake":
+        server_file = Path(platform_settings.registry.split(":")[0]) / "servers/up/server.yaml"
+        text = server_file.read_text()
+        server_file.write_text(text.replace("peek.txt]", "peek.txt, legacy]", 1))
+    assert call(accepted(platform, tmp_path), tmp_path, "peek").status is Status.succeeded
+    pid = server_pool.POOL.links()[0].pid
+    assert call(platform, tmp_path, "grow").status is Status.succeeded
+    held_soon(platform, {"fresh", "peek"})
+    assert [link.pid for link in server_pool.POOL.links()] == [pid]  # the same server
+    offered = [a.name for a in platform.registry().tools["up"].actions]
+    assert "peek" not in offered and "fresh" not in offered and "read" in offered
+    refused = call(platform, tmp_path, "peek")
+    assert refused.status is Status.invalid and "is held" in (refused.error or "")
+    held_events = [e for e in platform.audit.export(None) if e["event"] == "server-tools-held"]
+    assert any("fresh" in e["detail"] and "peek" in e["detail"] for e in held_events)
+    assert sorted(servers.accept(platform, "up", by="ada")) == ["fresh", "peek"]
+    assert call(platform, tmp_path, "fresh").status is Status.succeeded
 
 
 def _sql(platform: Platform, statement: str) -> None:

@@ -190,6 +190,7 @@ class Bridge:
             ),
             progress=progress,
             what=f"running {name}",
+            relay=progress.upstream,
         )
         if answer.job is not None and answer.status in IN_PROGRESS:
             if answer.status is Status.pending_approval:

@@ -23,7 +23,6 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from webplatform.canonical import canonical_json, sha256_hex
 from webplatform.jobs.answers import Answer, Status
-from webplatform.mcp import waiting
 from webplatform.mcp.results import answer_result
 from webplatform.platform import Actor
 from webplatform.store.models import Surface
@@ -140,26 +139,56 @@ def raw_arguments(ctx: Context, *, declared: Collection[str] = ()) -> dict[str, 
     return without_client_added(arguments, declared)
 
 
-def progress_sender(ctx: Context) -> waiting.Progress:
-    """Progress notifications for this call; a closed stream never ends the wait.
+def progress_sender(ctx: Context) -> CallProgress:
+    """Progress notifications for this call; a closed stream never ends the wait."""
+    return CallProgress(ctx)
 
-    The value is the time since the call began, whichever wait reports it (running, waiting
-    for the decision, then for the run), so it only ever grows, as MCP requires, and a client
-    showing it never sees it start over. The wait's own figures stay in the message.
+
+class CallProgress:
+    """One call's progress notifications: aat's own while it runs or waits (called as a
+    `waiting.Progress`), and an upstream server's passed on (`upstream`).
+
+    aat's own value is the time since the call began, whichever wait reports it (running,
+    waiting for the decision, then for the run), so it only ever grows, as MCP requires, and a
+    client showing it never sees it start over; the wait's own figures stay in the message.
+    An upstream server's progress is passed on with its own value, total and message, shifted
+    past what aat sent before the first of them; from then on it is the call's clock, and
+    aat's own notes only nudge the value (the client's timeout still resets). A value that
+    does not grow is dropped: the server is not trusted to keep MCP's rule.
     """
-    began = time.monotonic()
-    last = [0.0]
 
-    async def send(elapsed: float, total: float | None, message: str) -> None:
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._began = time.monotonic()
+        self._last = 0.0
+        self._total: float | None = None
+        self._base: float | None = None
+
+    async def __call__(self, elapsed: float, total: float | None, message: str) -> None:
+        """aat's own note (`waiting.Progress`): running, or waiting for a decision."""
         del elapsed, total  # the wait's own clock; the call's is what the client shows
-        value = max(round(time.monotonic() - began, 1), last[0] + 0.1)
-        last[0] = value
+        if self._base is None:
+            value = max(round(time.monotonic() - self._began, 1), self._last + 0.1)
+        else:
+            value = self._last + 0.001
+        await self._send(value, self._total, message)
+
+    async def upstream(self, progress: float, total: float | None, message: str | None) -> None:
+        """An upstream server's progress for this call, passed on."""
+        if self._base is None:
+            self._base = self._last
+        value = self._base + progress
+        if value <= self._last:
+            return
+        self._total = self._base + total if total is not None else None
+        await self._send(value, self._total, message)
+
+    async def _send(self, value: float, total: float | None, message: str | None) -> None:
+        self._last = value
         try:
-            await ctx.report_progress(value, None, message)
+            await self._ctx.report_progress(value, total, message)
         except Exception:  # progress is a courtesy; a closed stream must not end the wait
             logger.debug("could not send progress", exc_info=True)
-
-    return send
 
 
 def tools_digest(tools: list[dict[str, Any]]) -> str:

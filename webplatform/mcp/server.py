@@ -27,7 +27,7 @@ from mcp_types import (
 )
 
 import webplatform
-from webplatform.mcp import naming, protocol, sealing, tracing
+from webplatform.mcp import naming, protocol, sealing, server_changes, tracing
 from webplatform.mcp.approvals import ApprovalWatcher, pending_body
 from webplatform.mcp.arguments import ArgumentsTool
 from webplatform.mcp.bridge import Bridge, ToolFn
@@ -111,7 +111,7 @@ def build_server(platform: Platform, *, surface: Surface) -> MCPServer:
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
-        async with watcher.running():
+        async with watcher.running(), server_changes.told(platform, watcher.bus):
             yield {}
 
     key = sealing.state_key(platform.settings.home)

@@ -19,6 +19,7 @@ import anyio.to_thread
 from webplatform.jobs.answers import Answer
 from webplatform.jobs.tracking import job_answer, job_state
 from webplatform.platform import Platform
+from webplatform.process import server_pool
 from webplatform.store import notify
 from webplatform.store.models import UNFINISHED_STATES
 
@@ -30,16 +31,32 @@ T = TypeVar("T")
 # (elapsed_s, total_s or None, message): sends one progress notification (a no-op when the
 # client asked for none).
 Progress = Callable[[float, float | None, str], Awaitable[None]]
+# (progress, total, message) an upstream MCP server reported for the call, passed on.
+Relay = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
-async def in_thread(fn: Callable[[], T], *, progress: Progress, what: str) -> T:
+async def in_thread(
+    fn: Callable[[], T], *, progress: Progress, what: str, relay: Relay | None = None
+) -> T:
     """Run blocking `fn` in a worker thread, reporting progress every few seconds meanwhile.
 
-    If the caller is cancelled the thread is still awaited to the end, so a run that started
-    is finished and recorded.
+    With `relay`, progress an upstream MCP server reports for a call `fn` makes is passed to
+    it (`server_pool.relaying`), in the order it came. If the caller is cancelled the thread
+    is still awaited to the end, so a run that started is finished and recorded.
     """
     result: list[T] = []
     start = time.monotonic()
+    loop = asyncio.get_running_loop()
+    relayed: asyncio.Queue[tuple[float, float | None, str | None] | None] = asyncio.Queue()
+    forwarded = anyio.Event()
+
+    def upstream(value: float, total: float | None, message: str | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(relayed.put_nowait, (value, total, message))
+
+    def run() -> T:
+        with server_pool.relaying(upstream):
+            return fn()
 
     async def tick() -> None:
         while True:
@@ -47,9 +64,20 @@ async def in_thread(fn: Callable[[], T], *, progress: Progress, what: str) -> T:
             elapsed = time.monotonic() - start
             await progress(elapsed, None, f"{what} ({elapsed:.0f} s)")
 
+    async def forward() -> None:
+        assert relay is not None
+        while (item := await relayed.get()) is not None:
+            await relay(*item)
+        forwarded.set()
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(tick)
-        result.append(await anyio.to_thread.run_sync(fn))
+        if relay is not None:
+            tg.start_soon(forward)
+        result.append(await anyio.to_thread.run_sync(run if relay is not None else fn))
+        if relay is not None:  # what came before the answer is sent before it
+            relayed.put_nowait(None)
+            await forwarded.wait()
         tg.cancel_scope.cancel()
     return result[0]
 

@@ -5,7 +5,10 @@ namespaces, only what its `server.yaml` declares, its limits), with its stdin a 
 stays open; the SDK's `Client` talks to it over that pipe and its stdout (`_pipes`), and
 negotiates the protocol era (`initialize` or `server/discover`) as it does with any server.
 A streamable HTTP server is reached at its `url` with its bearer secret. The connection is
-held by one task on the pool's event loop (`hold`) from its start to its stop.
+held by one task on the pool's event loop (`hold`) from its start to its stop. A server that
+says its tool list changed (`notifications/tools/list_changed` in the handshake era, a
+`subscriptions/listen` event in the 2026-07-28 one) is listed again at once, and the link's
+`on_listed` told.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +28,8 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.client._transport import TransportStreams
+from mcp.client.session import IncomingMessage
+from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 
@@ -71,25 +76,67 @@ class Link:
     proc: spawner.SpawnedProcess | None = None
     last_used: float = field(default_factory=time.monotonic)
     in_flight: int = 0
+    # Set when the server says its tool list changed; the holder lists it again.
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Told, on the pool's loop, each time the tools were listed again after a change.
+    on_listed: Callable[[Link], None] | None = None
 
 
 async def hold(link: Link, ready: asyncio.Future[None]) -> None:
     """Connect, list the server's tools, tell `ready`, and keep the connection until
-    `link.closing` is set (a stop, or the server's process ending)."""
+    `link.closing` is set (a stop, or the server's process ending), listing the tools again
+    whenever the server says they changed."""
+
+    async def on_message(message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            link.changed.set()
+
     try:
         async with AsyncExitStack() as stack:
-            client = Client(await _transport(link, stack), raise_exceptions=False)
+            transport = await _transport(link, stack)
+            client = Client(transport, raise_exceptions=False, message_handler=on_message)
             await stack.enter_async_context(client)
             link.tools = await _list_tools(client)
             link.client = client
             ready.set_result(None)
-            await link.closing.wait()
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_listen, link, client)
+                tasks.start_soon(_relist, link, client)
+                await link.closing.wait()
+                tasks.cancel_scope.cancel()
     except BaseException as exc:  # noqa: BLE001 - every way a start fails is told to `ready`
         if not ready.done():
             ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
     finally:
         link.client = None
         link.ended.set()
+
+
+async def _listen(link: Link, client: Client) -> None:
+    """In the 2026-07-28 era, a server's tool list changes reach a `subscriptions/listen`
+    stream only: open one (a server that serves none, or an older era, is left alone)."""
+    try:
+        async with client.listen(tools_list_changed=True) as events:
+            async for _event in events:
+                link.changed.set()
+    except ListenNotSupportedError:  # the handshake era: its notifications come instead
+        return
+    except Exception:  # noqa: BLE001 - a server without listen, or a lost stream: its
+        return  # tools stay as last listed (a restart lists them again)
+
+
+async def _relist(link: Link, client: Client) -> None:
+    """List the tools again each time the server says they changed, and tell `on_listed`."""
+    while True:
+        await link.changed.wait()
+        link.changed.clear()
+        try:
+            link.tools = await _list_tools(client)
+        except Exception:  # noqa: BLE001 - a link that cannot list is ended: the next call
+            link.closing.set()  # starts the server again and lists it afresh
+            return
+        if link.on_listed is not None:
+            link.on_listed(link)
 
 
 def failure(link: Link, exc: BaseException) -> str:

@@ -9,7 +9,9 @@ connection is held on one event loop, in a thread of its own, so any thread may 
 A call is sent only when the definition the server lists now is the one an admin accepted
 (its digest); otherwise nothing is sent and the call fails saying it is held. Once the call
 was handed to the connection it is never sent again: a connection lost after that ends the
-call `lost`. The server's `isError` is `failed` with its own text.
+call `lost`. The server's `isError` is `failed` with its own text. Progress the server
+reports for a call goes to the relay the calling thread set (`relaying`): the surface
+waiting for the answer passes it on to its own caller.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,7 @@ from webplatform.process.outcome import RunResult
 from webplatform.process.server_link import Launch, Link, failure, hold
 from webplatform.registry.model import ServerSpec
 from webplatform.registry.servers import definition_digest, pinned_definition
+from webplatform.telemetry import spans
 
 DEFAULT_TIMEOUT_S = 60.0
 # How long a server may take to start and list its tools.
@@ -41,6 +47,23 @@ START_TIMEOUT_S = 60.0
 _BACKOFF_S = 0.5
 _BACKOFF_MAX_S = 30.0
 _ERROR_MAX_CHARS = 2000
+
+
+# (progress, total, message) an upstream server reported, called on the pool's event loop: it
+# must be quick and may not block.
+Relay = Callable[[float, float | None, str | None], None]
+_RELAY: ContextVar[Relay | None] = ContextVar("aat_upstream_progress", default=None)
+
+
+@contextmanager
+def relaying(relay: Relay) -> Iterator[None]:
+    """Within it, upstream calls made by this thread (or a context copied from it) send
+    their servers' progress to `relay`."""
+    token = _RELAY.set(relay)
+    try:
+        yield
+    finally:
+        _RELAY.reset(token)
 
 
 class ServerNotStarted(Exception):
@@ -77,6 +100,25 @@ class ServerPool:
         # Counts listings: the platform records new definitions when it moves.
         self.generation = 0
         self.listed: dict[str, dict[str, dict[str, Any]]] = {}
+        self._listeners: list[Callable[[str], None]] = []
+
+    def on_change(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call `listener(server)` (on the pool's loop: quick, never blocking) whenever a
+        server's tools were listed again after it said they changed; the function that
+        stops it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _relisted(self, link: Link) -> None:
+        """A server listed its tools again: what the platform records (held when new or
+        changed) moves on, and every listener is told."""
+        name = link.launch.server.name
+        with self._lock:
+            self.listed[name] = dict(link.tools)
+            self.generation += 1
+        for listener in list(self._listeners):
+            with contextlib.suppress(Exception):  # one listener's fault is not the others'
+                listener(name)
 
     def loop(self) -> asyncio.AbstractEventLoop:
         """The pool's event loop, started on first use."""
@@ -120,7 +162,7 @@ class ServerPool:
 
     def _start(self, launch: Launch) -> Link:
         loop = self.loop()
-        link = Link(launch)
+        link = Link(launch, on_listed=self._relisted)
 
         async def start() -> Link:
             ready: asyncio.Future[None] = loop.create_future()
@@ -174,14 +216,29 @@ class ServerPool:
     def call(
         self, link: Link, tool: str, args: dict[str, Any], limit: float
     ) -> concurrent.futures.Future[types.CallToolResult]:
-        """Send one call on `link`, once; its future answer."""
+        """Send one call on `link`, once; its future answer. The server's progress goes to
+        this thread's relay, when one is set (`relaying`)."""
+        relay = _RELAY.get()
+        parent = spans.current_context()
+        server = link.launch.server
+        traced = {"aat.server": server.name, "network.transport": "tcp" if server.url else "pipe"}
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            assert relay is not None
+            with contextlib.suppress(Exception):  # progress is a courtesy: the call goes on
+                relay(progress, total, message)
 
         async def send() -> types.CallToolResult:
             client = link.client
             if client is None:
                 raise ConnectionError("the connection had ended")
-            with anyio.fail_after(limit):
-                return await client.call_tool(tool, args)
+            with spans.upstream_call(parent, tool, traced) as span, anyio.fail_after(limit):
+                result = await client.call_tool(
+                    tool, args, progress_callback=on_progress if relay is not None else None
+                )
+                if result.is_error:
+                    spans.failed(span, "tool_error")
+                return result
 
         return asyncio.run_coroutine_threadsafe(send(), self.loop())
 

@@ -59,16 +59,28 @@ def record_seen(
     return held
 
 
-def accept(*, session: Session, server: str, by: str, seal: RowSeal) -> list[str]:
-    """Accept every held definition of `server` (the definitions they replace become
-    `replaced`, revoked), signed and audited as `by`'s; the names of the tools accepted."""
+def accept(
+    *,
+    session: Session,
+    server: str,
+    by: str,
+    seal: RowSeal,
+    only: frozenset[str] | None = None,
+) -> list[str]:
+    """Accept every held definition of `server` (with `only`, those whose digest it holds;
+    the definitions they replace become `replaced`, revoked), signed and audited as `by`'s;
+    the names of the tools accepted."""
     candidates = session.exec(
         select(ServerToolPin).where(
             ServerToolPin.server == server, col(ServerToolPin.state).in_((HELD, ACCEPTED))
         )
     ).all()
     # Held: new or changed, or marked accepted without aat's signature (by SQL).
-    rows = [r for r in candidates if r.state == HELD or not row_holds(seal, r)]
+    rows = [
+        r
+        for r in candidates
+        if (r.state == HELD or not row_holds(seal, r)) and (only is None or r.digest in only)
+    ]
     now = utcnow()
     for row in rows:
         for old in session.exec(
@@ -142,10 +154,10 @@ class ServerPins(Aggregate):
         """`record_seen` in one transaction; the tools it held."""
         return self._write(lambda s: record_seen(session=s, server=server, seen=seen))
 
-    def accept(self, server: str, by: str) -> list[str]:
+    def accept(self, server: str, by: str, only: frozenset[str] | None = None) -> list[str]:
         """`accept` in one transaction; the tools accepted."""
         seal = self.seal
-        return self._write(lambda s: accept(session=s, server=server, by=by, seal=seal))
+        return self._write(lambda s: accept(session=s, server=server, by=by, seal=seal, only=only))
 
     def pins(self) -> Pins:
         """Every server's accepted definitions (signed) and held tools."""

@@ -1,4 +1,6 @@
-"""aat's own spans, children of the MCP request's: the approval wait and the tool's run.
+"""aat's own spans, children of the MCP request's: the approval wait, the tool's run, and a
+call sent to an upstream MCP server (a CLIENT span the SDK's client passes on upstream as
+`traceparent` in `params._meta`).
 
 Every function is a no-op while tracing is off (`webplatform.telemetry.tracing()`), and
 imports only the OpenTelemetry API (already loaded with the MCP SDK). Attributes are ids,
@@ -15,7 +17,17 @@ from typing import Any
 import webplatform
 from webplatform.telemetry import tracing
 
-__all__ = ["APPROVAL_WAIT", "RUN", "approval_wait", "end", "failed", "run", "set_attributes"]
+__all__ = [
+    "APPROVAL_WAIT",
+    "RUN",
+    "approval_wait",
+    "current_context",
+    "end",
+    "failed",
+    "run",
+    "set_attributes",
+    "upstream_call",
+]
 
 APPROVAL_WAIT = "aat.approval.wait"
 RUN = "aat.run"
@@ -58,6 +70,43 @@ def run(attributes: Mapping[str, Any], parent: tuple[str, str] | None = None) ->
         RUN, context=_context_of(parent), attributes=dict(attributes)
     ) as span:
         yield span
+
+
+def current_context() -> Any:
+    """This thread's trace context (None when tracing is off), for a span made in another
+    thread to be its child (`upstream_call`)."""
+    if not tracing():
+        return None
+    from opentelemetry import context
+
+    return context.get_current()
+
+
+@contextlib.contextmanager
+def upstream_call(parent: Any, tool: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
+    """A CLIENT span `tools/call TOOL` around one call sent to an upstream MCP server, made
+    current inside `parent` (`current_context()` of the thread that asked), so the SDK's
+    client sends it upstream as `traceparent`; yields the span (None when tracing is off)."""
+    if not tracing():
+        yield None
+        return
+    from opentelemetry import context
+    from opentelemetry.trace import SpanKind
+
+    token = context.attach(parent) if parent is not None else None
+    try:
+        fixed = {
+            "mcp.method.name": "tools/call",
+            "gen_ai.tool.name": tool,
+            "gen_ai.operation.name": "execute_tool",
+        }
+        with _tracer().start_as_current_span(
+            f"tools/call {tool}", kind=SpanKind.CLIENT, attributes={**fixed, **attributes}
+        ) as span:
+            yield span
+    finally:
+        if token is not None:
+            context.detach(token)
 
 
 @contextlib.contextmanager

@@ -148,6 +148,7 @@ class ChatBridge:
             )
         actor = protocol.request_actor(ctx, self.surface)
         args = protocol.raw_arguments(ctx, declared=[a.name for a in published.args])
+        progress = protocol.progress_sender(ctx)
         answer = await waiting.in_thread(
             lambda: answered(
                 request_run,
@@ -156,8 +157,9 @@ class ChatBridge:
                 actor=actor,
                 consent=Consent.NONE,
             ),
-            progress=protocol.progress_sender(ctx),
+            progress=progress,
             what=f"running {key.name} {key.action}",
+            relay=progress.upstream,
         )
         spec = registry.runnable(key.kind, key.name)
         action = spec.action(key.action) if spec else None
