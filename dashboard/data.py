@@ -7,7 +7,7 @@ tab, never waits behind a writer on SQLite.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +20,7 @@ from webplatform.platform import Platform
 from webplatform.registry.model import Registry
 from webplatform.store import approvals, dashboard_queries, operators, queries
 from webplatform.store import previews as preview_rows
+from webplatform.store.clock import shared_now
 from webplatform.store.models import (
     AuditEvent,
     Job,
@@ -200,20 +201,23 @@ class Approvals:
         # The page's operator is always a listed one: no role (a row that does not verify)
         # decides nothing, as a viewer.
         decider = Decider(name=operator or "", role=role)
-        verdict = judge(self.standing, decider, intent=Intent.approve, now=utcnow())
+        now = self.standing.read_at or utcnow()
+        verdict = judge(self.standing, decider, intent=Intent.approve, now=now)
         return verdict.on_card
 
 
 def job_approvals(session: Session, jobs_: list[Job], seal: RowSeal) -> dict[int, Approvals]:
     """The approvals of each pending job in `jobs_`, by id."""
     rows = approvals.approvals_for(session=session, job_ids=[j.id or 0 for j in jobs_])
+    now = shared_now(session)  # the window is judged by the clock hosts share
     roles = permissions.APPROVING_ROLES
     deciders = set(operators.deciders(session=session, seal=seal, roles=roles))
     out: dict[int, Approvals] = {}
     for job in jobs_:
         eligible = len(deciders - ({job.asked_by_operator} if not job.self_approval else set()))
         out[job.id or 0] = Approvals(
-            standing=standing_of(job, rows.get(job.id or 0, []), seal), eligible=eligible
+            standing=replace(standing_of(job, rows.get(job.id or 0, []), seal), read_at=now),
+            eligible=eligible,
         )
     return out
 

@@ -15,7 +15,8 @@ since it may bring a deadline closer; it comes from this process, another proces
 host (SQLite's marker file) or another host (PostgreSQL's NOTIFY). Each heartbeat pass reads
 the deadlines again, so a wake-up lost with a crashed process or a broken LISTEN connection
 delays a duty by at most `heartbeat_s`. Idle, with nothing pending or running, it wakes only
-to beat.
+to beat. Deadlines are compared with the clock hosts share (`webplatform.store.clock`), never
+this host's, so a host whose clock is off expires, reaps and prunes nothing early or late.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from webplatform.config import Settings
 from webplatform.jobs import previews
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
-from webplatform.store.models import utcnow
 from webplatform.store.notices import claim_new_pending, claim_reminders
 from webplatform.store.notify import JobNotifications
 
@@ -152,7 +152,7 @@ class Housekeeper:
         if time.monotonic() - self._last_prune >= self.prune_every_s:
             self.prune()
         due = self.platform.jobs.next_deadlines()
-        now = utcnow()
+        now = due.now  # the clock the deadlines were written with, not this host's
         notice = self._notice_due(now)
         moved = 0
         if due.expiry is not None and due.expiry <= now:
@@ -212,7 +212,7 @@ class Housekeeper:
         sender = self._sender
         if sender is None:
             return 0
-        now = utcnow()
+        now = self.platform.jobs.now()
         settings = self.settings
 
         def claim(session: Session) -> list[notifications.Notice]:
@@ -234,7 +234,8 @@ class Housekeeper:
         Pending, approved and running jobs, and decision audit events, are never removed.
         """
         self._last_prune = time.monotonic()
-        cutoff = utcnow() - timedelta(days=self.settings.retention_days)
+        now = self.platform.jobs.now()
+        cutoff = now - timedelta(days=self.settings.retention_days)
         finished = 0
         while True:
             batch = self.platform.jobs.prune_finished(cutoff, PRUNE_BATCH)
@@ -243,7 +244,7 @@ class Housekeeper:
                 break
         sessions = self.platform.jobs.prune_sessions()
         self.platform.jobs.prune_sign_ins()  # sign-in leftovers
-        stale = utcnow() - timedelta(seconds=STALE_HEARTBEAT_S)
+        stale = now - timedelta(seconds=STALE_HEARTBEAT_S)
         heartbeats = self.platform.heartbeats.prune(stale)
         if finished or sessions or heartbeats:
             log.info(

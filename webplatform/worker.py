@@ -43,6 +43,7 @@ from webplatform.process import runner
 from webplatform.registry import resolve_secrets
 from webplatform.registry.model import Registry
 from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.door import unreachable
 from webplatform.store.models import TOKEN_PROOF, Job, JobApproval, JobState
 from webplatform.store.notify import StopEvent
 from webplatform.store.seals import RowSeal
@@ -91,6 +92,7 @@ class Worker:
         self.housekeeping = housekeeping
         self._housekeeping_due = float("-inf")
         self._problem: str | None = None
+        self._cut_off = False  # the last pass could not reach the database
         self._claims_from = float("-inf")  # no claim before then (see `_hand_back`)
         self.ledger: DecisionLedger = ledger_for(settings)
 
@@ -208,8 +210,13 @@ class Worker:
             try:
                 if self.run_once():
                     return None  # busy: look again at once
-            except Exception:
-                log.exception("worker %s: unexpected error; retrying shortly", self.worker_id)
+                self._cut_off = False
+            except Exception as exc:
+                if not unreachable(exc):
+                    log.exception("worker %s: unexpected error; retrying shortly", self.worker_id)
+                elif not self._cut_off:  # one line while the database stays away
+                    log.warning("worker %s: %s; retrying", self.worker_id, _unreachable_line(exc))
+                self._cut_off = unreachable(exc)
             wait_s = listen_poll_s if listening else poll_s
             if self.housekeeping:
                 wait_s = min(wait_s, self._housekeeping_due - time.monotonic())
@@ -280,6 +287,12 @@ class Worker:
         return JobCall(tool, action, args, secrets)
 
 
+def _unreachable_line(exc: BaseException) -> str:
+    """The first line of why the database cannot be reached (no statement, no traceback)."""
+    cause = exc.__cause__ or exc
+    return f"the database cannot be reached ({str(cause).splitlines()[0] or type(cause).__name__})"
+
+
 @dataclass(frozen=True)
 class StartGate:
     """What a worker checks an approved job's start with: its platform and settings, the
@@ -325,7 +338,8 @@ def admit(gate: StartGate, job: Job) -> Admission:
     ):
         return Admission(False)
     max_age = max_age_s(gate.settings)
-    spent = gate.ledger.admit(decision, worker_id=gate.worker_id, max_age_s=max_age)
+    now = gate.platform.jobs.now()  # the clock the decision's time was taken from
+    spent = gate.ledger.admit(decision, worker_id=gate.worker_id, max_age_s=max_age, now=now)
     if spent is not None and spent.waits:
         return Admission(False, waits=spent.problem)
     if spent is not None:

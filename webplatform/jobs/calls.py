@@ -10,8 +10,9 @@ from sqlmodel import Session
 
 from webplatform.canonical import args_digest, canonical_json
 from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.clock import shared_now
 from webplatform.store.job_rows import insert_job, sign_new_job
-from webplatform.store.models import Job, JobState, Surface, loaded_job, utcnow
+from webplatform.store.models import Job, JobState, Surface, loaded_job
 from webplatform.store.notify import notify_job
 from webplatform.store.seals import RowSeal, seal_policy
 from webplatform.store.transitions import DigestMismatch, IllegalMove, call_detail
@@ -121,7 +122,8 @@ def job_values(call: Call, state: JobState, now: datetime) -> dict[str, Any]:
 def create_job(*, session: Session, call: Call, start: Start) -> Job:
     """Record `call` as a new job in its first state (`start`) and audit it."""
     _check(call, start)
-    now = utcnow()
+    # The window, the decision's time and the lease are read against the clock hosts share.
+    now = shared_now(session)
     values = job_values(call, start.state, now) | _started(start, now, call.address)
     # The job handed back is built from the same values, outside the session.
     job = loaded_job({**values, "id": insert_job(session, values)})

@@ -29,10 +29,15 @@ from webplatform.process import confine, runner
 from webplatform.process.outcome import RunResult
 from webplatform.redaction import Redactor
 from webplatform.registry.model import ActionSpec, ToolSpec
+from webplatform.store.door import unreachable
 from webplatform.store.models import Job, JobState
 from webplatform.telemetry import spans
 
 log = logging.getLogger(__name__)
+
+# How long a run's outcome waits for an unreachable database before the worker gives up on
+# it (the job is then reaped as `lost`): a server restart or a dropped link is back sooner.
+FINISH_RETRY_S = 300.0
 
 STATE_OF_OUTCOME: dict[str, JobState] = {
     "succeeded": JobState.succeeded,
@@ -220,14 +225,36 @@ class Executor:
 
     def finish(self, job_id: int, ending: Ending) -> Job | None:
         """Record a job's outcome unless it was cancelled or reaped meanwhile (that verdict
-        stands); the job as recorded, or None when it was not recorded."""
-        try:
-            job = self.platform.jobs.step(
-                leases.finish, job_id=job_id, worker_id=self.worker_id, ending=ending
-            )
-        except jobs.StaleState as exc:
-            log.warning("job %d: result dropped: %s", job_id, exc)
-            return None
+        stands); the job as recorded, or None when it was not recorded.
+
+        A run that ends while the database cannot be reached (the link cut, the server
+        restarting) keeps its outcome and writes it again until the database answers, for up
+        to `FINISH_RETRY_S`: recorded then, or refused if the job was reaped as `lost`
+        meanwhile. Past that the error propagates and the job is reaped as `lost`."""
+        give_up, delay, told = time.monotonic() + FINISH_RETRY_S, 0.2, False
+        while True:
+            try:
+                job = self.platform.jobs.step(
+                    leases.finish, job_id=job_id, worker_id=self.worker_id, ending=ending
+                )
+                break
+            except jobs.StaleState as exc:
+                log.warning("job %d: result dropped: %s", job_id, exc)
+                return None
+            except Exception as exc:
+                if not unreachable(exc) or time.monotonic() + delay > give_up:
+                    raise
+                if not told:
+                    log.warning(
+                        "job %d: ended %s, but the database cannot be reached (%s); "
+                        "recording it when it answers",
+                        job_id,
+                        ending.state.value,
+                        type(exc).__name__,
+                    )
+                told = True
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
         log.info("job %d: %s", job_id, ending.state.value)
         return job
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from sqlmodel import Session
 
+from webplatform.store.clock import shared_now
 from webplatform.store.leases import approved_waiting, claim_next, reap_lost, renew_lease
-from webplatform.store.models import Job, JobState, utcnow
+from webplatform.store.models import Job, JobState
 from webplatform.store.transitions import IllegalMove, Move, StaleState, compare_and_set
 
 __all__ = [
@@ -55,7 +56,7 @@ def finish(*, session: Session, job_id: int, worker_id: str, ending: Ending) -> 
     if state not in FINISH_STATES:
         raise IllegalMove(f"a run cannot finish as {state.value}")
     fields = {
-        "finished_at": utcnow(),
+        "finished_at": shared_now(session),
         "lease_expires_at": None,
         "exit_code": exit_code,
         "result_json": ending.result_json,

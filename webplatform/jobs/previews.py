@@ -39,7 +39,6 @@ from webplatform.registry import resolve_secrets
 from webplatform.registry.model import ActionSpec, ToolSpec
 from webplatform.registry.validation import validate_args
 from webplatform.store import previews as store
-from webplatform.store.models import utcnow
 from webplatform.store.previews import Finished
 
 log = logging.getLogger(__name__)
@@ -108,7 +107,7 @@ def rerun_orphans(platform: Platform) -> int:
     ended before their preview did (an in-process `aat mcp` closed by its client, a killed
     one): the card shows a real preview rather than "stopped", and an approval binds it."""
     stale_s = platform.settings.preview_timeout_s + ORPHAN_AFTER_S
-    stale_before = utcnow() - timedelta(seconds=stale_s)
+    stale_before = platform.jobs.now() - timedelta(seconds=stale_s)
     claimed = platform.jobs.claim_orphan_previews(STOPPED, stale_before)
     for job_id in claimed:
         _restart(platform, job_id)

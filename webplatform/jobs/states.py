@@ -25,13 +25,13 @@ from webplatform.store import previews as preview_rows
 from webplatform.store.approvals import add_approval
 from webplatform.store.audit import AuditEntry, audit_events, record_event
 from webplatform.store.audit_chain import lock_chain
+from webplatform.store.clock import shared_now
 from webplatform.store.heartbeats import beat, forget_heartbeat, fresh_heartbeat
 from webplatform.store.models import (
     TERMINAL_STATES,
     Job,
     JobApproval,
     JobState,
-    utcnow,
 )
 from webplatform.store.queries import (
     count_pending,
@@ -121,7 +121,8 @@ class PreviewChanged(DigestMismatch):
 class Context:
     """How a decision reached us: the decider's `address`, the step-up proof they gave
     (`step_up`, its description: never a secret), the `seal` their operator row must verify
-    with (None: the signer's own key), the time (`now`, None: the clock's), and the digest
+    with (None: the signer's own key), the time (`now`, None: the clock hosts share,
+    `webplatform.store.clock`), and the digest
     of the preview their page showed (`preview`: "" for none, None when nothing was shown;
     SPEC §20)."""
 
@@ -170,7 +171,8 @@ def judge(
     deciding `job` now, and the job's standing it was judged on, as `session` reads them."""
     standing = read_standing(session, job, context.seal)
     decider = read_decider(session, operator, context.seal)
-    return standing, verdict_on(standing, decider, intent=intent, now=context.now or utcnow())
+    now = context.now or standing.read_at or shared_now(session)
+    return standing, verdict_on(standing, decider, intent=intent, now=now)
 
 
 def enforce(
@@ -215,7 +217,7 @@ def approve(
     the one shown, and what `enforce` raises when the decision point refuses (StaleState;
     ApprovalExpired, the expiry committed; NotAllowed; AlreadyApproved).
     """
-    now = context.now or utcnow()
+    now = context.now or shared_now(session)
     seal = context.seal or signer.row_seal()
     context = replace(context, now=now, seal=seal)
     # Approvals of one job queue behind each other here, so of two operators giving the last
@@ -270,7 +272,7 @@ def _counted(
     """The job once `given` approved it: still pending (an audit event says how many of how
     many), or, with the last approval, one compare-and-set signed over every approver and
     the digest of the preview approved (`preview`)."""
-    now = context.now or utcnow()
+    now = context.now or shared_now(session)
     detail = call_detail(job) + (f"; {context.step_up}" if context.step_up else "")
     if len(given) < job.approvals_required:
         record_event(
@@ -309,7 +311,7 @@ def deny(
     """Refuse a pending job; `reason` is passed on to the requesting agent. The dashboard
     signs denials too (`signer`), so the record of who refused what is as strong; the
     operator's row must verify with `context.seal` (default: the signer's own key)."""
-    now = context.now or utcnow()
+    now = context.now or shared_now(session)
     if context.seal is None and signer is not None:
         context = replace(context, seal=signer.row_seal())
     job = _fetch(session, job_id)
@@ -344,7 +346,7 @@ def cancel(
     job = _fetch(session, job_id)
     if S.cancelled not in LEGAL_MOVES[job.state]:
         raise _stale(job, job.state)
-    fields: dict[str, Any] = {"reason": reason, "finished_at": utcnow()}
+    fields: dict[str, Any] = {"reason": reason, "finished_at": shared_now(session)}
     if job.state == S.pending_approval:
         fields |= {
             "decided_by": actor,
@@ -365,7 +367,7 @@ def _signed(signer: DecisionSigner, job: Job, decision: str, fields: dict[str, A
 
 def expire_due(*, session: Session, now: datetime | None = None) -> int:
     """Move every pending job whose approval window has closed to `expired`; how many."""
-    now = now or utcnow()
+    now = now or shared_now(session)
     # A job decided between the scan and its move keeps that decision.
     return move_overdue(
         session,

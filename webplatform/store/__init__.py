@@ -8,7 +8,8 @@ it). Its queries are reached through one store object per aggregate, built by `P
 (`oauth`), `platform.passkeys`, `platform.sessions`, `platform.audit` (`trail`) and
 `platform.adoption`. Each method is one transaction. A job's state moves where
 `webplatform.jobs.states` decides it; that step runs through `platform.jobs.step(...)`, and
-the SQL it issues (`transitions`, `leases`, `job_rows`) is here.
+the SQL it issues (`transitions`, `leases`, `job_rows`) is here. What hosts decide with time
+reads "now" from `clock` (the database server's on PostgreSQL).
 """
 
 from webplatform.store.engine import make_engine, migrate, session_scope, transact

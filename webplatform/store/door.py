@@ -13,12 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 if TYPE_CHECKING:
     from webplatform.store.seals import RowSeal
 
 T = TypeVar("T")
+
+
+def unreachable(exc: BaseException) -> bool:
+    """True when `exc` says the database could not be reached or the link to it broke (a
+    connection cut, a server restarting), as opposed to a refusal of what was asked."""
+    return isinstance(exc, OperationalError)
 
 
 class Door(Protocol):

@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import Table, bindparam, update
 from sqlmodel import Session, col, delete, select
 
-from webplatform.store.models import Heartbeat, utcnow
+from webplatform.store.clock import shared_now
+from webplatform.store.models import Heartbeat
 
 _TABLE: Table = Heartbeat.__table__  # type: ignore[attr-defined]
 # Built once: a beat is the one write an idle process makes, so it skips the ORM.
@@ -29,7 +30,7 @@ def beat(
     now: datetime | None = None,
 ) -> None:
     """Record that process `process_id` (a "dashboard", "worker" or "mcp") is alive now."""
-    now = now or utcnow()
+    now = now or shared_now(session)
     row = session.get(Heartbeat, process_id)
     if row is None:
         row = Heartbeat(id=process_id, role=role, host=host, pid=pid, seen_at=now)
@@ -48,7 +49,7 @@ def beat_all(
     now: datetime | None = None,
 ) -> None:
     """`beat` for each (process id, role) of `beats`: one UPDATE once their rows exist."""
-    now = now or utcnow()
+    now = now or shared_now(session)
     ids = [process_id for process_id, _role in beats]
     renewed = session.connection().execute(_RENEW, {"ids": ids, "now": now}).rowcount
     if renewed == len(ids):
@@ -61,7 +62,7 @@ def fresh_heartbeat(
     *, session: Session, role: str, within_s: float, now: datetime | None = None
 ) -> bool:
     """True when some process of `role` beat within the last `within_s` seconds."""
-    since = (now or utcnow()) - timedelta(seconds=within_s)
+    since = (now or shared_now(session)) - timedelta(seconds=within_s)
     stmt = select(Heartbeat.id).where(Heartbeat.role == role, col(Heartbeat.seen_at) >= since)
     return session.exec(stmt.limit(1)).first() is not None
 

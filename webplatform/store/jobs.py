@@ -15,6 +15,7 @@ from sqlmodel import Session
 
 from webplatform.store import leases, previews, queries
 from webplatform.store.approvals import approvals_of
+from webplatform.store.clock import shared_now
 from webplatform.store.deadlines import Deadlines, next_deadlines
 from webplatform.store.door import Aggregate
 from webplatform.store.gauges import jobs_by_state
@@ -107,6 +108,10 @@ class Jobs(Aggregate):
                 session=s, stopped_error=stopped_error, stale_before=stale_before
             )
         )
+
+    def now(self) -> datetime:
+        """Now as every host sharing the database sees it (`webplatform.store.clock`)."""
+        return self._read(shared_now)
 
     def next_deadlines(self) -> Deadlines:
         """The earliest approval expiry and lease end (one short read)."""

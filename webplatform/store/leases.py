@@ -3,6 +3,8 @@ lost reaped (`webplatform.jobs.leases` is the worker's door to them, and records
 
 A running job is owned by one worker through its lease; a worker that stops renewing it loses
 the job to `reap_lost`, and its late result is refused by the compare-and-set that ends it.
+A lease is written and reaped by the database server's clock (`webplatform.store.clock`), so
+a worker whose own clock is off neither loses its lease early nor keeps it late.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from datetime import datetime, timedelta
 from sqlmodel import Session, col, select, update
 
 from webplatform.store.audit_chain import lock_chain
-from webplatform.store.models import Job, JobState, utcnow
+from webplatform.store.clock import shared_now
+from webplatform.store.models import Job, JobState
 from webplatform.store.transitions import Move, StaleState, compare_and_set, move_overdue
 
 S = JobState
@@ -47,7 +50,7 @@ def claim_next(*, session: Session, worker_id: str, lease_s: float) -> Job | Non
         job_id = session.exec(stmt).first()
         if job_id is None:
             return None
-        now = utcnow()
+        now = shared_now(session)
         fields = {
             "worker_id": worker_id,
             "started_at": now,
@@ -96,7 +99,7 @@ def renew_lease(*, session: Session, job_id: int, worker_id: str, lease_s: float
     stmt = (
         update(Job)
         .where(col(Job.id) == job_id, col(Job.state) == S.running, col(Job.worker_id) == worker_id)
-        .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s))
+        .values(lease_expires_at=shared_now(session) + timedelta(seconds=lease_s))
         .execution_options(synchronize_session=False)
     )
     return session.exec(stmt).rowcount == 1
@@ -104,7 +107,7 @@ def renew_lease(*, session: Session, job_id: int, worker_id: str, lease_s: float
 
 def reap_lost(*, session: Session, now: datetime | None = None) -> int:
     """Mark running jobs whose lease ran out as `lost`; how many. Lost jobs never re-run."""
-    now = now or utcnow()
+    now = now or shared_now(session)
     error = (
         "its worker stopped renewing the lease (it died or lost the database); "
         "it may or may not have had its effect, so it is not re-run"

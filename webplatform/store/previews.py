@@ -16,6 +16,7 @@ from sqlalchemy.orm import defer
 from sqlmodel import Session, col, delete, func, select
 
 from webplatform.canonical import canonical_json, sha256_hex
+from webplatform.store.clock import shared_now
 from webplatform.store.models import Job, JobPreview, JobState, utcnow
 
 PENDING = "pending"
@@ -70,7 +71,10 @@ def digest_of(action: str, done: Finished) -> str:
 def add_pending(*, session: Session, job_id: int, action: str) -> None:
     """Record that job `job_id`'s preview `action` is about to run."""
     pending = preview_digest(action=action, state=PENDING, output=None, error=None, truncated=False)
-    session.add(JobPreview(job_id=job_id, action=action, state=PENDING, digest=pending))
+    started = shared_now(session)  # an orphan is told by this time, on any host
+    session.add(
+        JobPreview(job_id=job_id, action=action, state=PENDING, digest=pending, created_at=started)
+    )
     session.flush()
 
 
@@ -105,7 +109,7 @@ def claim_orphans(*, session: Session, stopped_error: str, stale_before: datetim
         .where(orphaned, col(JobPreview.job_id).in_(waiting))
         .order_by(col(JobPreview.job_id))
     ).all()
-    now = utcnow()
+    now = shared_now(session)
     claimed = []
     for job_id, action in found:
         pending = preview_digest(

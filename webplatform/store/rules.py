@@ -11,6 +11,7 @@ from sqlalchemy import update
 from sqlmodel import Session, col, or_, select
 
 from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.clock import shared_now
 from webplatform.store.door import Aggregate
 from webplatform.store.models import AuditEvent, RuleRow, utcnow
 from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
@@ -157,10 +158,10 @@ class Rules(Aggregate):
         seal = self.seal
         return self._read(lambda s: find_rule(session=s, rule_id=rule_id, seal=seal))
 
-    def in_force(self, now: datetime) -> list[RuleRow]:
-        """The signed rules in force at `now`."""
+    def in_force(self, now: datetime | None = None) -> list[RuleRow]:
+        """The signed rules in force at `now` (None: now, by the clock hosts share)."""
         seal = self.seal
-        return self._read(lambda s: rules_in_force(session=s, seal=seal, now=now))
+        return self._read(lambda s: rules_in_force(session=s, seal=seal, now=now or shared_now(s)))
 
     def revoke(self, rule_id: int, by: str) -> RuleRow | None:
         """Revoke rule `rule_id` in `by`'s name; the row, or None when none was in force."""

@@ -23,6 +23,7 @@ from enum import StrEnum
 from sqlmodel import Session
 
 from webplatform.store.approvals import approvals_of, verified
+from webplatform.store.clock import shared_now
 from webplatform.store.models import Job, JobApproval, JobState, utcnow
 from webplatform.store.operators import OperatorError, decider_role
 from webplatform.store.seals import RowSeal, policy_problem
@@ -72,6 +73,9 @@ class Standing:
     given: tuple[str, ...] = ()
     tampered: str | None = None
     unsigned: bool = False
+    # When it was read, by the clock hosts share (`webplatform.store.clock`); None: judged
+    # by this host's clock.
+    read_at: datetime | None = None
 
     @property
     def still_needed(self) -> int:
@@ -83,7 +87,8 @@ class Standing:
         other permission the role grants holds on the job as it does anywhere."""
         if permission.value not in Intent.__members__:
             return True
-        return judge(self, actor, intent=Intent(permission.value), now=utcnow()).may_decide
+        now = self.read_at or utcnow()
+        return judge(self, actor, intent=Intent(permission.value), now=now).may_decide
 
 
 @dataclass(frozen=True)
@@ -189,8 +194,10 @@ def standing_of(job: Job, rows: list[JobApproval], seal: RowSeal | None) -> Stan
 
 
 def read_standing(session: Session, job: Job, seal: RowSeal | None) -> Standing:
-    """`job`'s standing as the database has it now (see `standing_of`)."""
-    return standing_of(job, approvals_of(session=session, job_id=job.id or 0), seal)
+    """`job`'s standing as the database has it now (see `standing_of`), read at the time
+    hosts share."""
+    standing = standing_of(job, approvals_of(session=session, job_id=job.id or 0), seal)
+    return replace(standing, read_at=shared_now(session))
 
 
 def read_decider(session: Session, name: str, seal: RowSeal | None) -> Decider:

@@ -19,7 +19,9 @@ operators, time), so it cannot be renamed without breaking its signature.
 
 Workers on other hosts keep ledgers of their own, which this one cannot see. What bounds a
 replay there is the decision's age: one older than the approval window plus the lease time
-(`AAT_APPROVAL_TTL_S + AAT_WORKER_LEASE_S`) is refused on every host.
+(`AAT_APPROVAL_TTL_S + AAT_WORKER_LEASE_S`) is refused on every host. The age is read
+against the database server's clock, which the decision's time was also taken from, so a
+worker whose own clock is off by an hour starts nothing too old, and refuses nothing young.
 """
 
 from __future__ import annotations
@@ -104,13 +106,16 @@ class DecisionLedger:
         except OSError as exc:
             return self._unusable(exc)
 
-    def admit(self, decision: Decision, *, worker_id: str, max_age_s: float) -> Refusal | None:
-        """Record `decision` as started now and return None, or say why it may not start.
+    def admit(
+        self, decision: Decision, *, worker_id: str, max_age_s: float, now: datetime | None = None
+    ) -> Refusal | None:
+        """Record `decision` as started `now` and return None, or say why it may not start.
 
         Call it once the decision's signature has verified and before the tool starts: the
-        record is on disk (fsync'd) when this returns None.
+        record is on disk (fsync'd) when this returns None. `now` is the clock hosts share,
+        the one the decision's time was taken from (None: this host's).
         """
-        now = datetime.now(UTC)
+        now = now or datetime.now(UTC)
         name = f"decision sha256:{decision_digest(decision)[:16]}"
         said = f"job {decision.job_id}'s approval ({name}, by {', '.join(decision.operators)} "
         said += f"at {_iso(decision.at)})"

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from webplatform.platform import Platform
 from webplatform.store import rules as rule_rows
+from webplatform.store.clock import shared_now
 from webplatform.store.models import RuleRow
 from webplatform.trust.authority import report_forged
 from webplatform.trust.rule_matching import RuleSet
@@ -37,7 +38,7 @@ class Source:
 
 def parse(source: Source, platform: Platform, *, now: datetime | None = None) -> list[Rule]:
     """The rules `source` holds, each checked against the registry; RuleError otherwise."""
-    now = now or datetime.now(UTC)
+    now = now or platform.jobs.now()  # the clock hosts share: a rule ends at once everywhere
     rules = parse_cedar(source.text) if source.cedar else parse_yaml_rules(source.text, now=now)
     registry = platform.registry()
     for rule in rules:
@@ -89,7 +90,7 @@ _built = _Built()
 def in_force(platform: Platform, *, now: datetime | None = None) -> RuleSet:
     """The rules in force now, by id; a forged row is left out and reported once, and so is
     a rule that does not compile (applied when deny or ask, see `RuleSet`)."""
-    rows = platform.rules.in_force(now or datetime.now(UTC))
+    rows = platform.rules.in_force(now)
     report_forged(platform)
     signed = tuple((row.id, row.signature) for row in rows)
     with _built.lock:
@@ -183,13 +184,13 @@ def start_problem(platform: Platform, ask: RuleCheck, *, now: datetime | None = 
     """None when rule `ask.rule_id` still allows this call and one run was taken from its
     budget; otherwise why the job must not start (forged, revoked, expired, spent, or no
     longer matching). The run is taken in the same transaction as the checks."""
-    seal, now = platform.seal(), now or datetime.now(UTC)
+    seal = platform.seal()
 
     def take(session: Any) -> str | None:
         row = rule_rows.find_rule(session=session, rule_id=ask.rule_id, seal=seal)
         if row is None:
             return f"rule {ask.rule_id} is missing or was changed outside aat"
-        if (stale := _stale(row, now)) is not None:
+        if (stale := _stale(row, now or shared_now(session))) is not None:
             return stale
         call = Call(ask.tool, ask.action, ask.requester, ask.args)
         found = RuleSet({str(row.id): _kept(row)}).match(call)
