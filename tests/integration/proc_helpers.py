@@ -42,21 +42,26 @@ def _die_with_parent() -> None:
 def aat_env(settings: Settings, **extra: object) -> dict[str, str]:
     """The environment for an `aat` process sharing this test's AAT_HOME and database."""
     env = serving.aat_env(settings.home)
+    # As the in-process tests' settings: a loaded machine starts a confined preview slowly.
+    env["AAT_PREVIEW_TIMEOUT_S"] = str(settings.preview_timeout_s)
     if settings.db_url:
         env["AAT_DB_URL"] = settings.db_url.get_secret_value()
     env |= {f"AAT_{k.upper()}": str(v) for k, v in extra.items()}
     return env
 
 
-def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll `predicate` until it returns something truthy; fail naming `what`."""
+def wait_for(
+    predicate: Callable[[], Any], timeout_s: float, what: str, said: Callable[[], str] = str
+) -> Any:
+    """Poll `predicate` until it returns something truthy; fail naming `what` (and what
+    `said` tells then: the job's state, say)."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
+            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what} {said()}".strip())
         time.sleep(0.05)
 
 
@@ -210,6 +215,19 @@ def start_bridge(procs: Procs, name: str, env: dict[str, str]) -> StdioBridge:
     bridge = StdioBridge(proc)
     bridge.initialize()
     return bridge
+
+
+def job_said(engine: Engine, job_id: int) -> Callable[[], str]:
+    """What a failed wait adds: the job's state, error and note, then."""
+
+    def said() -> str:
+        with session_scope(engine, write=False) as session:
+            job = session.get(Job, job_id)
+        if job is None:
+            return f"(job {job_id} is gone)"
+        return f"(job {job_id} is {job.state}: error {job.error!r}, note {job.note!r})"
+
+    return said
 
 
 def state_of(engine: Engine, job_id: int) -> JobState | None:

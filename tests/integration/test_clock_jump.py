@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from proc_helpers import Procs, aat_env, outbox_files, state_of, wait_for
+from proc_helpers import Procs, aat_env, job_said, outbox_files, state_of, wait_for
 from serving import free_port
 from stepup_helpers import preview_landed
 from test_faults import LEASE_S, PASSWORD, S, _claims, _log_in, _queue
@@ -165,7 +165,12 @@ def test_a_server_an_hour_ahead_expires_nothing_early_and_reaps_no_live_lease(
 
     preview_landed(platform, waiting)
     _approve_through(f"http://127.0.0.1:{port}", waiting)
-    wait_for(lambda: state_of(platform.engine, waiting) == S.succeeded, 60, "the approved run")
+    wait_for(
+        lambda: state_of(platform.engine, waiting) == S.succeeded,
+        60,
+        "the approved run",
+        job_said(platform.engine, waiting),
+    )
     assert _claims(platform, slow) == 1 and _claims(platform, waiting) == 1
     assert _subjects(settings) == ["slow", "waiting"]
     platform.engine.dispose()

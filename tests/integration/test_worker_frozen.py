@@ -7,12 +7,14 @@ resumes it starts neither again. On PostgreSQL, the database several hosts share
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
-from proc_helpers import Procs, aat_env, outbox_files, state_of, wait_for
+from proc_helpers import Procs, aat_env, job_said, outbox_files, state_of, wait_for
 from test_faults import LEASE_S, S, _claims, _queue
 
 from webplatform.config import Settings
@@ -30,16 +32,20 @@ def test_a_worker_stopped_past_its_lease_and_resumed_runs_nothing_twice(
     first = _queue(platform, approved=True, subject="first", **{"delay-s": delay_s})
     env = aat_env(settings, worker_lease_s=LEASE_S, heartbeat_s=0.3)
     frozen = procs.start("frozen-worker", ["worker"], env)
-    # Frozen mid-run: its tool started (its decision is in the ledger), not mid-record.
+    # Frozen mid-run: its decision recorded and the ledger's lock let go (it takes it once a
+    # run, before the tool starts), not mid-record, which would stall this host's ledger.
     ledger = settings.home / LEDGER_FILE
-    wait_for(lambda: ledger.exists() and ledger.read_bytes(), 60, "the job to start")
+    wait_for(lambda: ledger.exists() and ledger.read_bytes() and _free(ledger), 60, "the run")
     os.kill(frozen.pid, signal.SIGSTOP)
     try:
         procs.start("other-worker", ["worker"], env)
         wait_for(lambda: state_of(platform.engine, first) == S.lost, 30, "the job to be lost")
         second = _queue(platform, approved=True, subject="second")
         wait_for(
-            lambda: state_of(platform.engine, second) == S.succeeded, 90, "the other to run it"
+            lambda: state_of(platform.engine, second) == S.succeeded,
+            90,
+            "the other to run it",
+            job_said(platform.engine, second),
         )
     finally:
         os.kill(frozen.pid, signal.SIGCONT)
@@ -52,3 +58,15 @@ def test_a_worker_stopped_past_its_lease_and_resumed_runs_nothing_twice(
     subjects = sorted(p.read_text().count('"subject": "') for p in outbox_files(settings))
     assert len(outbox_files(settings)) <= 2 and all(n == 1 for n in subjects)
     platform.engine.dispose()
+
+
+def _free(ledger: Path) -> bool:
+    """True when no process holds the ledger's lock now."""
+    fd = os.open(ledger, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # lets go of the lock, if taken
+    return True

@@ -18,6 +18,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from webplatform.store.audit import AuditEntry, record_event
+from webplatform.store.audit_chain import lock_chain
 from webplatform.store.door import Aggregate
 from webplatform.store.models import ServerToolPin, utcnow
 from webplatform.store.seals import RowSeal, revoke_row, row_holds, sign_row
@@ -38,7 +39,10 @@ def record_seen(
     *, session: Session, server: str, seen: list[tuple[str, dict[str, Any]]]
 ) -> list[str]:
     """Record each (digest, definition) of `server`'s tools not seen before as held, and
-    audit it; the names of the tools it held."""
+    audit it; the names of the tools it held. Two listings of one server at once (a call's
+    and a `list_changed`'s) are serialised by the audit chain's lock, taken before the read,
+    so the second sees what the first recorded instead of inserting it again."""
+    lock_chain(session)
     known = set(
         session.exec(
             select(ServerToolPin.tool, ServerToolPin.digest).where(ServerToolPin.server == server)
