@@ -34,10 +34,9 @@ from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
 from webplatform.process import runner
 from webplatform.registry import RegistryLoader
-from webplatform.store import Job, JobState, Surface, operators, session_scope, transact, utcnow
+from webplatform.store import Job, JobState, Surface, session_scope, transact, utcnow
 from webplatform.trust import ledger, signing
 from webplatform.trust.authority import seal_for
-from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.worker import Worker
 
 S = JobState
@@ -407,14 +406,7 @@ def _login(client: TestClient, base: str) -> None:
 def test_a_run_form_job_moved_back_to_approved_never_runs_again_and_says_why(
     platform: Platform, settings: Settings
 ) -> None:
-    with session_scope(platform.engine) as session:
-        operators.add_operator(
-            session=session,
-            name="olga",
-            password=PASSWORD,
-            seal=seal_for(platform),
-            roles=ROLE_BOOK,
-        )
+    platform.operators.add("olga", PASSWORD)
     app = create_app(settings, platform=platform, embed_worker=False, mcp=False)
     base = "http://127.0.0.1:8000"
     with TestClient(app, base_url=base, follow_redirects=False) as client:

@@ -24,10 +24,8 @@ from webplatform.jobs import calls, leases
 from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
 from webplatform.registry import RegistryLoader
-from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope, transact
+from webplatform.store import AuditEvent, Job, JobState, Surface, session_scope, transact
 from webplatform.store.models import utcnow
-from webplatform.trust.authority import seal_for
-from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.trust.signing import DecisionSigner
 from webplatform.worker import Worker
 
@@ -199,14 +197,7 @@ def test_pruning_goes_in_short_batches(
 @pytest.fixture
 def dashboard(settings: Settings) -> Iterator[tuple[TestClient, Engine]]:
     platform = Platform(settings)
-    with session_scope(platform.engine) as session:
-        operators.add_operator(
-            session=session,
-            name="olga",
-            password="correct horse battery",
-            seal=seal_for(platform),
-            roles=ROLE_BOOK,
-        )
+    platform.operators.add("olga", "correct horse battery")
     app = create_app(settings, platform=platform, embed_worker=False, mcp=False)
     base = "http://127.0.0.1:8000"
     with TestClient(app, base_url=base, follow_redirects=False) as client:

@@ -29,10 +29,9 @@ from webplatform.jobs import states as jobs
 from webplatform.platform import Platform
 from webplatform.process import runner
 from webplatform.registry import RegistryLoader
-from webplatform.store import Job, JobState, Surface, operators, session_scope, transact
+from webplatform.store import Job, JobState, Surface, session_scope, transact
 from webplatform.trust import signing
 from webplatform.trust.authority import seal_for
-from webplatform.trust.permissions import ROLE_BOOK
 from webplatform.worker import Worker
 
 S = JobState
@@ -240,14 +239,7 @@ def test_keys_show_prints_the_public_key_for_workers_on_other_hosts(
     )
     assert missing.returncode == 1 and "aat serve" in missing.stderr
 
-    with session_scope(platform.engine) as session:
-        operators.add_operator(
-            session=session,
-            name="olga",
-            password=PASSWORD,
-            seal=seal_for(platform),
-            roles=ROLE_BOOK,
-        )
+    platform.operators.add("olga", PASSWORD)
     create_app(settings, platform=platform, embed_worker=False, mcp=False)  # first start
     key = settings.home / signing.PRIVATE_KEY_FILE
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
@@ -305,14 +297,7 @@ def _csrf(client: TestClient, path: str) -> str:
 def test_the_dashboard_run_form_signs_the_operators_approval(
     platform: Platform, settings: Settings
 ) -> None:
-    with session_scope(platform.engine) as session:
-        operators.add_operator(
-            session=session,
-            name="olga",
-            password=PASSWORD,
-            seal=seal_for(platform),
-            roles=ROLE_BOOK,
-        )
+    platform.operators.add("olga", PASSWORD)
     app = create_app(settings, platform=platform, embed_worker=False, mcp=False)
     base = "http://127.0.0.1:8000"
     with TestClient(app, base_url=base, follow_redirects=False) as client:

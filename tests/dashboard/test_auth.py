@@ -13,8 +13,6 @@ from dashboard.setup import print_setup_link
 from webplatform.platform import Platform
 from webplatform.store import operators
 from webplatform.store.engine import session_scope
-from webplatform.trust.authority import seal_for
-from webplatform.trust.permissions import ROLE_BOOK
 
 PAGES = [
     "/",
@@ -124,14 +122,7 @@ def test_the_setup_link_stays_dead_after_every_operator_is_removed(settings, pla
     assert link is not None
     token = link.split("token=")[1]
     # An operator is added another way (`aat operator add`), then removed again.
-    with session_scope(platform.engine) as session:
-        operators.add_operator(
-            session=session,
-            name="alice",
-            password=PASSWORD,
-            seal=seal_for(platform),
-            roles=ROLE_BOOK,
-        )
+    platform.operators.add("alice", PASSWORD)
     with session_scope(platform.engine) as session:
         operators.remove_operator(session=session, name="alice")
     form = {"token": token, "username": "mallory", "password": PASSWORD, "password2": PASSWORD}

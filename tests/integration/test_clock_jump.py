@@ -31,9 +31,6 @@ from test_faults import LEASE_S, PASSWORD, S, _claims, _log_in, _queue
 
 from webplatform.config import Settings
 from webplatform.platform import Platform
-from webplatform.store import operators, session_scope
-from webplatform.trust.authority import seal_for
-from webplatform.trust.permissions import ROLE_BOOK
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgresql, pytest.mark.slow]
 
@@ -142,14 +139,7 @@ def test_a_server_an_hour_ahead_expires_nothing_early_and_reaps_no_live_lease(
 ) -> None:
     settings = pg_settings
     platform, short = Platform(settings), _short_window(settings)
-    with session_scope(platform.engine) as session:
-        operators.add_operator(
-            session=session,
-            name="olga",
-            password=PASSWORD,
-            seal=seal_for(platform),
-            roles=ROLE_BOOK,
-        )
+    platform.operators.add("olga", PASSWORD)
     env = aat_env(settings, worker_lease_s=LEASE_S, heartbeat_s=0.3)
     procs.start("honest", ["worker"], env)
     slow = _queue(platform, approved=True, subject="slow", **{"delay-s": 2 * LEASE_S})

@@ -39,9 +39,7 @@ from webplatform.jobs import decisions
 from webplatform.jobs.answers import Status
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
-from webplatform.store import AuditEvent, JobState, Surface, operators, session_scope
-from webplatform.trust.authority import seal_for
-from webplatform.trust.permissions import ROLE_BOOK
+from webplatform.store import AuditEvent, JobState, Surface, session_scope
 from webplatform.trust.stepup import StepUp, StepUpMethod
 
 S = JobState
@@ -190,14 +188,7 @@ def test_dashboard_restart_keeps_approvals_sessions_and_history(
     settings: Settings, procs: Procs
 ) -> None:
     platform = Platform(settings)
-    with session_scope(platform.engine) as session:
-        operators.add_operator(
-            session=session,
-            name="olga",
-            password=PASSWORD,
-            seal=seal_for(platform),
-            roles=ROLE_BOOK,
-        )
+    platform.operators.add("olga", PASSWORD)
     ran = request_run(
         platform=platform,
         call=RunCall(kind="tool", name="hello-world", action="greet", args={"name": "Zoë"}),

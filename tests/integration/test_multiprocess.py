@@ -27,9 +27,7 @@ from webplatform.config import Settings
 from webplatform.jobs.answers import Status
 from webplatform.jobs.services import Consent, RunCall, request_run
 from webplatform.platform import Actor, Platform
-from webplatform.store import AuditEvent, Job, JobState, Surface, operators, session_scope
-from webplatform.trust.authority import seal_for
-from webplatform.trust.permissions import ROLE_BOOK
+from webplatform.store import AuditEvent, Job, JobState, Surface, session_scope
 
 JOBS = 200
 PASSWORD = "correct horse battery"
@@ -40,14 +38,7 @@ def test_two_dashboards_and_two_workers_run_200_approved_jobs_exactly_once(
     pg_settings: Settings, procs: Procs
 ) -> None:
     platform = Platform(pg_settings)
-    with session_scope(platform.engine) as session:
-        operators.add_operator(
-            session=session,
-            name="olga",
-            password=PASSWORD,
-            seal=seal_for(platform),
-            roles=ROLE_BOOK,
-        )
+    platform.operators.add("olga", PASSWORD)
     env = aat_env(pg_settings, worker_lease_s=10, heartbeat_s=1)
     ports = [free_port(), free_port()]
     for n, port in enumerate(ports):

@@ -35,9 +35,7 @@ from sqlmodel import select
 
 from webplatform.config import Settings
 from webplatform.platform import Platform
-from webplatform.store import AuditEvent, JobState, operators, session_scope
-from webplatform.trust.authority import seal_for
-from webplatform.trust.permissions import ROLE_BOOK
+from webplatform.store import AuditEvent, JobState, session_scope
 
 pytestmark = [
     pytest.mark.anyio,
@@ -222,14 +220,7 @@ async def test_three_replicas_behind_round_robin_answer_every_call_and_run_each_
 ) -> None:
     front, ports = balancer
     platform = Platform(pg_settings)
-    with session_scope(platform.engine) as session:
-        operators.add_operator(
-            session=session,
-            name="olga",
-            password=PASSWORD,
-            seal=seal_for(platform),
-            roles=ROLE_BOOK,
-        )
+    platform.operators.add("olga", PASSWORD)
     env = aat_env(
         pg_settings,
         worker_lease_s=10,
