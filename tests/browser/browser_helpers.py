@@ -4,10 +4,10 @@ client asking in the background, and a job's state as its page shows it."""
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -23,9 +23,12 @@ from serving import aat_env
 from sqlmodel import Session, col, select
 
 from webplatform.config import Settings
-from webplatform.platform import Platform
+from webplatform.jobs import previews, resolution, services
+from webplatform.jobs.answers import answered
+from webplatform.platform import Actor, Platform
+from webplatform.registry.validation import parse_text_args
 from webplatform.store.agents import add_agent
-from webplatform.store.models import UNFINISHED_STATES, Job
+from webplatform.store.models import UNFINISHED_STATES, Job, Surface
 from webplatform.store.operators import add_operator
 from webplatform.trust.authority import seal_for
 from webplatform.trust.ledger import LEDGER_FILE
@@ -151,16 +154,34 @@ class Attacker:
 
 
 def queue_directly(server: Server, subject: str = "s") -> int:
-    """Queue an irreversible `outbox send-message` with `aat run --no-wait`; its job id."""
-    out = subprocess.run(
-        [sys.executable, "-m", "webplatform", "run", "outbox", "send-message", "--no-wait"]
-        + ["--to", "x@example.org", "--subject", subject, "--body", "b"],
-        env=server.env or serve_env(server.home, server.port),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    return int(json.loads(out.stdout)["job"])
+    """Queue an irreversible `outbox send-message` as `aat run --no-wait` does; its job id."""
+    return run_no_wait(server, "send-message", to="x@example.org", subject=subject, body="b")
+
+
+def run_no_wait(server: Server, action: str, **raw: str) -> int:
+    """Queue `aat run outbox ACTION --NAME VALUE... --no-wait` from this process: the same
+    request, surface and client name, with its preview landed before it returns, as the
+    command's process waits for it before exiting. An `aat` process per call cost about a
+    CPU-second of imports, several times a test. Returns the job id."""
+    settings = Settings(home=server.home, dashboard_url=server.url, approval_wait_s=40)
+    platform = Platform(settings)
+    try:
+        _spec, found = resolution.resolve_call(platform.registry(), "tool", "outbox", action)
+        args, problems = parse_text_args(found, raw)
+        assert not problems, problems.line
+        actor = Actor(surface=Surface.cli, client=f"aat run ({getpass.getuser()})", cwd=Path.cwd())
+        answer = answered(
+            services.request_run,
+            platform=platform,
+            call=services.RunCall(kind="tool", name="outbox", action=found.name, args=args),
+            actor=actor,
+            consent=services.Consent.QUEUE,
+        )
+        assert answer.job is not None, answer
+        previews.wait_all(settings.preview_timeout_s + 5)
+        return answer.job
+    finally:
+        platform.engine.dispose()
 
 
 class McpCall(threading.Thread):

@@ -4,28 +4,22 @@ shown inside `[data-preview]` as text, never as markup, and landing by the page'
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from browser_helpers import PASSWORD, McpCall, Server, job_state, new_card, wait_state
+from browser_helpers import (
+    PASSWORD,
+    McpCall,
+    Server,
+    job_state,
+    new_card,
+    run_no_wait,
+    wait_state,
+)
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
 
 SUBJECT = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
-
-
-def run_no_wait(server: Server, *args: str) -> int:
-    """Queue an outbox call with `aat run --no-wait`; its job id."""
-    out = subprocess.run(
-        [sys.executable, "-m", "webplatform", "run", "outbox", *args, "--no-wait"],
-        env=server.env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    return int(json.loads(out.stdout)["job"])
 
 
 def test_the_send_preview_lands_on_the_card_escaped(page: Page, server: Server) -> None:
