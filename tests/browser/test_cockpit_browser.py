@@ -4,15 +4,20 @@ how warnings look, and what the page says when the server cannot be reached."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_helpers import OPERATOR, PASSWORD, Server, add_to_store, log_in, queue_directly
+from browser_helpers import (
+    OPERATOR,
+    PASSWORD,
+    Server,
+    add_to_store,
+    log_in,
+    queue_directly,
+    run_no_wait,
+)
 from playwright.sync_api import Browser, Page, expect
 from serving import aat_serve
 
@@ -165,22 +170,11 @@ def test_a_stopped_server_is_said_and_its_buttons_wait_for_it(
         expect(page.locator(f"#outcome-{job_id}")).to_contain_text("approved by you")
 
 
-def _queue(server: Server, **args: str) -> int:
-    """Queue an irreversible `outbox send-message` with these arguments; its job id."""
-    flags = [part for name, value in args.items() for part in (f"--{name}", value)]
-    out = subprocess.run(
-        [sys.executable, "-m", "webplatform", "run", "outbox", "send-message", "--no-wait", *flags],
-        env=server.env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    return int(json.loads(out.stdout)["job"])
-
-
 def test_a_long_call_reads_like_the_call_and_keeps_its_recipient(page: Page, server: Server):
     body = "Dear board,\n\n" + "The numbers are attached. " * 220 + "\n\nRegards"
-    job_id = _queue(server, body=body, subject="Quarterly report", to="board@example.org")
+    job_id = run_no_wait(
+        server, "send-message", body=body, subject="Quarterly report", to="board@example.org"
+    )
     assert len(body) > 5000
     page.goto(f"{server.url}/approvals")
     card = page.locator(f"#card-{job_id}")
