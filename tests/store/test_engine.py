@@ -13,13 +13,15 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, inspect, text
+from pydantic import SecretStr
+from sqlalchemy import Engine, inspect, make_url, text
 from sqlmodel import SQLModel, select
 
 from webplatform.config import Settings
 from webplatform.store import Meta, make_engine, migrate, session_scope, transact
-from webplatform.store.engine import head_revision, is_locked_error
+from webplatform.store.engine import PG_LINK_DEFAULTS, head_revision, is_locked_error
 from webplatform.store.models import Heartbeat
+from webplatform.store.notify import JobNotifications
 
 
 @pytest.fixture(autouse=True)
@@ -163,3 +165,30 @@ def test_transact_retries_only_lock_errors(engine: Engine) -> None:
         transact(engine, fail)
     assert calls == 1
     assert not is_locked_error(ValueError("database is locked"))
+
+
+@pytest.mark.postgresql
+def test_postgresql_links_time_out_and_the_urls_own_values_win(pg_settings: Settings) -> None:
+    """Every PostgreSQL connection (the engine's and LISTEN's) has libpq's link timeouts, so a
+    link that silently drops packets fails a statement instead of hanging it (the effect is
+    tests/integration/test_database_cut.py); a value the URL sets is the one used."""
+    url = make_url(pg_settings.database_url).update_query_dict({"tcp_user_timeout": "60000"})
+    settings = pg_settings.model_copy(update={"db_url": SecretStr(url.render_as_string(False))})
+    engine = make_engine(settings)
+    waiter = JobNotifications(engine)
+    try:
+        raw = engine.raw_connection()
+        try:
+            pooled = raw.driver_connection.info.get_parameters()  # type: ignore[union-attr]
+        finally:
+            raw.close()
+        assert waiter.listening
+        listening = waiter._conn.info.get_parameters()  # type: ignore[union-attr]
+    finally:
+        waiter.close()
+        engine.dispose()
+    for used in (pooled, listening):
+        assert used["tcp_user_timeout"] == "60000"
+        assert {k: used[k] for k in PG_LINK_DEFAULTS if k != "tcp_user_timeout"} == {
+            k: v for k, v in PG_LINK_DEFAULTS.items() if k != "tcp_user_timeout"
+        }
