@@ -204,6 +204,8 @@ def _listeners(platform: Platform) -> set[int]:
         return set(conn.execute(text(query), {"listen": f'LISTEN "{channel}"'}).scalars())
 
 
+# Bounded by its own waits (each a few times what it takes); TCP alone would hang it 15 min.
+@pytest.mark.timeout(300)
 def test_a_worker_whose_link_drops_every_packet_notices_records_once_and_listens_again(
     pg_settings: Settings, procs: Procs
 ) -> None:

@@ -192,3 +192,32 @@ def test_postgresql_links_time_out_and_the_urls_own_values_win(pg_settings: Sett
         assert {k: used[k] for k in PG_LINK_DEFAULTS if k != "tcp_user_timeout"} == {
             k: v for k, v in PG_LINK_DEFAULTS.items() if k != "tcp_user_timeout"
         }
+
+
+@pytest.mark.postgresql
+def test_postgresql_sessions_idle_in_a_transaction_end_and_the_urls_options_win(
+    pg_settings: Settings,
+) -> None:
+    """Each session ends after AAT_DB_IDLE_IN_TRANSACTION_S idle inside a transaction (its
+    effect is tests/integration/test_frozen_in_transaction.py), the URL's own options (this
+    test's schema) still apply, and a value the URL's options set wins; 0 sets none."""
+    url = make_url(pg_settings.database_url)
+    own = f"{url.query['options']} -c idle_in_transaction_session_timeout=7s"
+    cases = {
+        "1min": pg_settings,
+        "7s": pg_settings.model_copy(
+            update={
+                "db_url": SecretStr(url.update_query_dict({"options": own}).render_as_string(False))
+            }
+        ),
+        "0": pg_settings.model_copy(update={"db_idle_in_transaction_s": 0.0}),
+    }
+    for expected, settings in cases.items():
+        engine = make_engine(settings)
+        try:
+            with engine.connect() as conn:
+                shown = conn.execute(text("SHOW idle_in_transaction_session_timeout")).scalar()
+                schema = conn.execute(text("SELECT current_schema()")).scalar()
+        finally:
+            engine.dispose()
+        assert (shown, schema) == (expected, url.query["options"].split("=", 1)[1])

@@ -68,7 +68,8 @@ def make_engine(settings: Settings) -> Engine:
         if url.get_backend_name() == "sqlite":
             engine = _sqlite_engine(url, settings.home)
         else:
-            engine = create_engine(url, pool_pre_ping=True, connect_args=pg_link_args(url))
+            connect_args = pg_link_args(url) | _session_options(url, settings)
+            engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except PermissionError as exc:
         raise HomeUnavailable(settings.home) from exc
     if url.get_backend_name() != "sqlite":
@@ -85,6 +86,20 @@ def pg_link_args(url: URL) -> dict[str, str]:
         for name, value in PG_LINK_DEFAULTS.items()
         if name not in url.query and not os.environ.get(_PG_ENVIRONMENT.get(name, ""))
     }
+
+
+def _session_options(url: URL, settings: Settings) -> dict[str, str]:
+    """libpq's `options` that end a session left idle in a transaction after
+    `AAT_DB_IDLE_IN_TRANSACTION_S` (none for 0), before the URL's own options (or else
+    PGOPTIONS), which come later and so win for any setting both name."""
+    limit_ms = round(settings.db_idle_in_transaction_s * 1000)
+    if limit_ms == 0:
+        return {}
+    theirs = url.query.get("options", os.environ.get("PGOPTIONS", ""))
+    if not isinstance(theirs, str):
+        theirs = " ".join(theirs)  # named twice in the URL
+    ours = f"-c idle_in_transaction_session_timeout={limit_ms}"
+    return {"options": f"{ours} {theirs}".strip()}
 
 
 def _first_connection(engine: Engine, url: URL) -> None:
