@@ -163,7 +163,11 @@ def run_no_wait(server: Server, action: str, **raw: str) -> int:
     request, surface and client name, with its preview landed before it returns, as the
     command's process waits for it before exiting. An `aat` process per call cost about a
     CPU-second of imports, several times a test. Returns the job id."""
-    settings = Settings(home=server.home, dashboard_url=server.url, approval_wait_s=40)
+    env = server.env or serve_env(server.home, server.port)
+    # The command's settings: its environment's AAT_* variables (another registry, say).
+    settings = Settings.model_validate(
+        {k[4:].lower(): v for k, v in env.items() if k[:4] == "AAT_"}
+    )
     platform = Platform(settings)
     try:
         _spec, found = resolution.resolve_call(platform.registry(), "tool", "outbox", action)
