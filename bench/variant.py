@@ -10,6 +10,9 @@ import the same modules in the same order and differ only in what SIDE takes out
   under a reaper that counts its processes); and the call's request carries no `limits`, so no
   resource limits are set and the scratch folder is an ordinary folder, not a sized tmpfs.
   Everything else (user, mount and network namespaces, Landlock) is as shipped.
+- `pid-namespace-only`: the PID namespace and its reaper as shipped, but no `limits` in the
+  request (no rlimits, no sized scratch tmpfs, no pid cap, no counting): splits what the
+  limits cost between the namespace and the limits held in it (bench/NOTES.md).
 
 The zygote is a script of its own (`confine/zygote.py`), run without aat; the `without-limits`
 side has the spawner start a copy of a few lines that imports it from its folder and serves
@@ -27,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SIDES = ("as-shipped", "without-limits")
+SIDES = ("as-shipped", "without-limits", "pid-namespace-only")
 
 # The zygote of the `without-limits` side: the shipped one, its calls forked without a PID
 # namespace of their own. Run as a script, with `-S` in exec mode, like the shipped one.
@@ -46,7 +49,7 @@ zygote.main()
 def without_limits() -> None:
     """Take SPEC §20's limits out of every tool call this process makes (see the docstring)."""
     from webplatform.process import spawner
-    from webplatform.process.confine import jail, spawn_protocol
+    from webplatform.process.confine import spawn_protocol
 
     confine = Path(spawn_protocol.__file__).resolve().parent
     assert confine / "zygote.py" == spawner.ZYGOTE, spawner.ZYGOTE
@@ -58,6 +61,13 @@ def without_limits() -> None:
     script = folder / "zygote_without_limits.py"
     script.write_text(_ZYGOTE.format(confine=str(confine)))
     spawner.ZYGOTE = script
+    without_limit_values()
+
+
+def without_limit_values() -> None:
+    """Send each call's request without its `limits` (see the docstring)."""
+    from webplatform.process.confine import jail
+
     shipped = jail.Jail.request
 
     def request(self: jail.Jail) -> dict[str, Any]:
@@ -79,6 +89,8 @@ def main(argv: list[str]) -> int:
 
     if argv[0] == "without-limits":
         without_limits()
+    elif argv[0] == "pid-namespace-only":
+        without_limit_values()
     from webplatform.cli import main as aat
 
     return aat(argv[1:])
