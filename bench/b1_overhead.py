@@ -153,7 +153,7 @@ async def measure(report: Report) -> None:
     )
     report.add(
         "aat mcp plain: added over direct spawn",
-        f"+{ms(ap - d)} ({ap / d:.3f}x direct, {ap / m:.3f}x the minimal MCPServer)",
+        f"{ap - d:+.1f} ms ({ap / d:.3f}x direct, {ap / m:.3f}x the minimal MCPServer)",
         baseline=f"direct {ms(d)}, minimal MCPServer {ms(m)}",
         target=f"<= +{PLAIN_ADDED_MS:g} ms (about 1.10x the minimal MCPServer)",
         met=ap - d <= PLAIN_ADDED_MS,
