@@ -145,9 +145,12 @@ def alternate(sides: dict[str, Callable[[], float]], rounds: int) -> dict[str, l
 
 @contextlib.contextmanager
 def temp_home(prefix: str) -> Iterator[Path]:
-    """A fresh AAT_HOME for one benchmark."""
+    """A fresh AAT_HOME for one benchmark, in a temporary folder of its own: what a bench
+    puts beside it (`home.with_name(...)`: its caller's folder, a registry) goes with it."""
     with tempfile.TemporaryDirectory(prefix=f"aat-bench-{prefix}-") as tmp:
-        yield Path(tmp)
+        home = Path(tmp) / prefix
+        home.mkdir()
+        yield home
 
 
 def aat_env(home: Path, **extra: str) -> dict[str, str]:
