@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from webplatform.config import DatabaseUnreachable, Settings
+from webplatform.process import server_pool
 from webplatform.registry import RegistryLoader
 from webplatform.registry.limits import ceilings
 from webplatform.registry.model import Registry
@@ -137,6 +138,7 @@ class Platform:
         self.adoption = Adoption(self.transact, self.seal)
         self.server_pins = ServerPins(self.transact, self.seal)
         self.server_loader = ServerLoader(settings.registry_roots)
+        server_pool.configure(settings.server_idle_s)
         self._composed: tuple[object, Registry] | None = None
         self._recorded_generation = -1
 
@@ -161,11 +163,6 @@ class Platform:
     def record_listings(self) -> None:
         """Record, held, every tool definition this process's servers listed that the store
         has not seen (new tools, changed definitions)."""
-        # The pool brings the MCP SDK (a second of imports): only a registry with servers
-        # loads it, here, before any of them can start (each is run from this registry).
-        from webplatform.process import server_pool
-
-        server_pool.configure(self.settings.server_idle_s)
         pool = server_pool.POOL
         if pool.generation == self._recorded_generation:
             return

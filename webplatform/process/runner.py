@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from webplatform.process import confine, limits, spawner, warm
+from webplatform.process import confine, limits, server_pool, spawner, warm
 from webplatform.process.confine import denials
 from webplatform.process.launch import build_argv, build_env
 from webplatform.process.outcome import RunResult, classify
@@ -97,9 +97,6 @@ def run(
     """
     tool, action = call.tool, call.action
     if tool.server is not None:  # an upstream MCP server's tool: forwarded, not spawned
-        # Imported here: the pool brings the MCP SDK, which a spawned tool's call never needs.
-        from webplatform.process import server_pool
-
         return server_pool.run(
             call, on_start=on_start, on_tick=on_tick, tick_s=tick_s, go_ahead=go_ahead
         )
