@@ -67,43 +67,20 @@ class PermissionRefused(HTTPException):
         self.permission = permission
 
 
-def _require(request: Request, permission: Permission) -> str:
-    """The logged-in operator's name when they may do `permission`; 403 with the reason
-    otherwise, whatever the page they came from showed."""
-    actor = current_actor(request)
-    if not may(actor, permission):
-        raise PermissionRefused(actor, permission)
-    return actor.name
+@dataclass(frozen=True)
+class Requires:
+    """A route's dependency on `permission`: the logged-in operator's name when they may do
+    it; 403 with the reason otherwise, whatever the page they came from showed. One per
+    permission a route needs (`DeciderDep`, `RuleMakerDep`, ... below)."""
 
+    permission: Permission
 
-def current_decider(request: Request) -> str:
-    """The logged-in operator, for every POST that decides: a viewer is refused with 403."""
-    return _require(request, Permission.approve)
-
-
-def current_denier(request: Request) -> str:
-    """The logged-in operator, for every POST that denies: a viewer is refused with 403."""
-    return _require(request, Permission.deny)
-
-
-def rule_maker(request: Request) -> str:
-    """The logged-in operator, for the Rules page and what makes a rule."""
-    return _require(request, Permission.make_rules)
-
-
-def token_minter(request: Request) -> str:
-    """The logged-in operator, for the agent tokens page."""
-    return _require(request, Permission.mint_tokens)
-
-
-def operator_manager(request: Request) -> str:
-    """The logged-in operator, for changing another operator's role."""
-    return _require(request, Permission.manage_operators)
-
-
-def server_accepter(request: Request) -> str:
-    """The logged-in operator, for accepting an upstream server's tool definitions."""
-    return _require(request, Permission.accept_server_tools)
+    def __call__(self, request: Request) -> str:
+        """The operator's name, or PermissionRefused (403)."""
+        actor = current_actor(request)
+        if not may(actor, self.permission):
+            raise PermissionRefused(actor, self.permission)
+        return actor.name
 
 
 def client_address(request: Request) -> str | None:
@@ -139,7 +116,7 @@ def dashboard_actor(request: Request) -> Actor:
     """The logged-in operator as the requester of a run (never a viewer: 403)."""
     return Actor(
         surface=Surface.dashboard,
-        operator=_require(request, Permission.run),
+        operator=Requires(Permission.run)(request),
         address=client_address(request),
     )
 
@@ -166,12 +143,15 @@ def find_runnable(request: Request, kind: str, name: str) -> Runnable:
 PlatformDep = Annotated[Platform, Depends(get_platform)]
 PagesDep = Annotated[Pages, Depends(get_pages)]
 OperatorDep = Annotated[str, Depends(current_operator)]
-RuleMakerDep = Annotated[str, Depends(rule_maker)]
-TokenMinterDep = Annotated[str, Depends(token_minter)]
-OperatorManagerDep = Annotated[str, Depends(operator_manager)]
-ServerAccepterDep = Annotated[str, Depends(server_accepter)]
-DeciderDep = Annotated[str, Depends(current_decider)]
-DenierDep = Annotated[str, Depends(current_denier)]
+# The operator, for a POST that decides or denies (a viewer is refused with 403), for the
+# Rules page and what makes a rule, the agent tokens page, changing another operator's role,
+# and accepting an upstream server's tool definitions.
+DeciderDep = Annotated[str, Depends(Requires(Permission.approve))]
+DenierDep = Annotated[str, Depends(Requires(Permission.deny))]
+RuleMakerDep = Annotated[str, Depends(Requires(Permission.make_rules))]
+TokenMinterDep = Annotated[str, Depends(Requires(Permission.mint_tokens))]
+OperatorManagerDep = Annotated[str, Depends(Requires(Permission.manage_operators))]
+ServerAccepterDep = Annotated[str, Depends(Requires(Permission.accept_server_tools))]
 AddressDep = Annotated[str | None, Depends(client_address)]
 ActorDep = Annotated[Actor, Depends(dashboard_actor)]
 FiltersDep = Annotated[JobFilters, Depends(job_filters)]

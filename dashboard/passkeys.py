@@ -39,8 +39,10 @@ from webauthn.helpers import (
 )
 from webauthn.helpers.exceptions import WebAuthnException
 from webauthn.helpers.structs import (
+    AuthenticationCredential,
     AuthenticatorSelectionCriteria,
     PublicKeyCredentialDescriptor,
+    RegistrationCredential,
     ResidentKeyRequirement,
     UserVerificationRequirement,
 )
@@ -57,6 +59,8 @@ RP_NAME = "aat"
 CHALLENGE_TTL_S = 120.0
 
 T = TypeVar("T")
+# What the browser answers: a new passkey, or a passkey's signature.
+C = TypeVar("C", RegistrationCredential, AuthenticationCredential)
 
 
 class PasskeyError(ValueError):
@@ -199,6 +203,21 @@ def _library(check: Callable[..., T], refused: str, /, *args: Any, **kwargs: Any
         raise PasskeyError(f"{refused}: {exc}") from None
 
 
+def _answer(
+    platform: Platform,
+    rp: RelyingParty,
+    parse: Callable[[str], C],
+    refused: str,
+    answer_json: str,
+) -> tuple[C, WebauthnChallenge | None]:
+    """The browser's answer (a registration or an assertion) as `parse` reads it, a refusal
+    starting with `refused`, and the challenge it answered, taken now so it is never answered
+    twice (None: unknown, expired or taken already)."""
+    require_usable(rp)
+    credential = _library(parse, refused, answer_json)
+    return credential, _take(platform, credential.response.client_data_json)
+
+
 def _bound(taken: WebauthnChallenge, rp: RelyingParty) -> dict[str, Any]:
     """What a registration or an assertion must have been made for: the challenge `taken`
     (used up now), this relying party and its origin, and a verified user."""
@@ -214,13 +233,13 @@ def register(
     *, platform: Platform, rp: RelyingParty, operator: str, credential_json: str, label: str
 ) -> Passkey:
     """Verify a registration response and store the new passkey's public key."""
-    require_usable(rp)
-    credential = _library(
+    credential, taken = _answer(
+        platform,
+        rp,
         parse_registration_credential_json,
         "the browser's answer is not a passkey registration",
         credential_json,
     )
-    taken = _take(platform, credential.response.client_data_json)
     if taken is None or taken.operator != operator or taken.purpose != "register":
         raise PasskeyError("this registration is stale or was already used: start again")
     verified = _library(
@@ -250,13 +269,13 @@ def verify_assertion(
     signature counter are checked by the library. Raises PasskeyError otherwise.
     """
     operator = expected.operator
-    require_usable(rp)
-    credential = _library(
+    credential, taken = _answer(
+        platform,
+        rp,
         parse_authentication_credential_json,
         "the browser's answer is not a passkey assertion",
         assertion_json,
     )
-    taken = _take(platform, credential.response.client_data_json)
     if taken is None or taken.operator != operator:
         raise PasskeyError("this passkey confirmation is stale or was already used: try again")
     if (taken.purpose, taken.job_id, taken.digest) != (

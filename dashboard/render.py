@@ -8,6 +8,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -170,6 +171,30 @@ async def json_body(request: Request) -> dict[str, Any]:
     except ValueError:
         body = None
     return body if isinstance(body, dict) else {}
+
+
+@dataclass(frozen=True)
+class Notice:
+    """What just happened, said at the top of a page: `message` when it went through, or
+    `error` when it was refused, with the `status` the response tells every client (htmx
+    swaps a refusal in anyway)."""
+
+    message: str | None = None
+    error: str | None = None
+    status: int = 200
+
+    @classmethod
+    def refused(cls, error: str, status: int) -> Notice:
+        """A refusal: `error`, answered with `status`."""
+        return cls(error=error, status=status)
+
+    def shown(self) -> dict[str, str | None]:
+        """The page's `message` and `error`, as its template reads them."""
+        return {"message": self.message, "error": self.error}
+
+
+# A page with nothing to tell.
+QUIET = Notice()
 
 
 def json_error(text: str, status_code: int = 400) -> JSONResponse:

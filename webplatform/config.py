@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     # A queued call's preview (SPEC §16) is stopped after this many seconds.
     preview_timeout_s: Positive = 5.0
     worker_lease_s: Positive = 10.0
+    # PostgreSQL ends a session left idle inside a transaction this long (a process frozen
+    # mid-transaction would hold its locks, the audit chain's among them, for every host); 0:
+    # never. No aat transaction waits on anything but the database.
+    db_idle_in_transaction_s: Annotated[float, Field(ge=0)] = 60.0
     # How long an upstream MCP server is kept without a call before it is stopped (SPEC §22).
     server_idle_s: Positive = 300.0
     capabilities_max_bytes: PositiveInt = 40_000

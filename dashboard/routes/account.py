@@ -35,7 +35,7 @@ from dashboard.deps import (
     permitted,
 )
 from dashboard.forms import PasswordForm, ProofForm, RoleForm
-from dashboard.render import json_body, json_error
+from dashboard.render import QUIET, Notice, json_body, json_error
 from dashboard.urls import url_for
 from webplatform.store import operators
 from webplatform.trust import changes
@@ -55,10 +55,7 @@ DONE = {
 def render_account(
     view: View,
     operator: str,
-    *,
-    message: str | None = None,
-    error: str | None = None,
-    status_code: int = 200,
+    notice: Notice = QUIET,
 ) -> Response:
     """The account page: passkeys (unsigned rows marked), password, and operators for admins."""
     request, platform = view.request, view.platform
@@ -74,16 +71,15 @@ def render_account(
         "usable": rp.usable,
         "rp_id": rp.rp_id,
         "rp_url": f"{rp.home}/account",
-        "message": message,
-        "error": error,
+        **notice.shown(),
     }
-    return view.pages.render(request, "account.html", context, status_code=status_code)
+    return view.pages.render(request, "account.html", context, status_code=notice.status)
 
 
 @router.get("/account")
 def account_page(view: ViewDep, operator: OperatorDep, done: str | None = None) -> Response:
     """The operator's passkeys and password form, and (admins) the operators' roles."""
-    return render_account(view, operator, message=DONE.get(done or ""))
+    return render_account(view, operator, Notice(DONE.get(done or "")))
 
 
 def _verify_change(
@@ -113,8 +109,7 @@ def _refused(request: Request, operator: str, exc: Exception) -> Response:
     return render_account(
         View(request=request, platform=get_platform(request), pages=get_pages(request)),
         operator,
-        error=str(exc),
-        status_code=403 if step_up_missing else 422,
+        Notice.refused(str(exc), 403 if step_up_missing else 422),
     )
 
 

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from dashboard import stepup
 from dashboard.deps import AddressDep, CheckerDep, TokenMinterDep, View, ViewDep
 from dashboard.forms import MintForm
+from dashboard.render import QUIET, Notice
 from webplatform.store import agents
 from webplatform.trust import changes
 from webplatform.trust.authority import report_forged
@@ -26,11 +27,9 @@ router = APIRouter()
 
 def render_agents(
     view: View,
+    notice: Notice = QUIET,
     *,
     minted: tuple[str, str] | None = None,
-    message: str | None = None,
-    error: str | None = None,
-    status_code: int = 200,
 ) -> Response:
     """The page: every token (never a hash), and a just-minted token when there is one."""
     platform = view.platform
@@ -43,11 +42,10 @@ def render_agents(
         {
             "agents": rows,
             "minted": minted,
-            "message": message,
-            "error": error,
+            **notice.shown(),
             "has_passkey": has_passkey,
         },
-        status_code=status_code,
+        status_code=notice.status,
     )
     response.headers["Cache-Control"] = "no-store"
     return response
@@ -82,9 +80,9 @@ def mint_agent(
             platform=view.platform, step_up=step_up, by=admin, name=name
         )
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
-        return render_agents(view, error=str(exc), status_code=403)
+        return render_agents(view, Notice.refused(str(exc), 403))
     except agents.AgentTokenError as exc:
-        return render_agents(view, error=str(exc), status_code=422)
+        return render_agents(view, Notice.refused(str(exc), 422))
     return render_agents(view, minted=(name, token))
 
 
@@ -93,5 +91,5 @@ def revoke_agent(view: ViewDep, admin: TokenMinterDep, name: str) -> Response:
     """Revoke a token: its next `/mcp` request gets 401."""
     revoked = view.platform.tokens.revoke(name, actor=admin)
     if not revoked:
-        return render_agents(view, error=f"no active agent {name!r}", status_code=409)
-    return render_agents(view, message=f"Revoked agent {name}.")
+        return render_agents(view, Notice.refused(f"no active agent {name!r}", 409))
+    return render_agents(view, Notice(f"Revoked agent {name}."))

@@ -18,7 +18,7 @@ from starlette.responses import Response
 
 from dashboard import data, stepup
 from dashboard.deps import OperatorDep, View, ViewDep
-from dashboard.render import is_htmx
+from dashboard.render import QUIET, Notice, is_htmx
 from webplatform.jobs import ruling
 from webplatform.store.models import Job
 
@@ -90,10 +90,8 @@ def grouped(
 
 def render_queue(
     view: View,
+    notice: Notice = QUIET,
     *,
-    message: str | None = None,
-    error: str | None = None,
-    status_code: int = 200,
     block: str = "live",
     lines: list[tuple[bool, str]] | None = None,
 ) -> Response:
@@ -134,13 +132,12 @@ def render_queue(
             "pending_count": queue.total,
             "order": "newest" if newest_first else "oldest",
             **stepup.passkey_context(platform, operator),
-            "message": message,
-            "error": error,
+            **notice.shown(),
             "batch_lines": lines or [],
             "rules_in_force": rules,
         },
         block=block,
-        status_code=status_code,
+        status_code=notice.status,
         headers={"HX-Trigger": "queue-changed"} if block == "notice" else None,
     )
     if remember:
@@ -178,4 +175,4 @@ def approvals_page(
 ) -> Response:
     """Pending calls with Approve / Deny, and the recent decisions below them."""
     message = f"{DONE[done]} job {job}." if done in DONE and job is not None else None
-    return render_queue(view, message=message)
+    return render_queue(view, Notice(message))

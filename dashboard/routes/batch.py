@@ -21,6 +21,7 @@ from starlette.responses import Response
 
 from dashboard import data, stepup
 from dashboard.deps import AddressDep, CheckerDep, DeciderDep, DenierDep, View, ViewDep
+from dashboard.render import Notice
 from dashboard.routes.approvals import render_queue
 from webplatform.jobs import decisions
 from webplatform.jobs import states as jobs
@@ -116,9 +117,9 @@ async def _run(
     try:
         said = await run_in_threadpool(lines)
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
-        return render_queue(view, error=str(exc), block="notice", status_code=403)
+        return render_queue(view, Notice.refused(str(exc), 403), block="notice")
     status_code = 200 if any(decided for decided, _ in said) else 409
-    return render_queue(view, lines=said, block="notice", status_code=status_code)
+    return render_queue(view, Notice(status=status_code), lines=said, block="notice")
 
 
 @router.post("/approvals/approve")
@@ -179,8 +180,8 @@ def _not_chosen(view: View, form: FormData, exc: NotChosen) -> Response:
     before the press, their lines say so (`_gone`), not "no call was selected"."""
     gone = _gone(view, form) if str(exc) == NONE_CHOSEN else []
     if not gone:
-        return render_queue(view, error=str(exc), block="notice", status_code=422)
-    return render_queue(view, lines=gone, block="notice", status_code=409)
+        return render_queue(view, Notice.refused(str(exc), 422), block="notice")
+    return render_queue(view, Notice(status=409), lines=gone, block="notice")
 
 
 def _gone(view: View, form: FormData) -> list[tuple[bool, str]]:

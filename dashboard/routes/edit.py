@@ -29,7 +29,7 @@ from dashboard.deps import (
     current_actor,
 )
 from dashboard.forms import EditProofForm
-from dashboard.render import is_htmx
+from dashboard.render import Notice, is_htmx
 from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
 from webplatform.jobs import edits
@@ -96,7 +96,7 @@ def _not_editable(view: View, job_id: int, answer: Answer) -> Response:
 def _refused(view: View, job_id: int, status_code: int, error: str) -> Response:
     """A refused edit: the approvals notice for htmx, else the job page with the error."""
     if is_htmx(view.request):
-        return render_queue(view, error=error, block="notice", status_code=status_code)
+        return render_queue(view, Notice.refused(error, status_code), block="notice")
     detail = data.job_detail(view.platform, job_id)
     if detail is None:
         raise HTTPException(404, f"no job {job_id}: it never existed or was pruned")

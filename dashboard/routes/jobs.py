@@ -28,7 +28,7 @@ from dashboard.deps import (
     ViewDep,
 )
 from dashboard.forms import ApproveForm, DenyForm
-from dashboard.render import is_htmx
+from dashboard.render import QUIET, Notice, is_htmx
 from dashboard.routes.approvals import render_queue
 from dashboard.urls import url_for
 from webplatform.jobs import decisions
@@ -81,10 +81,8 @@ def jobs_page(
 def render_job(
     view: View,
     job_id: int,
+    notice: Notice = QUIET,
     *,
-    message: str | None = None,
-    error: str | None = None,
-    status_code: int = 200,
     block: str | None = None,
 ) -> Response:
     """The job page, optionally with a message about what just happened; only `block` of it
@@ -101,11 +99,10 @@ def render_job(
             "d": detail,
             "job": detail.job,
             **stepup.passkey_context(platform, operator),
-            "message": message,
-            "error": error,
+            **notice.shown(),
         },
         block=block,
-        status_code=status_code,
+        status_code=notice.status,
     )
 
 
@@ -119,8 +116,7 @@ def job_page(
 ) -> Response:
     """Arguments, digest, timeline, result and output of one job; Approve/Deny while pending."""
     # htmx polls only the preview while it is pending (templates/_preview.html).
-    notice = _notice(done, job_id, new)
-    return render_job(view, job_id, message=notice, block="preview")
+    return render_job(view, job_id, Notice(_notice(done, job_id, new)), block="preview")
 
 
 def _notice(done: str | None, job_id: int, new: int | None) -> str | None:
@@ -161,9 +157,10 @@ def _refused(view: View, job_id: int, return_to: str, status_code: int, error: s
     (SPEC §25): an operator with several cards open sees which one it was about."""
     if f"job {job_id}" not in error:
         error = f"job {job_id}: {error}"
+    refused = Notice.refused(error, status_code)
     if return_to == "approvals" or is_htmx(view.request):
-        return render_queue(view, error=error, block="notice", status_code=status_code)
-    return render_job(view, job_id, error=error, status_code=status_code)
+        return render_queue(view, refused, block="notice")
+    return render_job(view, job_id, refused)
 
 
 async def _decide(
@@ -186,7 +183,7 @@ async def _decide(
         verb = "partial"
     if is_htmx(request):
         message = _notice(verb, job_id, None)
-        return render_queue(view, block="notice", message=message)
+        return render_queue(view, Notice(message), block="notice")
     if return_to != "job":
         target = url_for(request, "approvals_page") + f"?done={verb}&job={job_id}"
     else:
@@ -260,8 +257,7 @@ def rerun(view: ViewDep, actor: ActorDep, job_id: int) -> Response:
         return render_job(
             view,
             job_id,
-            error=answer.error or f"could not ask again: {answer.status.value}",
-            status_code=400,
+            Notice.refused(answer.error or f"could not ask again: {answer.status.value}", 400),
         )
     target = url_for(view.request, "job_page", job_id=answer.job)
     target += f"?done=rerun&new={answer.job}"

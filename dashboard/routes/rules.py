@@ -17,6 +17,7 @@ from starlette.responses import Response
 from dashboard import stepup
 from dashboard.deps import AddressDep, CheckerDep, RuleMakerDep, View, ViewDep
 from dashboard.forms import ProofForm, RulesForm
+from dashboard.render import QUIET, Notice
 from webplatform.jobs import ruling
 from webplatform.platform import Platform
 from webplatform.trust import door, rulebook
@@ -36,20 +37,18 @@ EXAMPLE = """- effect: allow
 
 def render_rules(
     view: View,
+    notice: Notice = QUIET,
     *,
-    message: str | None = None,
-    error: str | None = None,
     text: str = "",
-    status_code: int = 200,
 ) -> Response:
     """Every rule (newest first, forged ones marked) and the form to write more."""
     rules = rulebook.listing(view.platform)
-    context: dict[str, Any] = {"rules": rules, "message": message, "error": error}
+    context: dict[str, Any] = {"rules": rules, **notice.shown()}
     # The example is the field's placeholder, never its value: a form that submitted as it
     # came would make a working allow rule (SPEC §25).
     hours = view.platform.settings.rule_max_hours
     context |= {"text": text, "example": EXAMPLE, "max_hours": hours}
-    return view.pages.render(view.request, "rules.html", context, status_code=status_code)
+    return view.pages.render(view.request, "rules.html", context, status_code=notice.status)
 
 
 @router.get("/rules")
@@ -91,12 +90,12 @@ def add_rules(
             address=address,
         )
     except RuleError as exc:
-        return render_rules(view, error=str(exc), text=form.text, status_code=422)
+        return render_rules(view, Notice.refused(str(exc), 422), text=form.text)
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
-        return render_rules(view, error=str(exc), text=form.text, status_code=403)
+        return render_rules(view, Notice.refused(str(exc), 403), text=form.text)
     ids = keep_rules(view.platform, rules, by=admin)
     made = ", ".join(str(i) for i in ids)
-    return render_rules(view, message=f"Made rule(s) {made}.")
+    return render_rules(view, Notice(f"Made rule(s) {made}."))
 
 
 @router.post("/rules/{rule_id}/revoke")
@@ -119,8 +118,8 @@ def revoke_rule(
             record=lambda _step_up: rulebook.revoke(view.platform, rule_id, by=admin),
         )
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
-        return render_rules(view, error=str(exc), status_code=403)
+        return render_rules(view, Notice.refused(str(exc), 403))
     except RuleError as exc:
-        return render_rules(view, error=str(exc), status_code=409)
+        return render_rules(view, Notice.refused(str(exc), 409))
     ruling.forget(view.platform)
-    return render_rules(view, message=f"Revoked rule {rule_id}.")
+    return render_rules(view, Notice(f"Revoked rule {rule_id}."))

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from dashboard import stepup
 from dashboard.deps import AddressDep, CheckerDep, OperatorDep, ServerAccepterDep, View, ViewDep
 from dashboard.forms import AcceptForm
+from dashboard.render import QUIET, Notice
 from webplatform import servers
 from webplatform.trust import door
 from webplatform.trust.stepup import Change, StepUpMismatch
@@ -24,9 +25,9 @@ CHANGED = (
 )
 
 
-def render_server(view: View, name: str, *, status_code: int = 200, **said: str) -> Response:
+def render_server(view: View, name: str, notice: Notice = QUIET) -> Response:
     """One upstream server as the store pinned it (the page does not start the server),
-    with `message` or `error` said above it."""
+    with `notice` said above it."""
     try:
         shown = servers.details(view.platform, name, connect=False)
     except servers.ServerProblem as exc:
@@ -34,8 +35,8 @@ def render_server(view: View, name: str, *, status_code: int = 200, **said: str)
     server = view.platform.registry().servers[name]
     held = " ".join(sorted(t["digest"] for t in shown["tools"] if t["state"] == "held"))
     context: dict[str, Any] = {"server": shown, "where": server.url or " ".join(server.command)}
-    context |= {"held": held, **said}
-    return view.pages.render(view.request, "server.html", context, status_code=status_code)
+    context |= {"held": held, **notice.shown()}
+    return view.pages.render(view.request, "server.html", context, status_code=notice.status)
 
 
 @router.get("/servers/{name}")
@@ -61,7 +62,7 @@ def accept_held(
         raise HTTPException(404, str(exc)) from exc
     shown = frozenset(form.held.split())
     if not shown or shown != servers.held_digests(view.platform, name):
-        return render_server(view, name, error=CHANGED, status_code=409)
+        return render_server(view, name, Notice.refused(CHANGED, 409))
     target = {"server": name, "held": " ".join(sorted(shown))}
     try:
         accepted = door.decide(
@@ -73,6 +74,6 @@ def accept_held(
             record=lambda _step_up: servers.accept(view.platform, name, by=admin, shown=shown),
         )
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
-        return render_server(view, name, error=str(exc), status_code=403)
+        return render_server(view, name, Notice.refused(str(exc), 403))
     done = f"Accepted {', '.join(accepted)}: offered to agents from now on."
-    return render_server(view, name, message=done)
+    return render_server(view, name, Notice(done))

@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from dashboard import similar, stepup
 from dashboard.deps import AddressDep, CheckerDep, DeciderDep, View, ViewDep, permitted
-from dashboard.render import is_htmx
+from dashboard.render import Notice, is_htmx
 from dashboard.routes.approvals import render_queue
 from dashboard.routes.jobs import render_job
 from dashboard.routes.rules import keep_rules
@@ -50,19 +50,14 @@ def _answer(
     view: View,
     job_id: int,
     return_to: str,
-    *,
-    message: str | None = None,
-    error: str | None = None,
-    status_code: int = 200,
+    notice: Notice,
 ) -> Response:
     """The outcome: the approvals page's notice for htmx, else the page the form was on."""
     if is_htmx(view.request):
-        return render_queue(
-            view, message=message, error=error, block="notice", status_code=status_code
-        )
+        return render_queue(view, notice, block="notice")
     if return_to == "approvals":
-        return render_queue(view, message=message, error=error, status_code=status_code)
-    return render_job(view, job_id, message=message, error=error, status_code=status_code)
+        return render_queue(view, notice)
+    return render_job(view, job_id, notice)
 
 
 @router.post("/jobs/{job_id}/allow-similar")
@@ -74,7 +69,7 @@ async def allow_similar(
     form = {k: v for k, v in (await view.request.form()).items() if isinstance(v, str)}
     return_to = form.get("return_to", "job")
     if not permitted(view.request, Permission.make_rules):
-        return _answer(view, job_id, return_to, error=NOT_ADMIN, status_code=403)
+        return _answer(view, job_id, return_to, Notice.refused(NOT_ADMIN, 403))
 
     def call() -> str:
         return _approve_and_allow(view, checker, operator, address, job_id, form)
@@ -84,12 +79,12 @@ async def allow_similar(
     except jobs.JobNotFound:
         raise HTTPException(404, f"no job {job_id}: it never existed or was pruned") from None
     except similar.NotSimilar as exc:
-        return _answer(view, job_id, return_to, error=str(exc), status_code=exc.status)
+        return _answer(view, job_id, return_to, Notice.refused(str(exc), exc.status))
     except (stepup.StepUpRefused, StepUpMismatch) as exc:
-        return _answer(view, job_id, return_to, error=str(exc), status_code=403)
+        return _answer(view, job_id, return_to, Notice.refused(str(exc), 403))
     except _NOT_APPROVED as exc:
-        return _answer(view, job_id, return_to, error=_not_approved(job_id, exc), status_code=409)
-    return _answer(view, job_id, return_to, message=message)
+        return _answer(view, job_id, return_to, Notice.refused(_not_approved(job_id, exc), 409))
+    return _answer(view, job_id, return_to, Notice(message))
 
 
 def _approve_and_allow(

@@ -13,13 +13,15 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, inspect, text
+from pydantic import SecretStr
+from sqlalchemy import Engine, inspect, make_url, text
 from sqlmodel import SQLModel, select
 
 from webplatform.config import Settings
 from webplatform.store import Meta, make_engine, migrate, session_scope, transact
-from webplatform.store.engine import head_revision, is_locked_error
+from webplatform.store.engine import PG_LINK_DEFAULTS, head_revision, is_locked_error
 from webplatform.store.models import Heartbeat
+from webplatform.store.notify import JobNotifications
 
 
 @pytest.fixture(autouse=True)
@@ -163,3 +165,59 @@ def test_transact_retries_only_lock_errors(engine: Engine) -> None:
         transact(engine, fail)
     assert calls == 1
     assert not is_locked_error(ValueError("database is locked"))
+
+
+@pytest.mark.postgresql
+def test_postgresql_links_time_out_and_the_urls_own_values_win(pg_settings: Settings) -> None:
+    """Every PostgreSQL connection (the engine's and LISTEN's) has libpq's link timeouts, so a
+    link that silently drops packets fails a statement instead of hanging it (the effect is
+    tests/integration/test_database_cut.py); a value the URL sets is the one used."""
+    url = make_url(pg_settings.database_url).update_query_dict({"tcp_user_timeout": "60000"})
+    settings = pg_settings.model_copy(update={"db_url": SecretStr(url.render_as_string(False))})
+    engine = make_engine(settings)
+    waiter = JobNotifications(engine)
+    try:
+        raw = engine.raw_connection()
+        try:
+            pooled = raw.driver_connection.info.get_parameters()  # type: ignore[union-attr]
+        finally:
+            raw.close()
+        assert waiter.listening
+        listening = waiter._conn.info.get_parameters()  # type: ignore[union-attr]
+    finally:
+        waiter.close()
+        engine.dispose()
+    for used in (pooled, listening):
+        assert used["tcp_user_timeout"] == "60000"
+        assert {k: used[k] for k in PG_LINK_DEFAULTS if k != "tcp_user_timeout"} == {
+            k: v for k, v in PG_LINK_DEFAULTS.items() if k != "tcp_user_timeout"
+        }
+
+
+@pytest.mark.postgresql
+def test_postgresql_sessions_idle_in_a_transaction_end_and_the_urls_options_win(
+    pg_settings: Settings,
+) -> None:
+    """Each session ends after AAT_DB_IDLE_IN_TRANSACTION_S idle inside a transaction (its
+    effect is tests/integration/test_frozen_in_transaction.py), the URL's own options (this
+    test's schema) still apply, and a value the URL's options set wins; 0 sets none."""
+    url = make_url(pg_settings.database_url)
+    own = f"{url.query['options']} -c idle_in_transaction_session_timeout=7s"
+    cases = {
+        "1min": pg_settings,
+        "7s": pg_settings.model_copy(
+            update={
+                "db_url": SecretStr(url.update_query_dict({"options": own}).render_as_string(False))
+            }
+        ),
+        "0": pg_settings.model_copy(update={"db_idle_in_transaction_s": 0.0}),
+    }
+    for expected, settings in cases.items():
+        engine = make_engine(settings)
+        try:
+            with engine.connect() as conn:
+                shown = conn.execute(text("SHOW idle_in_transaction_session_timeout")).scalar()
+                schema = conn.execute(text("SELECT current_schema()")).scalar()
+        finally:
+            engine.dispose()
+        assert (shown, schema) == (expected, url.query["options"].split("=", 1)[1])

@@ -203,9 +203,10 @@ class Executor:
         """
         last = time.monotonic()
         lease_s = self.settings.worker_lease_s
+        failing_since: float | None = None  # the first failed renewal of a run of them
 
         def renew() -> None:
-            nonlocal last
+            nonlocal last, failing_since
             # Renew four times per lease, not on every tick: each renewal is a write. A renewal
             # late by up to three quarters of the lease (a loaded machine) still lands in time.
             if time.monotonic() - last < lease_s / 4:
@@ -216,8 +217,16 @@ class Executor:
                 kept = self.platform.leases.renew(job_id, self.worker_id, lease_s)
             except Exception as exc:
                 # A database hiccup must not kill the run; if it lasts, the lease runs out.
-                log.warning("job %d: lease renewal failed (%s)", job_id, type(exc).__name__)
+                # Said once while the database stays away, not on every tick.
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                    log.warning("job %d: lease renewal failed (%s)", job_id, _reason(exc))
                 return
+            if failing_since is not None:
+                away_s, failing_since = time.monotonic() - failing_since, None
+                log.warning(
+                    "job %d: lease renewed again (the database was away %.1f s)", job_id, away_s
+                )
             if not kept:
                 raise LeaseLost(job_id)
 
@@ -257,6 +266,16 @@ class Executor:
             delay = min(delay * 2, 5.0)
         log.info("job %d: %s", job_id, ending.state.value)
         return job
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a statement failed, in one line: the driver's first line for a database that cannot
+    be reached (no statement, no parameters), else only the exception's type."""
+    if not unreachable(exc):
+        return type(exc).__name__
+    cause = getattr(exc, "orig", None) or exc
+    first = (str(cause).strip().splitlines() or [""])[0]
+    return f"{type(cause).__name__}: {first}" if first else type(cause).__name__
 
 
 def _ending(outcome: RunResult, mask: Redactor) -> Ending:

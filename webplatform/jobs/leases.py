@@ -14,7 +14,7 @@ from sqlmodel import Session
 from webplatform.store.clock import shared_now
 from webplatform.store.leases import approved_waiting, claim_next, reap_lost, renew_lease
 from webplatform.store.models import Job, JobState
-from webplatform.store.transitions import IllegalMove, Move, StaleState, compare_and_set
+from webplatform.store.transitions import IllegalMove, Move, StaleState, Step, compare_and_set
 
 __all__ = [
     "FINISH_STATES",
@@ -69,13 +69,9 @@ def finish(*, session: Session, job_id: int, worker_id: str, ending: Ending) -> 
         return compare_and_set(
             session,
             Move(
-                job_id=job_id,
-                expected=S.running,
-                to=state,
-                actor=worker_id,
-                address=None,
-                detail=f"exit code {exit_code}",
-                fields=fields,
+                job_id,
+                Step(S.running, state, worker_id, detail=f"exit code {exit_code}"),
+                fields,
                 owner=worker_id,
             ),
         )

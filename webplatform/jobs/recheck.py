@@ -30,7 +30,7 @@ from webplatform.store import previews as preview_rows
 from webplatform.store.approvals import forget_approvals
 from webplatform.store.models import Job, JobState, utcnow
 from webplatform.store.previews import Finished
-from webplatform.store.transitions import Move, call_detail, compare_and_set
+from webplatform.store.transitions import Move, Step, call_detail, compare_and_set
 
 log = logging.getLogger(__name__)
 
@@ -123,12 +123,14 @@ def send_back(platform: Platform, recheck: Recheck, done: Finished) -> None:
         compare_and_set(
             session,
             Move(
-                job_id=job.id or 0,
-                expected=JobState.running,
-                to=JobState.pending_approval,
-                actor=recheck.worker_id,
+                job.id or 0,
+                Step(
+                    JobState.running,
+                    JobState.pending_approval,
+                    recheck.worker_id,
+                    detail=f"{why}; not run: it waits for a new approval ({call_detail(job)})",
+                ),
                 fields=dict.fromkeys(_FORGOTTEN),
-                detail=f"{why}; not run: it waits for a new approval ({call_detail(job)})",
                 owner=recheck.worker_id,
                 event=PREVIEW_CHANGED,
             ),

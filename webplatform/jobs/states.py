@@ -50,6 +50,7 @@ from webplatform.store.transitions import (
     JobNotFound,
     Move,
     StaleState,
+    Step,
     call_detail,
     move_overdue,
     window_closed,
@@ -133,35 +134,13 @@ class Context:
     preview: str | None = None
 
 
-@dataclass(frozen=True)
-class Step:
-    """One state move as the audit trail keeps it: from `expected` to `to`, by `actor`."""
-
-    expected: JobState
-    to: JobState
-    actor: str
-    address: str | None = None
-    detail: str | None = None
-
-
 def move(*, session: Session, job_id: int, step: Step, **fields: Any) -> Job:
     """Move job `job_id` as `step` says, setting `fields`, and audit it.
 
     Raises IllegalMove if LEGAL_MOVES forbids it, JobNotFound, or StaleState if the job
     was not in `step.expected` any more (someone else moved it first).
     """
-    return _cas(
-        session,
-        Move(
-            job_id=job_id,
-            expected=step.expected,
-            to=step.to,
-            actor=step.actor,
-            address=step.address,
-            detail=step.detail,
-            fields=fields,
-        ),
-    )
+    return _cas(session, Move(job_id, step, fields))
 
 
 def judge(

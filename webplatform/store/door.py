@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import Session
 
 if TYPE_CHECKING:
@@ -22,10 +22,19 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+# PostgreSQL's code for a session it ended because it sat idle inside a transaction past
+# `idle_in_transaction_session_timeout` (the process was frozen): the connection is gone.
+_IDLE_IN_TRANSACTION_ENDED = "25P03"
+
+
 def unreachable(exc: BaseException) -> bool:
     """True when `exc` says the database could not be reached or the link to it broke (a
-    connection cut, a server restarting), as opposed to a refusal of what was asked."""
-    return isinstance(exc, OperationalError)
+    connection cut, a server restarting, a session ended for idling inside a transaction),
+    as opposed to a refusal of what was asked."""
+    if isinstance(exc, OperationalError):
+        return True
+    orig = getattr(exc, "orig", None) if isinstance(exc, DBAPIError) else None
+    return getattr(orig, "sqlstate", None) == _IDLE_IN_TRANSACTION_ENDED
 
 
 class Door(Protocol):

@@ -37,6 +37,21 @@ PG_MIGRATION_LOCK = 0x0AA7_0001
 _WRITE_OPTION = "aat_write"
 # The longest pause between two attempts of a locked write (jitter adds up to as much again).
 _MAX_BACKOFF_S = 1.0
+# libpq's link settings for a database on the LAN. A link that stops delivering without
+# closing (a cable pulled, a firewall dropping packets) then fails a statement within seconds
+# (data unacknowledged for `tcp_user_timeout` ms; an idle connection's keepalive probes
+# unanswered as long) instead of hanging it until the kernel gives up retransmitting, about 15
+# minutes later. A value set in `AAT_DB_URL` wins (`?tcp_user_timeout=60000`); so does
+# PGCONNECT_TIMEOUT.
+PG_LINK_DEFAULTS = {
+    "connect_timeout": "10",
+    "keepalives": "1",
+    "keepalives_idle": "5",
+    "keepalives_interval": "2",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "10000",
+}
+_PG_ENVIRONMENT = {"connect_timeout": "PGCONNECT_TIMEOUT"}
 
 
 def make_engine(settings: Settings) -> Engine:
@@ -53,13 +68,38 @@ def make_engine(settings: Settings) -> Engine:
         if url.get_backend_name() == "sqlite":
             engine = _sqlite_engine(url, settings.home)
         else:
-            engine = create_engine(url, pool_pre_ping=True)
+            connect_args = pg_link_args(url) | _session_options(url, settings)
+            engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except PermissionError as exc:
         raise HomeUnavailable(settings.home) from exc
     if url.get_backend_name() != "sqlite":
         _first_connection(engine, url)
     migrate(engine)
     return engine
+
+
+def pg_link_args(url: URL) -> dict[str, str]:
+    """The `PG_LINK_DEFAULTS` that `url` (its query) and libpq's environment leave unset, as
+    connect arguments: given to the driver, they would override the URL's own values."""
+    return {
+        name: value
+        for name, value in PG_LINK_DEFAULTS.items()
+        if name not in url.query and not os.environ.get(_PG_ENVIRONMENT.get(name, ""))
+    }
+
+
+def _session_options(url: URL, settings: Settings) -> dict[str, str]:
+    """libpq's `options` that end a session left idle in a transaction after
+    `AAT_DB_IDLE_IN_TRANSACTION_S` (none for 0), before the URL's own options (or else
+    PGOPTIONS), which come later and so win for any setting both name."""
+    limit_ms = round(settings.db_idle_in_transaction_s * 1000)
+    if limit_ms == 0:
+        return {}
+    theirs = url.query.get("options", os.environ.get("PGOPTIONS", ""))
+    if not isinstance(theirs, str):
+        theirs = " ".join(theirs)  # named twice in the URL
+    ours = f"-c idle_in_transaction_session_timeout={limit_ms}"
+    return {"options": f"{ours} {theirs}".strip()}
 
 
 def _first_connection(engine: Engine, url: URL) -> None:

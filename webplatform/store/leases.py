@@ -16,7 +16,13 @@ from sqlmodel import Session, col, select, update
 from webplatform.store.audit_chain import lock_chain
 from webplatform.store.clock import shared_now
 from webplatform.store.models import Job, JobState
-from webplatform.store.transitions import Move, StaleState, compare_and_set, move_overdue
+from webplatform.store.transitions import (
+    Move,
+    StaleState,
+    Step,
+    compare_and_set,
+    move_overdue,
+)
 
 S = JobState
 # The audit event of a claimed job given back to `approved` before its tool started.
@@ -59,15 +65,7 @@ def claim_next(*, session: Session, worker_id: str, lease_s: float) -> Job | Non
         try:
             return compare_and_set(
                 session,
-                Move(
-                    job_id=job_id,
-                    expected=S.approved,
-                    to=S.running,
-                    actor=worker_id,
-                    address=None,
-                    detail=None,
-                    fields=fields,
-                ),
+                Move(job_id, Step(S.approved, S.running, worker_id), fields),
             )
         except StaleState:
             continue  # another worker won this one; try the next
@@ -82,12 +80,9 @@ def hand_back(*, session: Session, job_id: int, worker_id: str, why: str) -> Job
     return compare_and_set(
         session,
         Move(
-            job_id=job_id,
-            expected=S.running,
-            to=S.approved,
-            actor=worker_id,
+            job_id,
+            Step(S.running, S.approved, worker_id, detail=f"not started, handed back: {why}"),
             fields={"worker_id": None, "started_at": None, "lease_expires_at": None, "note": why},
-            detail=f"not started, handed back: {why}",
             owner=worker_id,
             event=HANDED_BACK,
         ),

@@ -38,6 +38,7 @@ from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 
 from webplatform import inotify
+from webplatform.store.engine import pg_link_args
 from webplatform.store.models import JobState
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ log = logging.getLogger(__name__)
 # notifying and the listening side always agree and the name stays under 63 bytes.
 CHANNEL_SQL = "'aat_jobs_' || left(md5(current_schema()), 16)"
 _MOVED = "aat_job_moved"
+# How often a waiter whose LISTEN connection broke tries to open another (polling meanwhile).
+RELISTEN_S = 5.0
 
 # What a SQLite database's marker files are called: the database file's name and these
 # (every move; moves into `approved` as well).
@@ -282,6 +285,8 @@ class JobNotifications:
         self._seen = _approved_count if only_approved else _local_count
         self._wake_r = self._wake_w = -1
         self._pipe_lock = threading.Lock()  # the pipe is never written once closed
+        self._relisten_at = float("inf")  # when to open a LISTEN connection again
+        self._lost = False  # a LISTEN connection broke (or could not be opened) and is said so
         if engine.dialect.name == "postgresql":
             self._listen(engine)
 
@@ -289,14 +294,23 @@ class JobNotifications:
         # Imported here: a SQLite-only process (`aat mcp`) never pays for the driver.
         import psycopg
 
-        conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._relisten_at = time.monotonic() + RELISTEN_S
+        from psycopg.conninfo import make_conninfo
+
+        url = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        conninfo = make_conninfo(url, **pg_link_args(engine.url))
         try:
-            conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
+            conn = psycopg.connect(conninfo, autocommit=True)
             row = conn.execute(f"SELECT {CHANNEL_SQL}").fetchone()
             conn.execute(f'LISTEN "{row[0] if row else "aat_jobs"}"')
         except psycopg.Error as exc:
-            log.warning("cannot LISTEN for job moves (%s); polling instead", type(exc).__name__)
+            if not self._lost:  # one line while the database stays away
+                log.warning("cannot LISTEN for job moves (%s); polling instead", type(exc).__name__)
+            self._lost = True
             return
+        if self._lost:
+            log.info("listening for job moves again")
+        self._lost = False
         self._conn = conn
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         _listeners.add(self)
@@ -306,6 +320,12 @@ class JobNotifications:
         """True while every job move, in any process, wakes `wait` up early."""
         if self._conn is not None:
             return True
+        if self._engine.dialect.name == "postgresql":
+            # A broken link (a server restart, a dropped link) ended the last one: a move
+            # committed before the new LISTEN is found by the pass this answer precedes.
+            if time.monotonic() >= self._relisten_at:
+                self._listen(self._engine)
+            return self._conn is not None
         if self._bell is not None and not self._bell.running:
             release_database(self._bell)  # its folder went away
             self._bell = None
@@ -325,7 +345,9 @@ class JobNotifications:
             return self._wait_notify(self._conn, timeout_s, stop)
         except psycopg.Error as exc:
             log.warning("lost the LISTEN connection (%s); polling instead", type(exc).__name__)
+            self._lost = True
             self.close()
+            self._relisten_at = time.monotonic()  # at the next look
             stop.wait(min(timeout_s, 1.0))
         return False
 

@@ -155,19 +155,26 @@ def stale_error(
 
 
 @dataclass(frozen=True)
-class Move:
-    """One compare-and-set: job `job_id` from `expected` to `to`, setting `fields`, audited
-    as done by `actor` from `address` with `detail` (and as `event`, when the state's usual
-    verb does not fit). With `owner`, only while that worker holds the job; with `extra`,
-    only while those conditions hold too."""
+class Step:
+    """One state move as the audit trail keeps it: from `expected` to `to`, by `actor`."""
 
-    job_id: int
     expected: JobState
     to: JobState
     actor: str
-    fields: dict[str, Any]
     address: str | None = None
     detail: str | None = None
+
+
+@dataclass(frozen=True)
+class Move:
+    """One compare-and-set: job `job_id` moved as `step` says (audited as done by its actor,
+    from its address, with its detail; as `event` when the state's usual verb does not fit),
+    setting `fields`. With `owner`, only while that worker holds the job; with `extra`, only
+    while those conditions hold too."""
+
+    job_id: int
+    step: Step
+    fields: dict[str, Any]
     owner: str | None = None
     extra: tuple[ColumnElement[bool], ...] = ()
     event: str | None = None
@@ -180,7 +187,8 @@ def compare_and_set(session: Session, move: Move) -> Job:
     Raises IllegalMove, JobNotFound, or StaleState when the row did not match (another
     actor moved it first); the audit event is written in the same transaction.
     """
-    expected, to, job_id = move.expected, move.to, move.job_id
+    step, job_id = move.step, move.job_id
+    expected, to = step.expected, step.to
     if to not in LEGAL_MOVES[expected]:
         raise IllegalMove(f"a job cannot move from {expected.value} to {to.value}")
     unknown = set(move.fields) - _MOVABLE
@@ -199,13 +207,13 @@ def compare_and_set(session: Session, move: Move) -> Job:
     else:  # the row as the UPDATE left it, without a second read through the ORM
         job = loaded_job(dict(row._mapping))
     entry = AuditEntry(
-        actor=move.actor,
+        actor=step.actor,
         event=move.event or _EVENT_FOR.get(to, to.value),
         job_id=job_id,
         from_state=expected.value,
         to_state=to.value,
-        detail=move.detail,
-        address=move.address,
+        detail=step.detail,
+        address=step.address,
     )
     record_event(session, entry)
     notify_job(session, job_id, to)
@@ -231,8 +239,8 @@ def _cas_update(move: Move) -> tuple[Update, dict[str, Any]]:
         stmt = stmt.where(*move.extra)
     values = {
         "cas_id": move.job_id,
-        "cas_expected": move.expected,
-        "state": move.to,
+        "cas_expected": move.step.expected,
+        "state": move.step.to,
         "updated_at": utcnow(),
     }
     if move.owner is not None:
@@ -280,13 +288,9 @@ def move_overdue(
             compare_and_set(
                 session,
                 Move(
-                    job_id=job_id or 0,
-                    expected=expected,
-                    to=to,
-                    actor="system",
-                    address=None,
-                    detail=detail,
-                    fields=fields,
+                    job_id or 0,
+                    Step(expected, to, "system", detail=detail),
+                    fields,
                     extra=(overdue,),
                 ),
             )

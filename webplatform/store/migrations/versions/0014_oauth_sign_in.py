@@ -1,9 +1,5 @@
 """Agents that sign in through the browser (SPEC §18): registered clients, authorization
 grants with their codes, refresh tokens; an agent token's expiry and resource.
-
-Revision ID: 0014
-Revises: 0013
-Create Date: 2026-12-01
 """
 
 from __future__ import annotations

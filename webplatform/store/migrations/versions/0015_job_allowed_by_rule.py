@@ -1,9 +1,4 @@
-"""A job allowed by a rule (SPEC §16) names it: `job.allowed_by_rule`.
-
-Revision ID: 0015
-Revises: 0014
-Create Date: 2026-12-01
-"""
+"""A job allowed by a rule (SPEC §16) names it: `job.allowed_by_rule`."""
 
 from __future__ import annotations
 

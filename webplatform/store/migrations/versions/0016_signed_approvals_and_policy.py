@@ -1,10 +1,6 @@
 """Signed co-approvals and job policies (SPEC §19): `job_approval.signature` and
 `job.policy_signature`, empty; rows already there are signed once by the first process that
 holds the key afterwards (`webplatform.trust.authority.adopt_unsigned_approvals`).
-
-Revision ID: 0016
-Revises: 0015
-Create Date: 2026-12-01
 """
 
 from __future__ import annotations

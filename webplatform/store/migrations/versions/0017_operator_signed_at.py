@@ -1,9 +1,5 @@
 """When an operator's role change was signed (SPEC §19): `operator.signed_at`, signed with
 the row, so a role set back to an earlier value is never the row aat revoked.
-
-Revision ID: 0017
-Revises: 0016
-Create Date: 2026-12-01
 """
 
 from __future__ import annotations

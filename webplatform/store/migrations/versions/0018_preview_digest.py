@@ -1,10 +1,6 @@
 """The effect approved is the effect run (SPEC §20): a preview's digest (`job_preview.digest`)
 and when a re-run before the run found it changed (`job_preview.changed_at`), and the digest
 an approval was signed over (`job.preview_digest`). Existing previews get their digest here.
-
-Revision ID: 0018
-Revises: 0017
-Create Date: 2026-12-03
 """
 
 from __future__ import annotations

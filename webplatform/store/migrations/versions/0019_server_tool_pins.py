@@ -1,9 +1,4 @@
-"""Pinned definitions of upstream MCP servers' tools (SPEC §22): `server_tool_pin`.
-
-Revision ID: 0019
-Revises: 0018
-Create Date: 2026-12-03
-"""
+"""Pinned definitions of upstream MCP servers' tools (SPEC §22): `server_tool_pin`."""
 
 from __future__ import annotations
 

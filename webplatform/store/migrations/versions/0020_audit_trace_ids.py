@@ -1,9 +1,5 @@
 """Audit events name the span they were recorded in (SPEC §23): `audit_event.trace_id` and
 `audit_event.span_id`, hex, empty for every event recorded before or without tracing.
-
-Revision ID: 0020
-Revises: 0019
-Create Date: 2026-12-03
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Revocations every host sees (SPEC §24): the `revocation` hash chain.
-
-Revision ID: 0021
-Revises: 0020
-Create Date: 2026-12-03
-"""
+"""Revocations every host sees (SPEC §24): the `revocation` hash chain."""
 
 from __future__ import annotations
 

@@ -2,10 +2,6 @@
 
 Definitions accepted before this revision carry none and are held again: an admin accepts
 them once more (`aat servers accept NAME`), since a row alone cannot say who accepted it.
-
-Revision ID: 0022
-Revises: 0021
-Create Date: 2026-12-03
 """
 
 from __future__ import annotations
