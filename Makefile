@@ -50,7 +50,9 @@ test: lint $(NODE_STAMP)
 	$(PYTEST)
 
 # With bytecode cached, as an installed aat has it: every `aat` process the benchmarks start
-# would otherwise compile aat's modules again (about 0.15 s of each start).
+# would otherwise compile aat's modules again (about 0.15 s of each start). Issue 35's table
+# comes first in bench/RESULTS.md. B14 runs `make fast` too (AAT_BENCH_MAKE_FAST=0 leaves it
+# out); `make test` runs only with AAT_BENCH_MAKE_TEST=1 (its last recording is shown else).
 bench: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m bench
 

@@ -25,6 +25,8 @@ BENCHES = {
     "B11": "bench.b11_rules",
     "B12": "bench.b12_tracing",
     "B13": "bench.b13_servers",
+    "B14": "bench.b14_test_loop",
+    "B15": "bench.b15_limits",
 }
 
 

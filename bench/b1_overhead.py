@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 
 from bench.clients import aat_mcp, body, minimal_mcp, server_pid
-from bench.common import EXAMPLES, Report, cpu_s, median_ms, ms, temp_home
+from bench.common import EXAMPLES, ISSUE_35, Report, cpu_s, median_ms, ms, temp_home
 from webplatform.process import launch, runner
 from webplatform.registry import RegistryLoader
 from webplatform.registry.model import ToolSpec
@@ -27,6 +27,10 @@ from webplatform.registry.model import ToolSpec
 TITLE = "run_tool hello-world: warm aat mcp vs direct spawn vs minimal MCPServer"
 ROUNDS = 60
 WARMUP = 5
+# Issue 35's targets: a warm call through `aat mcp` within 10 ms and 0.3x a direct spawn;
+# a plain call at most 9 ms over a direct spawn (about 1.10x the minimal MCPServer).
+WARM_MS, WARM_RATIO = 10.0, 0.3
+PLAIN_ADDED_MS = 9.0
 
 
 def hello_world() -> ToolSpec:
@@ -131,8 +135,7 @@ async def measure(report: Report) -> None:
         "warm runner / direct spawn",
         f"{w / d:.3f} ({ms(w)})",
         baseline=f"direct {ms(d)}",
-        target="<= 0.5",
-        met=w / d <= 0.5,
+        note="aat's runner in this process: the floor under the bridge's warm call",
     )
     report.add(
         "plain runner / warm runner",
@@ -141,32 +144,20 @@ async def measure(report: Report) -> None:
         note="the confined plain spawn a warm call replaces",
     )
     report.add(
-        "aat mcp warm / direct spawn",
-        f"{a / d:.3f} ({ms(a)})",
+        "aat mcp warm: time, and / direct spawn",
+        f"{ms(a)}, {a / d:.3f}x",
         baseline=f"direct {ms(d)}",
-        target="<= 0.5",
-        met=a / d <= 0.5,
+        target=f"<= {WARM_MS:g} ms and <= {WARM_RATIO}x",
+        met=a <= WARM_MS and a / d <= WARM_RATIO,
+        issue=ISSUE_35[0],
     )
     report.add(
-        "aat mcp plain: added time over direct",
-        ms(ap - d),
-        baseline=f"direct {ms(d)}",
-        target="<= 5 ms",
-        met=ap - d <= 5.0,
-    )
-    report.add(
-        "aat mcp plain / direct spawn",
-        f"{ap / d:.3f} ({ms(ap)})",
-        baseline=f"direct {ms(d)}",
-        target="<= 1.15",
-        met=ap / d <= 1.15,
-    )
-    report.add(
-        "aat mcp plain / minimal MCPServer",
-        f"{ap / m:.3f} ({ms(ap)})",
-        baseline=f"minimal {ms(m)}",
-        target="<= 1.10",
-        met=ap / m <= 1.10,
+        "aat mcp plain: added over direct spawn",
+        f"{ap - d:+.1f} ms ({ap / d:.3f}x direct, {ap / m:.3f}x the minimal MCPServer)",
+        baseline=f"direct {ms(d)}, minimal MCPServer {ms(m)}",
+        target=f"<= +{PLAIN_ADDED_MS:g} ms (about 1.10x the minimal MCPServer)",
+        met=ap - d <= PLAIN_ADDED_MS,
+        issue=ISSUE_35[1],
     )
     _cpu_rows(report, cpu)
     report.notes.append(

@@ -13,12 +13,15 @@ from pathlib import Path
 import anyio
 
 from bench.clients import aat_mcp, body
-from bench.common import Report, median_ms, ms, temp_home, timed
+from bench.common import ISSUE_35, Report, median_ms, ms, temp_home, timed
 from webplatform.registry import RegistryLoader
 
 TITLE = "discovery on 1,000 tools x 10 actions"
 TOOLS, ACTIONS = 1000, 10
 ROUNDS = 30
+# Issue 35: a fresh in-process `aat mcp` answers its first `capabilities {}` on this registry
+# (10,000 actions) within 1.5 s of its spawn.
+FIRST_ANSWER_MS = 1500.0
 VERBS = ("list", "get", "create", "update", "archive", "export", "import", "count", "find", "sync")
 NOUNS = ("invoices", "customers", "tickets", "orders", "reports", "pages", "files", "users")
 
@@ -56,9 +59,24 @@ def generate(root: Path) -> None:
         (folder / "main.py").write_text("print('{}')\n")
 
 
+def ms_list(values: list[float]) -> list[int]:
+    """Seconds as whole milliseconds, for the notes."""
+    return [round(x * 1000) for x in values]
+
+
+async def first_answer_s(home: Path) -> float:
+    """Seconds from spawning `aat mcp` on the shipped examples to its first `{}` answered:
+    the baseline of the 10,000-action start (what the start costs without that registry)."""
+    spawned = time.perf_counter()
+    async with aat_mcp(home) as client:
+        result = await client.call_tool("capabilities", {})
+        assert not result.is_error, result
+        return time.perf_counter() - spawned
+
+
 async def measure(report: Report) -> None:
     """Run B2 and add its rows to `report`."""
-    with temp_home("b2") as home:
+    with temp_home("b2") as home, temp_home("b2-examples") as base_home:
         root = home / "registry"
         generate(root)
         cold = [timed(RegistryLoader([root]).load) for _ in range(5)]
@@ -72,10 +90,13 @@ async def measure(report: Report) -> None:
             "{name, action}": {"name": "gen-0500", "action": f"list-{NOUNS[500 % len(NOUNS)]}"},
         }
         first_answer: list[float] = []
+        baseline: list[float] = []
         samples: dict[str, list[float]] = {k: [] for k in calls}
         edited: list[float] = []
         stale = 0
         for attempt in range(3):
+            if attempt % 2:  # the baseline first on odd attempts, after on even ones
+                baseline.append(await first_answer_s(base_home))
             spawned = time.perf_counter()
             async with aat_mcp(home, AAT_REGISTRY=str(root)) as client:
 
@@ -88,22 +109,23 @@ async def measure(report: Report) -> None:
 
                 await call({})
                 first_answer.append(time.perf_counter() - spawned)
-                if attempt:
-                    continue
-                for args in calls.values():  # warm-up; the watcher settles meanwhile
-                    await call(args)
-                await anyio.sleep(2.5)
-                for _ in range(ROUNDS):
-                    for key, args in calls.items():
-                        samples[key].append((await call(args))[0])
-                manifest_path = root / "tools" / "gen-0500" / "tool.yaml"
-                for n in range(7):
-                    await anyio.sleep(1.5)  # past the watcher's grace period: its fast path
-                    manifest_path.write_text(manifest(500, note=f" (edit {n})"))
-                    elapsed, answer = await call({"name": "gen-0500"})
-                    edited.append(elapsed)
-                    if f"(edit {n})" not in str(answer.get("description")):
-                        stale += 1
+                if attempt == 0:  # the warm figures, from the first process
+                    for args in calls.values():  # warm-up; the watcher settles meanwhile
+                        await call(args)
+                    await anyio.sleep(2.5)
+                    for _ in range(ROUNDS):
+                        for key, args in calls.items():
+                            samples[key].append((await call(args))[0])
+                    manifest_path = root / "tools" / "gen-0500" / "tool.yaml"
+                    for n in range(7):
+                        await anyio.sleep(1.5)  # past the watcher's grace period: its fast path
+                        manifest_path.write_text(manifest(500, note=f" (edit {n})"))
+                        elapsed, answer = await call({"name": "gen-0500"})
+                        edited.append(elapsed)
+                        if f"(edit {n})" not in str(answer.get("description")):
+                            stale += 1
+            if attempt % 2 == 0:
+                baseline.append(await first_answer_s(base_home))
     targets = {"{}": 30.0, "{search}": 20.0, "{name, action}": 5.0}
     for key, limit in targets.items():
         value = median_ms(samples[key])
@@ -113,18 +135,16 @@ async def measure(report: Report) -> None:
     cold_ms = median_ms(cold)
     cached_ms = median_ms(cached)
     report.add("cold load (1,000 manifests, no cache)", ms(cold_ms))
-    report.add(
-        "cold load (1,000 manifests, disk cache)",
-        ms(cached_ms),
-        target="<= 1500 ms",
-        met=cached_ms <= 1500,
-    )
+    report.add("cold load (1,000 manifests, disk cache)", ms(cached_ms))
     start_ms = median_ms(first_answer)
+    base_ms = median_ms(baseline)
     report.add(
-        "aat mcp spawn -> first {} answered (disk cache)",
+        "aat mcp spawn -> first {} answered, 10,000 actions (disk cache)",
         ms(start_ms),
-        target="<= 1500 ms",
-        met=start_ms <= 1500,
+        baseline=f"the shipped examples {ms(base_ms)}",
+        target=f"<= {FIRST_ANSWER_MS:g} ms",
+        met=start_ms <= FIRST_ANSWER_MS,
+        issue=ISSUE_35[3],
     )
     edit_ms = median_ms(edited)
     report.add(
@@ -137,7 +157,9 @@ async def measure(report: Report) -> None:
     report.notes.append(
         f"B2: {TOOLS} tools x {ACTIONS} actions x 3 args; warm medians over {ROUNDS} calls "
         "through the SDK client over stdio to `aat mcp` (registry watched); cold loads median "
-        "of 5 fresh loaders in process; spawn to first answer median of 3 processes; an edit "
+        "of 5 fresh loaders in process; spawn to first answer median of 3 processes, "
+        f"alternating with 3 on the shipped examples (samples: {ms_list(first_answer)} "
+        f"against {ms_list(baseline)} ms; each side's first migrates its new home); an edit "
         "is written and the very next call made at once, 7 times, each after 1.5 s of quiet."
     )
 

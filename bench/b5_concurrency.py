@@ -15,10 +15,12 @@ from mcp import Client
 
 from bench.b1_overhead import direct_command, plain_registry, spawn_direct
 from bench.clients import aat_mcp, body, server_pid
-from bench.common import Report, cpu_s, temp_home
+from bench.common import ISSUE_35, Report, cpu_s, temp_home
 
 TITLE = "400 hello-world calls, 8 concurrent: one bridge vs direct spawns"
 CALLS, CONCURRENCY, ROUNDS = 400, 8, 3
+# Issue 35: the plain call path, 8 in flight, within 1.2x the direct spawns' wall time.
+TARGET = 1.2
 
 
 async def in_parallel(call: object) -> float:
@@ -90,15 +92,14 @@ async def measure(report: Report) -> None:
         "bridge (warm tool) / direct wall time",
         f"{bm / dm:.3f} (bridge {bm:.2f} s)",
         baseline=f"direct {dm:.2f} s",
-        target="<= 1.2",
-        met=bm / dm <= 1.2,
     )
     report.add(
         "bridge (plain tool) / direct wall time",
         f"{pm / dm:.3f} (bridge {pm:.2f} s)",
         baseline=f"direct {dm:.2f} s",
-        target="<= 1.2",
-        met=pm / dm <= 1.2,
+        target=f"<= {TARGET}",
+        met=pm / dm <= TARGET,
+        issue=ISSUE_35[4],
     )
     for side, what in (("bridge", "warm"), ("plain", "plain")):
         report.add(

@@ -48,13 +48,9 @@ async def measure(report: Report) -> None:
             after.append(used)
     rss = sorted(idle)[len(idle) // 2]
     used = sorted(after)[len(after) // 2]
-    report.add("idle RSS after initialize", f"{rss:.0f} MB", target="<= 90 MB", met=rss <= 90)
-    report.add(
-        "idle RSS after a run and a discovery call",
-        f"{used:.0f} MB",
-        target="<= 90 MB",
-        met=used <= 90,
-    )
+    # Issue 35's 90 MB is B9's in-process row, measured beside the minimal MCPServer.
+    report.add("idle RSS after initialize", f"{rss:.0f} MB", note="issue 35's row: B9")
+    report.add("idle RSS after a run and a discovery call", f"{used:.0f} MB")
     report.add("idle RSS after initialize, a home's first start", f"{first:.0f} MB")
     report.notes.append(
         f"B6: median of {SAMPLES} fresh bridges on a home set up by a first one; samples (MB) "

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    ISSUE_35,
     PYTHON,
+    ROOT,
     Report,
     aat_argv,
     aat_env,
@@ -103,10 +105,12 @@ class Side:
     first_ms: float = 0.0  # a target for spawn -> first answer; 0: none
     times: dict[str, list[float]] = field(default_factory=dict)
     rss: list[float] = field(default_factory=list)
+    cwd: Path | None = None  # its own working folder (None: the caller's)
+    issue: str = ""  # the line of issue 35's table its RSS row answers
 
     def take(self, env: dict[str, str], cwd: Path, era: str) -> None:
         """One fresh process: its first-answer time and idle RSS."""
-        elapsed, held = sample(self.argv, env, cwd, era)
+        elapsed, held = sample(self.argv, env, self.cwd or cwd, era)
         self.times.setdefault(era, []).append(elapsed)
         self.rss.append(held)
 
@@ -143,6 +147,7 @@ def _measure(
         baseline=f"{baseline.label} {statistics.median(baseline.rss):.0f} MB" if baseline else "",
         target=f"<= {side.max_mb:.0f} MB" if side.max_mb else "",
         met=held_mb <= side.max_mb if side.max_mb else None,
+        issue=side.issue,
     )
 
 
@@ -152,8 +157,12 @@ def run(report: Report) -> None:
         work = home.with_name(f"{home.name}-work")  # the caller's folder, outside AAT_HOME
         work.mkdir()
         env = aat_env(home)
-        in_process = Side("in-process", aat_argv("mcp"), IN_PROCESS_MB, IN_PROCESS_MS)
-        _measure(report, in_process, env, work)
+        in_process = Side(
+            "in-process", aat_argv("mcp"), IN_PROCESS_MB, IN_PROCESS_MS, issue=ISSUE_35[2]
+        )
+        # The floor under it: the SDK's own stdio server with one tool, nothing of aat's.
+        minimal = Side("minimal MCPServer", [PYTHON, "-m", "bench.minimal_server"], cwd=ROOT)
+        _measure(report, in_process, env, work, baseline=minimal)
         with aat_serve(home) as served:
             url = served.mcp_url
             relayed = Side("relayed", aat_argv("mcp"), RELAYED_MB, FIRST_ANSWER_MS)
@@ -165,6 +174,8 @@ def run(report: Report) -> None:
         "B9: median of "
         f"{SAMPLES} fresh processes per era; relayed = a running `aat serve` for the same "
         "AAT_HOME takes the session over its local socket (the relay imports no SDK); "
-        "in-process = no server runs; --url = the standard-library HTTP relay to `/mcp`, "
+        "in-process = no server runs, alternating with the minimal MCPServer (bench/"
+        "minimal_server.py: the SDK's stdio server and one tool, the floor under it); "
+        "--url = the standard-library HTTP relay to `/mcp`, "
         "beside the SDK relay it replaced (bench/sdk_relay.py), alternating."
     )

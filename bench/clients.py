@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,15 @@ from mcp_types import CallToolResult
 from bench.common import PYTHON, ROOT, aat_argv, aat_env
 
 
-@asynccontextmanager
-async def aat_mcp(home: Path, **env: str) -> AsyncIterator[Client]:
+def aat_mcp(home: Path, **env: str) -> AbstractAsyncContextManager[Client]:
     """A legacy-era SDK client on a fresh `aat mcp` process with AAT_HOME=`home`."""
-    argv = aat_argv("mcp")
+    return stdio_client(aat_argv("mcp"), home, env)
+
+
+@asynccontextmanager
+async def stdio_client(argv: list[str], home: Path, env: dict[str, str]) -> AsyncIterator[Client]:
+    """A legacy-era SDK client on a fresh `argv` (`aat mcp`, or a bench side's variant of it)
+    with AAT_HOME=`home` and `env` added."""
     # The caller's folder is the call's workspace (SPEC §14): a project folder of its own,
     # never the repository (it holds the registry) nor a folder around AAT_HOME.
     work = home.with_name(f"{home.name}-work")

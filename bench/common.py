@@ -27,6 +27,20 @@ EXAMPLES = Path(webplatform.__file__).parent / "examples"
 HELLO = EXAMPLES / "tools" / "hello-world" / "main.py"
 BENCH_REGISTRY = Path(__file__).resolve().parent / "registry"
 
+# The lines of issue 35's table, in its order: a row naming one (`Report.add(issue=...)`) is
+# listed again at the top of the results, beside its baseline measured in the same run.
+ISSUE_35 = (
+    "warm hello-world through `aat mcp`",
+    "plain call, added over a direct spawn",
+    "in-process `aat mcp` RSS after initialize",
+    "first `capabilities {}` after start at 10,000 actions (B2 cold)",
+    "B5 plain, 8 in flight",
+    "`make fast` / `make test` on 2 cores",
+    "tracing off (§23): B1 and B5 unchanged",
+    "limits (§20): B1 and B5 unchanged",
+    "upstream servers (§22): B1 and B5 unchanged",
+)
+
 
 @dataclass
 class Row:
@@ -39,6 +53,9 @@ class Row:
     target: str
     met: bool | None  # None: reported, no target
     note: str = ""
+    # The line of issue 35's table this row answers ("" for none); the results list these
+    # rows first, in the issue's order, beside their same-run baselines.
+    issue: str = ""
 
 
 @dataclass
@@ -59,9 +76,12 @@ class Report:
         target: str = "",
         met: bool | None = None,
         note: str = "",
+        issue: str = "",
     ) -> None:
-        """Add a row (and print it at once, so a long run shows progress)."""
-        row = Row(self.bench, what, measured, baseline, target, met, note)
+        """Add a row (and print it at once, so a long run shows progress); `issue` names the
+        line of issue 35's table it answers."""
+        assert not issue or issue in ISSUE_35, issue
+        row = Row(self.bench, what, measured, baseline, target, met, note, issue)
         self.rows.append(row)
         print(f"  {self.bench} {what}: {measured}  [{baseline}]  {target} {verdict(met)}")
         sys.stdout.flush()
@@ -125,9 +145,12 @@ def alternate(sides: dict[str, Callable[[], float]], rounds: int) -> dict[str, l
 
 @contextlib.contextmanager
 def temp_home(prefix: str) -> Iterator[Path]:
-    """A fresh AAT_HOME for one benchmark."""
+    """A fresh AAT_HOME for one benchmark, in a temporary folder of its own: what a bench
+    puts beside it (`home.with_name(...)`: its caller's folder, a registry) goes with it."""
     with tempfile.TemporaryDirectory(prefix=f"aat-bench-{prefix}-") as tmp:
-        yield Path(tmp)
+        home = Path(tmp) / prefix
+        home.mkdir()
+        yield home
 
 
 def aat_env(home: Path, **extra: str) -> dict[str, str]:

@@ -1,4 +1,10 @@
-"""What `aat mcp` in-process imports before its first answer: what that answer needs, no more."""
+"""What `aat` imports before it answers: what that answer needs, no more.
+
+`aat mcp` in-process loads the bridge and nothing of the other commands; `aat --help` and a
+mistyped command load no settings and no store; a command on the database loads the store
+and not the MCP SDK, the web stack or the rules engine. Hundreds of tests and every user
+command pay for what a start imports.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,60 @@ import gc
 import json
 import subprocess
 import sys
+
+
+def modules_after(code: str) -> set[str]:
+    """The modules loaded in a fresh interpreter once `code` ran (it may raise SystemExit)."""
+    runner = (
+        "import json, sys\n"
+        f"try:\n    {code}\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.__stderr__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", runner],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def test_help_version_and_a_mistyped_command_load_no_settings_and_no_store() -> None:
+    for argv in (["--help"], ["--version"], ["nosuch"], ["rules", "--help"]):
+        loaded = modules_after(f"from webplatform.cli.main import main; main({argv!r})")
+        assert "webplatform.cli.main" in loaded
+        # The store (SQLAlchemy, SQLModel, the tables) and the settings (pydantic) are what a
+        # bare start cost before: a second of CPU and 50 MB for an answer argparse gives.
+        heavy = {"sqlalchemy", "sqlmodel", "webplatform.store", "webplatform.config", "pydantic"}
+        assert not loaded & heavy, (argv, loaded & heavy)
+
+
+def test_the_commands_on_the_database_load_no_mcp_sdk_nor_what_they_do_not_use() -> None:
+    # What `aat run`, `aat operator`, `aat agent`, `aat rules` and `aat keys` import, each
+    # command's own modules included (imported when it runs).
+    code = (
+        "import webplatform.cli.main, webplatform.cli.run, webplatform.cli.admin, "
+        "webplatform.cli.agents, webplatform.cli.rules, webplatform.cli.trust, "
+        "webplatform.jobs.services, webplatform.jobs.previews, webplatform.jobs.tracking, "
+        "webplatform.trust.rulebook, webplatform.process.runner, webplatform.platform"
+    )
+    loaded = modules_after(code)
+    assert {"sqlalchemy", "webplatform.platform"} <= loaded
+    unneeded = {
+        "mcp",  # the MCP SDK: only `aat mcp`, `aat serve` and a call to an upstream server
+        "mcp_types",
+        "webplatform.process.server_link",
+        "fastapi",
+        "starlette",
+        "uvicorn",
+        "dashboard",
+        "argon2",  # operator passwords: only where one is set or checked
+        "cedarpy",  # the rules engine, only once there are rules
+        "opentelemetry.sdk",
+        "apprise",
+    }
+    assert not loaded & unneeded, loaded & unneeded
 
 
 def test_the_in_process_bridge_loads_no_other_command_nor_the_chat_surface() -> None:

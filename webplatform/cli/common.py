@@ -1,4 +1,8 @@
-"""What every `aat` command shares: exit codes, the common options, settings, answers."""
+"""What every `aat` command shares: exit codes, the common options, settings, answers.
+
+`aat --help`, `aat --version` and a mistyped command import this module and nothing of the
+store: settings and answers are imported by the functions that use them.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from webplatform.config import Settings, get_settings
-from webplatform.jobs.answers import Answer, Status
-
 if TYPE_CHECKING:
+    from webplatform.config import Settings
+    from webplatform.jobs.answers import Answer
     from webplatform.platform import Platform
     from webplatform.trust.door import Change
     from webplatform.trust.permissions import Permission
@@ -22,6 +25,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 def settings_from(ns: argparse.Namespace) -> Settings:
     """Settings from the environment, with `--registry` and `--db` applied on top."""
+    from webplatform.config import get_settings
+
     overrides: dict[str, Any] = {}
     if getattr(ns, "registry", None):
         overrides["registry"] = ":".join(ns.registry)
@@ -55,6 +60,8 @@ def add_common(p: argparse.ArgumentParser, *, registry: bool = True, db: bool = 
 
 def print_answer(answer: Answer) -> int:
     """Print an answer as JSON; the exit code it means."""
+    from webplatform.jobs.answers import Status
+
     print(json.dumps(answer.to_dict(), indent=2, ensure_ascii=False))
     if answer.status is Status.invalid:
         return EXIT_USAGE

@@ -16,13 +16,6 @@ from importlib import import_module
 
 from webplatform import __version__
 from webplatform.cli.common import EXIT_FAILED, EXIT_USAGE, add_common, port
-from webplatform.config import (
-    DatabaseUnreachable,
-    HomeUnavailable,
-    SettingsError,
-    get_settings,
-)
-from webplatform.keyfiles import KeyFileError
 
 # Each command's module, imported only when that command runs: `aat mcp` answers its client
 # sooner without loading what `aat check`, `aat run` or `aat service` need.
@@ -193,6 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger().setLevel(logging.INFO)
         logging.getLogger("alembic").setLevel(logging.WARNING)
     handler = handler_for(ns.command)
+    # Imported once the arguments parse: `aat --help` and a mistyped command need no settings.
+    from webplatform.config import DatabaseUnreachable, HomeUnavailable, SettingsError, get_settings
+    from webplatform.keyfiles import KeyFileError
+
     try:
         get_settings()  # every command refuses settings that cannot work, used or not
         return handler(ns, extra)

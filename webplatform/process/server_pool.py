@@ -27,18 +27,22 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import mcp_types as types
-from mcp.shared.exceptions import MCPError
 
 from webplatform.process import confine
 from webplatform.process.outcome import RunResult
-from webplatform.process.server_link import Launch, Link, failure, hold
 from webplatform.registry.model import ServerSpec
 from webplatform.registry.servers import definition_digest, pinned_definition
 from webplatform.telemetry import spans
+
+# The MCP SDK (a second of imports) is loaded where a server is started or answers: every
+# platform configures this pool, and most processes never start a server.
+if TYPE_CHECKING:
+    import mcp_types as types
+
+    from webplatform.process.server_link import Launch, Link
 
 DEFAULT_TIMEOUT_S = 60.0
 # How long a server may take to start and list its tools.
@@ -161,6 +165,8 @@ class ServerPool:
             return link
 
     def _start(self, launch: Launch) -> Link:
+        from webplatform.process.server_link import Link, failure, hold
+
         loop = self.loop()
         link = Link(launch, on_listed=self._relisted)
 
@@ -274,6 +280,8 @@ def run(
     go_ahead: Callable[[], None] | None = None,
 ) -> RunResult:
     """`runner.run` for an action of a server's tool (`call` is its `runner.ToolCall`)."""
+    from webplatform.process.server_link import Launch
+
     started = time.monotonic()
     server = call.tool.server
     fence = call.fence or confine.Fence(home=call.home)
@@ -310,6 +318,9 @@ def _answer(
 ) -> RunResult:
     """Wait for the answer, ticking; what it amounts to. A tick that raises cancels the
     call (the caller's failure) and propagates."""
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
     server = call.tool.server.name
     while not concurrent.futures.wait([future], timeout=tick_s).done:
         if on_tick is not None:
@@ -350,6 +361,8 @@ def _lost(server: str) -> str:
 
 
 def _text(result: types.CallToolResult) -> str:
+    import mcp_types as types
+
     return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 

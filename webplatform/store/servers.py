@@ -127,15 +127,18 @@ def pins(*, session: Session, seal: RowSeal) -> Pins:
     return Pins(accepted, {k: tuple(dict.fromkeys(v)) for k, v in held.items()})
 
 
+# Built once: every tool call of a process with servers configured reads it
+# (`Platform.registry`), and building and compiling it each time was most of that read.
+_STAMP = select(
+    func.count(col(ServerToolPin.id)),
+    func.max(col(ServerToolPin.id)),
+    func.max(col(ServerToolPin.accepted_at)),
+)
+
+
 def stamp(*, session: Session) -> tuple[int, int, Any]:
     """Changes whenever a pin is recorded or accepted: (rows, last id, last acceptance)."""
-    row = session.exec(
-        select(
-            func.count(col(ServerToolPin.id)),
-            func.max(col(ServerToolPin.id)),
-            func.max(col(ServerToolPin.accepted_at)),
-        )
-    ).one()
+    row = session.connection().execute(_STAMP).one()
     return (int(row[0] or 0), int(row[1] or 0), row[2])
 
 
