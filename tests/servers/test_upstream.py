@@ -249,13 +249,32 @@ def test_a_server_that_hangs_times_out_and_others_go_on(platform: Platform, tmp_
 
 
 def test_a_server_that_answers_garbage_is_a_failed_start_in_one_line(
-    platform: Platform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    platform: Platform, tmp_path: Path, definitions: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(server_pool, "START_TIMEOUT_S", 2.0)
     with pytest.raises(servers.ServerProblem) as failed:
         servers.refresh(platform, servers.find(platform, "noise"), tmp_path)
     assert "noise" in str(failed.value) and "\n" not in str(failed.value)
     assert "noise" not in platform.registry().tools
+    # and the server that never started is not left running, printing garbage
+    deadline = time.monotonic() + 10
+    while alive := _garbage_servers(definitions):
+        assert time.monotonic() < deadline, f"the failed server still runs: pids {alive}"
+        time.sleep(0.05)
+
+
+def _garbage_servers(definitions: Path) -> list[int]:
+    """The pids of live processes running this test's `garbage` server."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if b"garbage" in argv and str(definitions).encode() in b" ".join(argv) and state != "Z":
+            found.append(int(entry.name))
+    return found
 
 
 def test_a_server_that_asks_for_input_is_refused_in_one_line(

@@ -170,9 +170,11 @@ class ServerPool:
         loop = self.loop()
         link = Link(launch, on_listed=self._relisted)
 
+        holding: list[asyncio.Task[None]] = []
+
         async def start() -> Link:
             ready: asyncio.Future[None] = loop.create_future()
-            loop.create_task(hold(link, ready))
+            holding.append(loop.create_task(hold(link, ready)))
             await ready
             return link
 
@@ -181,6 +183,10 @@ class ServerPool:
             return future.result(timeout=START_TIMEOUT_S)
         except concurrent.futures.TimeoutError:
             future.cancel()
+            # A server stuck before its tool list (one printing garbage, one that never
+            # answers) holds no `closing` wait yet: cancelling the hold stops its process.
+            for task in holding:
+                loop.call_soon_threadsafe(task.cancel)
             link.closing.set()
             raise ServerNotStarted(f"it did not answer within {START_TIMEOUT_S:g} s") from None
         except Exception as exc:
