@@ -39,7 +39,7 @@ WORKERS ?= $(shell echo $$((2 * $$(nproc))))
 # start re-compiles aat, several CPU-seconds per worker and a few hundred ms per process.
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(WORKERS) --dist loadfile
 
-# The inner loop (about 90 s on two cores): unit tests on SQLite. No browser, no
+# The inner loop (about 170 s on two cores): unit tests on SQLite. No browser, no
 # PostgreSQL, no `aat` processes, no npm clients, no wheel build.
 fast: $(STAMP)
 	$(PYTEST) -m "unit and not postgresql" -x
