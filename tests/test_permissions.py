@@ -165,3 +165,15 @@ def test_the_store_is_handed_the_roles_and_spells_none() -> None:
     assert spelled == []
     assert ROLE_BOOK.roles == tuple(GRANTS)
     assert ROLE_BOOK.keep == {r for r in GRANTS if Permission.manage_operators in GRANTS[r]}
+
+
+def test_the_command_lines_role_choices_are_the_role_book() -> None:
+    """`aat operator --role` lists its choices in the parser, which must not import trust (an
+    `aat --help` loads no database code): they are the role book's roles, no more or fewer."""
+    from webplatform.cli.main import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command")
+    operator = commands.choices["operator"]
+    (role,) = [a for a in operator._actions if a.dest == "role"]
+    assert tuple(role.choices) == ROLE_BOOK.roles
