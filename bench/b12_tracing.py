@@ -17,8 +17,8 @@ import anyio
 
 from bench import hotpath
 from bench.b1_overhead import plain_registry
-from bench.clients import aat_mcp, server_pid
-from bench.common import ISSUE_35, Report, cpu_s, temp_home
+from bench.clients import aat_mcp
+from bench.common import ISSUE_35, Report, temp_home
 
 TITLE = "B1 and B5 (plain tool), tracing off vs on, side by side"
 
@@ -63,14 +63,9 @@ async def measure(report: Report) -> None:
             aat_mcp(off_home, AAT_REGISTRY=str(plain_registry(off_home))) as off,
             aat_mcp(on_home, AAT_REGISTRY=str(plain_registry(on_home)), **tracing_env(url)) as on,
         ):
-            servers = {
-                "tracing off": server_pid("webplatform mcp", off_home),
-                "tracing on": server_pid("webplatform mcp", on_home),
-            }
-            before = {name: cpu_s(pid) for name, pid in servers.items()}
-            single, many = await hotpath.compare({"tracing off": off, "tracing on": on})
-            calls = hotpath.WARMUP + hotpath.ROUNDS + hotpath.BATCH * hotpath.BATCHES
-            cpu = {n: (cpu_s(pid) - before[n]) / calls * 1000 for n, pid in servers.items()}
+            single, many, cpu = await hotpath.compare_cpu(
+                {"tracing off": (off, off_home), "tracing on": (on, on_home)}
+            )
     b1, b5 = hotpath.ratio_rows(
         report,
         ("tracing on", "tracing off"),

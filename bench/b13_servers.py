@@ -15,8 +15,8 @@ from pathlib import Path
 import anyio
 
 from bench import hotpath
-from bench.clients import aat_mcp, server_pid
-from bench.common import EXAMPLES, ISSUE_35, PYTHON, ROOT, Report, cpu_s, temp_home
+from bench.clients import aat_mcp
+from bench.common import EXAMPLES, ISSUE_35, PYTHON, ROOT, Report, temp_home
 
 TITLE = "B1 and B5 with a servers/ folder configured vs without, side by side"
 
@@ -53,14 +53,9 @@ async def measure(report: Report) -> None:
     with temp_home("b13") as home, temp_home("b13-servers") as served_home:
         registry = with_server(served_home)
         async with aat_mcp(home) as bare, aat_mcp(served_home, AAT_REGISTRY=registry) as served:
-            servers = {
-                "without": server_pid("webplatform mcp", home),
-                "with": server_pid("webplatform mcp", served_home),
-            }
-            before = {name: cpu_s(pid) for name, pid in servers.items()}
-            single, many = await hotpath.compare({"without": bare, "with": served})
-            calls = hotpath.WARMUP + hotpath.ROUNDS + hotpath.BATCH * hotpath.BATCHES
-            cpu = {n: (cpu_s(pid) - before[n]) / calls * 1000 for n, pid in servers.items()}
+            single, many, cpu = await hotpath.compare_cpu(
+                {"without": (bare, home), "with": (served, served_home)}
+            )
     hotpath.ratio_rows(
         report,
         ("with", "without"),

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 import anyio
 from mcp import Client
 
 from bench.b5_concurrency import CONCURRENCY
-from bench.clients import body
-from bench.common import Report, median_ms, ms
+from bench.clients import body, server_pid
+from bench.common import Report, cpu_s, median_ms, ms
 
 ROUNDS, WARMUP = 60, 5
 # 400 calls a side in batches small enough to alternate often: the machine's load drifts.
@@ -69,6 +70,19 @@ async def compare(sides: Mapping[str, Client]) -> tuple[Samples, Samples]:
         for name in names[i % len(names) :] + names[: i % len(names)]:
             many[name].append(await batch(sides[name]) / BATCH)
     return single, many
+
+
+async def compare_cpu(
+    sides: Mapping[str, tuple[Client, Path]],
+) -> tuple[Samples, Samples, dict[str, float]]:
+    """`compare` on sides given as (client, its `aat mcp`'s AAT_HOME), and each side's server
+    CPU per call over every call made (ms)."""
+    pids = {name: server_pid("webplatform mcp", home) for name, (_, home) in sides.items()}
+    before = {name: cpu_s(pid) for name, pid in pids.items()}
+    single, many = await compare({name: client for name, (client, _) in sides.items()})
+    calls = WARMUP + ROUNDS + BATCH * BATCHES
+    cpu = {name: (cpu_s(pid) - before[name]) / calls * 1000 for name, pid in pids.items()}
+    return single, many, cpu
 
 
 def ratio_rows(
